@@ -1,0 +1,5 @@
+"""paiq's services: submit, scheduler, launcher and status; each imports ``shared``, never another.
+
+``services.platform`` is the composition root that runs them together, and ``services.cli`` the
+``paiq`` command; they are not services themselves.
+"""

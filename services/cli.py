@@ -1,0 +1,174 @@
+"""The ``paiq`` command: run the platform (``up``, ``service``) and use it (``submit``, ``jobs``, ``status``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shared.client import ApiCallError, paiq_client
+
+DEFAULT_API = "http://127.0.0.1:9186"
+FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+def _api(args: argparse.Namespace) -> str:
+    return str(args.api or os.environ.get("PAIQ_API") or DEFAULT_API)
+
+
+def _user(args: argparse.Namespace) -> str:
+    return str(args.user or os.environ.get("PAIQ_USER") or getpass.getuser())
+
+
+def _split_job(ref: str, user: str) -> tuple[str, str]:
+    """``name`` (the current user's) or ``user~name``."""
+    owner, sep, name = ref.partition("~")
+    return (owner, name) if sep else (user, ref)
+
+
+def _ms(value: int | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value / 1000)) if value else "-"
+
+
+async def cmd_submit(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        config = path.read_bytes()
+    except OSError as e:
+        print(f"paiq: cannot read {path}: {e.strerror}", file=sys.stderr)
+        return 2
+    user = _user(args)
+    async with paiq_client(_api(args)) as client:
+        body, _headers = await client.submit(user, config)
+        for warning in body.get("warnings", []):
+            print(f"warning: {warning}", file=sys.stderr)
+        name = json.loads(config).get("jobName")
+        print(f"submitted {user}~{name}")
+        if not args.wait:
+            return 0
+        return await _follow(client, user, str(name))
+
+
+async def _follow(client: Any, user: str, name: str) -> int:
+    seen: tuple[str, str, str] | None = None
+    while True:
+        status = (await client.job(user, name))["jobStatus"]
+        now = (status["state"], status.get("subState") or "", status.get("reason") or "")
+        if now != seen:
+            extra = f" ({now[1]})" if now[1] else ""
+            why = f": {now[2]}" if now[2] else ""
+            print(f"{time.strftime('%H:%M:%S')} {user}~{name} {now[0]}{extra}{why}", flush=True)
+            seen = now
+        if now[0] in FINAL_STATES:
+            print(f"{user}~{name} {now[0]}, exit code {status.get('appExitCode')}"
+                  + (f": {status['appExitTriggerMessage']}" if status.get("appExitTriggerMessage") else ""))
+            return 0 if now[0] == "SUCCEEDED" else 1
+        await asyncio.sleep(0.5)
+
+
+async def cmd_jobs(args: argparse.Namespace) -> int:
+    async with paiq_client(_api(args)) as client:
+        jobs = await client.jobs(args.user)
+    print(f"{'JOB':40} {'STATE':10} {'TASKS':>5} {'GPUS':>4} {'EXIT':>5}  CREATED")
+    for j in jobs:
+        ref = f"{j['username']}~{j['name']}"
+        exit_code = "-" if j["appExitCode"] is None else str(j["appExitCode"])
+        print(f"{ref:40} {j['state']:10} {j['totalTaskNumber']:>5} {j['totalGpuNumber']:>4} {exit_code:>5}  "
+              f"{_ms(j['createdTime'])}")
+    return 0
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    user, name = _split_job(args.job, _user(args))
+    async with paiq_client(_api(args)) as client:
+        job = await client.job(user, name)
+    s = job["jobStatus"]
+    print(f"job       {user}~{name}\nstate     {s['state']} ({s.get('subState')})")
+    if s.get("reason"):
+        print(f"reason    {s['reason']}")
+    print(f"vc        {s['virtualCluster']}\ncreated   {_ms(s['createdTime'])}\ncompleted {_ms(s['completedTime'])}")
+    print(f"exit code {s['appExitCode'] if s['appExitCode'] is not None else '-'}")
+    if s.get("appExitTriggerMessage"):
+        print(f"why       {s['appExitTriggerMessage']}")
+    print(f"\n{'TASK':24} {'STATE':10} {'NODE':16} {'IP':15} {'PORTS':24} EXIT")
+    for role, info in job["taskRoles"].items():
+        for t in info["taskStatuses"]:
+            ports = ";".join(f"{k}:{v}" for k, v in (t.get("containerPorts") or {}).items())
+            code = "-" if t["containerExitCode"] is None else t["containerExitCode"]
+            print(f"{role + '[' + str(t['taskIndex']) + ']':24} {t['taskState']:10} "
+                  f"{t.get('containerNodeId') or '-':16} {t.get('containerIp') or '-':15} {ports or '-':24} {code}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from services.platform import running_platform
+    from shared.logsetup import configure_logging
+    from shared.runtime import wait_for_shutdown
+    from shared.settings import Settings
+
+    env = dict(os.environ)
+    if args.port:
+        env["PAIQ_API_PORT"] = str(args.port)
+    settings = Settings.from_env(env)
+    configure_logging(settings.log_level, settings.log_format, service="paiq-up")
+
+    async def main() -> None:
+        async with running_platform(settings):
+            print(f"paiq is up: {settings.api_url} (Ctrl-C to stop)", flush=True)
+            await wait_for_shutdown()
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from services.platform import SERVICES
+    from shared.runtime import run_service
+
+    run_service(args.name, SERVICES[args.name], os.environ)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="paiq", description="OpenPAI-compatible jobs on Docker hosts.")
+    p.add_argument("--api", help=f"paiq REST API (default: $PAIQ_API or {DEFAULT_API})")
+    p.add_argument("--user", help="user name (default: $PAIQ_USER or your login name)")
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run the whole platform in this process")
+    up.add_argument("--port", type=int, help="API port (default 9186)")
+    svc = sub.add_parser("service", help="run one service (needs PAIQ_MONGODB_URI and PAIQ_AMQP_URL)")
+    svc.add_argument("name", choices=["submit", "scheduler", "launcher", "status"])
+    s = sub.add_parser("submit", help="submit an OpenPAI job config (JSON)")
+    s.add_argument("file")
+    s.add_argument("--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeded")
+    sub.add_parser("jobs", help="list jobs")
+    st = sub.add_parser("status", help="show a job and its tasks")
+    st.add_argument("job", help="JOB (yours) or USER~JOB")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "up":
+        return cmd_up(args)
+    if args.command == "service":
+        return cmd_service(args)
+    commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status}
+    try:
+        return asyncio.run(commands[args.command](args))
+    except ApiCallError as e:
+        print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""The launcher: one agent per node, running each task of the node in a Docker container.
+
+``start`` wires the service into a running process (its own, or ``paiq up``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from services.launcher.docker_driver import DockerDriver
+from services.launcher.service import LauncherDeps, start_launcher
+from shared.bus.base import Bus
+from shared.settings import Settings
+from shared.store import Store
+
+
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
+    driver = DockerDriver.from_url(settings.docker_url)
+    stack.push_async_callback(driver.close)
+    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver))

@@ -1,0 +1,49 @@
+"""The composition root: run several (or all) services in one process, as ``paiq up`` does.
+
+This is the only module that knows every service. Alone on a machine it needs nothing but a Docker
+engine: MongoDB is an embedded SecantusDB unless PAIQ_MONGODB_URI is set, and the bus is in-process
+unless PAIQ_AMQP_URL is set. The local engine is the one node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import structlog
+
+from services import launcher, scheduler, status, submit
+from shared.embedded_mongo import embedded_mongo
+from shared.runtime import Starter, open_bus
+from shared.settings import Settings
+from shared.store import Store, open_store
+
+log = structlog.get_logger("paiq.platform")
+
+# Start order: consumers first, the API last, so nothing is accepted before it can be handled.
+SERVICES: dict[str, Starter] = {
+    "status": status.start,
+    "scheduler": scheduler.start,
+    "launcher": launcher.start,
+    "submit": submit.start,
+}
+
+
+@asynccontextmanager
+async def running_platform(settings: Settings, names: Sequence[str] = tuple(SERVICES)) -> AsyncIterator[Store]:
+    unknown = set(names) - set(SERVICES)
+    if unknown:
+        raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}")
+    async with AsyncExitStack() as stack:
+        uri = settings.mongodb_uri
+        if uri is None:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            uri = await stack.enter_async_context(
+                embedded_mongo(settings.data_dir / "db", log_file=settings.data_dir / "db.log"))
+            log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"))
+        store = await stack.enter_async_context(open_store(uri, settings.database))
+        bus = await stack.enter_async_context(open_bus(settings))
+        for name in SERVICES:
+            if name in names:
+                await SERVICES[name](stack, settings, store, bus)
+        yield store

@@ -1,0 +1,17 @@
+"""The scheduler service: gang placement of waiting jobs onto registered nodes.
+
+``start`` wires the service into a running process (its own, or ``paiq up``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from services.scheduler.service import SchedulerDeps, start_scheduler
+from shared.bus.base import Bus
+from shared.settings import Settings
+from shared.store import Store
+
+
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
+    await start_scheduler(stack, SchedulerDeps(settings=settings, store=store, bus=bus))

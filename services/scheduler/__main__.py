@@ -1,0 +1,11 @@
+"""python -m services.scheduler (needs PAIQ_MONGODB_URI and PAIQ_AMQP_URL)."""
+
+from __future__ import annotations
+
+import os
+
+from services.scheduler import start
+from shared.runtime import run_service
+
+if __name__ == "__main__":
+    run_service("scheduler", start, os.environ)

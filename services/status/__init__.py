@@ -1,0 +1,17 @@
+"""The status service: task and job states, and the completion decision.
+
+``start`` wires the service into a running process (its own, or ``paiq up``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from services.status.service import StatusDeps, start_status
+from shared.bus.base import Bus
+from shared.settings import Settings
+from shared.store import Store
+
+
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
+    await start_status(stack, StatusDeps(settings=settings, store=store, bus=bus))

@@ -1,0 +1,11 @@
+"""python -m services.status (needs PAIQ_MONGODB_URI and PAIQ_AMQP_URL)."""
+
+from __future__ import annotations
+
+import os
+
+from services.status import start
+from shared.runtime import run_service
+
+if __name__ == "__main__":
+    run_service("status", start, os.environ)

@@ -1,0 +1,18 @@
+"""The submit service: paiq's OpenPAI-compatible REST API.
+
+``start`` wires the service into a running process (its own, or ``paiq up``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from services.submit.app import SubmitDeps, start_submit
+from shared.bus.base import Bus
+from shared.settings import Settings
+from shared.store import Store
+
+
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
+    runner = await start_submit(SubmitDeps(settings=settings, store=store, bus=bus))
+    stack.push_async_callback(runner.cleanup)

@@ -1,0 +1,82 @@
+"""Job records rendered in the shapes OpenPAI's REST API answered with (times in ms since epoch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.records import JobRecord, TaskRecord
+
+
+def _retry_details(job: JobRecord) -> dict[str, int]:
+    return {"user": job.retries, "platform": 0, "resource": 0}
+
+
+def job_summary(job: JobRecord) -> dict[str, Any]:
+    return {
+        "name": job.name,
+        "username": job.user,
+        "state": job.state.value,
+        "subState": job.sub_state,
+        "reason": job.reason,
+        "executionType": "STOP" if job.stop_requested_by else "START",
+        "retries": job.retries,
+        "retryDetails": _retry_details(job),
+        "createdTime": job.created_ms,
+        "completedTime": job.completed_ms,
+        "appExitCode": job.exit_code,
+        "virtualCluster": job.virtual_cluster,
+        "totalGpuNumber": job.config.total_gpus,
+        "totalTaskNumber": job.config.total_tasks,
+        "totalTaskRoleNumber": len(job.config.task_roles),
+    }
+
+
+def _task_status(task: TaskRecord) -> dict[str, Any]:
+    return {
+        "taskIndex": task.index,
+        "taskState": task.state.value,
+        "containerId": task.container_id,
+        "containerIp": task.ip,
+        "containerNodeId": task.node_id,
+        "containerPorts": {label: ",".join(map(str, ps)) for label, ps in task.ports.items()},
+        "containerGpus": ",".join(map(str, task.gpus)) if task.gpus else None,
+        "containerLog": "",
+        "containerExitCode": task.exit_code,
+        "containerExitReason": task.reason,
+        "containerExitDiagnostics": task.diagnostics,
+        "launchedTime": task.started_ms,
+        "completedTime": task.completed_ms,
+    }
+
+
+def job_detail(job: JobRecord) -> dict[str, Any]:
+    roles: dict[str, Any] = {}
+    for role in job.config.task_roles:
+        roles[role.name] = {
+            "taskRoleStatus": {"name": role.name},
+            "taskStatuses": [_task_status(t) for t in job.tasks if t.role == role.name],
+        }
+    return {
+        "name": job.name,
+        "jobStatus": {
+            "username": job.user,
+            "state": job.state.value,
+            "subState": job.sub_state,
+            "reason": job.reason,
+            "executionType": "STOP" if job.stop_requested_by else "START",
+            "retries": job.retries,
+            "retryDetails": _retry_details(job),
+            "createdTime": job.created_ms,
+            "completedTime": job.completed_ms,
+            "appLaunchedTime": job.launched_ms,
+            "appCompletedTime": job.completed_ms,
+            "appExitCode": job.exit_code,
+            "appExitSpec": None,
+            "appExitDiagnostics": job.exit_diagnostics,
+            "appExitTriggerMessage": job.exit_reason,
+            "appExitTriggerTaskRoleName": job.trigger_role,
+            "appExitTriggerTaskIndex": job.trigger_index,
+            "virtualCluster": job.virtual_cluster,
+        },
+        "taskRoles": roles,
+    }

@@ -1,0 +1,150 @@
+"""The RabbitMQ bus (aio-pika): durable topic exchange, publisher confirms, manual acks, dead letters.
+
+Topology, for an exchange ``paiq.events`` and queue prefix ``paiq``:
+- ``paiq.events`` (topic, durable): every event, routing key = event type or ``node.<id>.<verb>``;
+- ``paiq.dead`` (fanout, durable) and queue ``paiq.dead``: messages that are not valid events, or
+  whose handler kept failing, kept for an operator to look at;
+- one durable queue per service, dead-lettering into ``paiq.dead``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aio_pika
+import structlog
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractRobustConnection,
+)
+from pydantic import ValidationError
+
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router
+from shared.errors import BusError
+from shared.events import CloudEvent, dump_event, parse_event
+
+log = structlog.get_logger("paiq.bus")
+
+_ATTEMPT_HEADER = "x-paiq-attempt"
+
+
+class AmqpBus:
+    def __init__(self, connection: AbstractRobustConnection, publish_channel: AbstractChannel,
+                 exchange: AbstractExchange, dead_exchange_name: str, *, prefetch: int,
+                 retry_delay: float) -> None:
+        self._connection = connection
+        self._publish_channel = publish_channel
+        self._exchange = exchange
+        self._dead = dead_exchange_name
+        self._prefetch = prefetch
+        self._retry_delay = retry_delay
+        self._consume_channels: list[AbstractChannel] = []
+
+    async def publish(self, events: Sequence[CloudEvent]) -> None:
+        for event in events:
+            await self._publish_raw(self._exchange, dump_event(event), event, event.routing_key, {})
+
+    async def _publish_raw(self, exchange: AbstractExchange, body: bytes, event: CloudEvent | None,
+                           routing_key: str, headers: dict[str, Any]) -> None:
+        message = aio_pika.Message(
+            body,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            content_type="application/cloudevents+json",
+            message_id=event.id if event else None,
+            type=getattr(event, "type", None) if event else None,
+            headers=headers,
+        )
+        try:
+            await exchange.publish(message, routing_key=routing_key)
+        except Exception as e:  # aio-pika raises several kinds for a nack or a lost channel
+            raise BusError(f"publishing {routing_key} was not confirmed: {e!r}") from e
+
+    async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
+                        durable: bool = True) -> None:
+        channel = await self._connection.channel(publisher_confirms=True)
+        await channel.set_qos(prefetch_count=self._prefetch)
+        self._consume_channels.append(channel)
+        exchange = await channel.get_exchange(self._exchange.name, ensure=False)
+        q = await channel.declare_queue(
+            queue,
+            durable=durable,
+            exclusive=not durable,
+            auto_delete=not durable,
+            arguments={"x-dead-letter-exchange": self._dead},
+        )
+        for key in bindings:
+            await q.bind(exchange, routing_key=key)
+
+        async def on_message(message: AbstractIncomingMessage) -> None:
+            await self._deliver(channel, queue, router, message)
+
+        await q.consume(on_message, no_ack=False)
+
+    async def _deliver(self, channel: AbstractChannel, queue: str, router: Router,
+                       message: AbstractIncomingMessage) -> None:
+        try:
+            event = parse_event(message.body)
+        except ValidationError as e:
+            log.error("dead-lettered a message that is not a valid event", queue=queue, error=str(e))
+            await message.reject(requeue=False)
+            return
+        attempt = int((message.headers or {}).get(_ATTEMPT_HEADER, 1) or 1)
+        try:
+            replies = await router.dispatch(event)
+            await self.publish(replies)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
+            if attempt >= MAX_HANDLER_ATTEMPTS:
+                log.error("handler kept failing; message dead-lettered", queue=queue,
+                          event_type=event.routing_key, attempts=attempt, error=repr(e))
+                await message.reject(requeue=False)
+                return
+            log.warning("handler failed; will retry", queue=queue, event_type=event.routing_key,
+                        attempt=attempt, error=repr(e))
+            await asyncio.sleep(self._retry_delay * attempt)
+            # Re-queue at the back with the attempt counted (a plain nack would loop without a count).
+            await self._publish_raw(channel.default_exchange, message.body, event, queue,
+                                    {_ATTEMPT_HEADER: attempt + 1})
+            await message.ack()
+            return
+        await message.ack()
+
+    async def close(self) -> None:
+        for ch in self._consume_channels:
+            await ch.close()
+        await self._connection.close()
+
+
+@asynccontextmanager
+async def open_amqp_bus(url: str, exchange: str, queue_prefix: str, *, prefetch: int = 16,
+                        retry_delay: float = 0.5) -> AsyncIterator[AmqpBus]:
+    try:
+        connection = await aio_pika.connect_robust(url)
+    except Exception as e:
+        raise BusError(f"cannot connect to RabbitMQ at {_redact(url)}: {e}") from e
+    channel = await connection.channel(publisher_confirms=True)
+    ex = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+    dead_name = f"{queue_prefix}.dead"
+    dead = await channel.declare_exchange(dead_name, aio_pika.ExchangeType.FANOUT, durable=True)
+    dead_queue = await channel.declare_queue(dead_name, durable=True)
+    await dead_queue.bind(dead)
+    bus = AmqpBus(connection, channel, ex, dead_name, prefetch=prefetch, retry_delay=retry_delay)
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+def _redact(url: str) -> str:
+    """amqp://user:secret@host/ -> amqp://user:***@host/ (never log a broker password)."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"

@@ -1,0 +1,77 @@
+"""What every bus implementation offers, and the router that dispatches events to typed handlers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from shared.events import CloudEvent
+
+E = TypeVar("E", bound=CloudEvent)
+Handler = Callable[[E], Awaitable[Sequence[CloudEvent]]]
+
+# How often a handler that raised is tried again before its message goes to the dead-letter exchange.
+MAX_HANDLER_ATTEMPTS = 5
+
+
+class UnroutedEvent(Exception):
+    """A queue received an event type it has no handler for (a binding without a handler)."""
+
+
+class Router:
+    """Maps event types to handlers. A handler returns the events to publish; the bus does the rest."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Callable[[Any], Awaitable[Sequence[CloudEvent]]]] = {}
+
+    def on(self, event_type: type[E], handler: Handler[E]) -> None:
+        literal = event_type.model_fields["type"].default
+        self._handlers[str(literal)] = handler
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        return tuple(self._handlers)
+
+    async def dispatch(self, event: CloudEvent) -> Sequence[CloudEvent]:
+        handler = self._handlers.get(event.routing_key) or self._handlers.get(getattr(event, "type", ""))
+        if handler is None:
+            raise UnroutedEvent(getattr(event, "type", "?"))
+        structlog.contextvars.bind_contextvars(event_id=event.id, event_type=getattr(event, "type", "?"),
+                                               job_id=event.subject or None)
+        try:
+            return await handler(event)
+        finally:
+            structlog.contextvars.unbind_contextvars("event_id", "event_type", "job_id")
+
+
+class Bus(Protocol):
+    async def publish(self, events: Sequence[CloudEvent]) -> None:
+        """Publish events durably (returns once the broker confirmed every one)."""
+
+    async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
+                        durable: bool = True) -> None:
+        """Consume ``queue`` (bound to the routing-key patterns ``bindings``) with ``router``.
+
+        A message is acknowledged only after its handler returned and the returned events were
+        published. A message that is not a valid event goes straight to the dead-letter exchange; one
+        whose handler keeps raising goes there after ``MAX_HANDLER_ATTEMPTS`` tries.
+        A non-durable queue belongs to this subscriber alone and vanishes with it.
+        """
+
+
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching: ``*`` is exactly one word, ``#`` zero or more words."""
+    return _match(pattern.split("."), key.split("."))
+
+
+def _match(pat: list[str], words: list[str]) -> bool:
+    if not pat:
+        return not words
+    head, rest = pat[0], pat[1:]
+    if head == "#":
+        return any(_match(rest, words[i:]) for i in range(len(words) + 1))
+    if not words:
+        return False
+    return (head in {"*", words[0]}) and _match(rest, words[1:])

@@ -1,0 +1,95 @@
+"""An in-process bus with the broker's semantics: topic routing, at-least-once, retries, dead letters.
+
+Messages travel as JSON bytes, exactly as over RabbitMQ, so a handler never shares objects with the
+publisher and an invalid message is caught the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+from pydantic import ValidationError
+
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router, topic_matches
+from shared.events import CloudEvent, dump_event, parse_event
+
+log = structlog.get_logger("paiq.bus")
+
+
+@dataclass
+class _Queue:
+    name: str
+    bindings: tuple[str, ...]
+    router: Router
+    inbox: asyncio.Queue[tuple[bytes, int]] = field(default_factory=asyncio.Queue)
+    consumer: asyncio.Task[None] | None = None
+
+
+class MemoryBus:
+    def __init__(self, *, prefetch: int = 16, retry_delay: float = 0.2) -> None:
+        self._queues: dict[str, _Queue] = {}
+        self._prefetch = prefetch
+        self._retry_delay = retry_delay
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.dead_letters: list[bytes] = []
+
+    async def publish(self, events: Sequence[CloudEvent]) -> None:
+        for event in events:
+            body = dump_event(event)
+            for q in self._queues.values():
+                if any(topic_matches(b, event.routing_key) for b in q.bindings):
+                    q.inbox.put_nowait((body, 1))
+
+    async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
+                        durable: bool = True) -> None:
+        q = _Queue(queue, tuple(bindings), router)
+        self._queues[queue] = q
+        q.consumer = asyncio.create_task(self._consume(q), name=f"bus:{queue}")
+
+    async def close(self) -> None:
+        for q in self._queues.values():
+            if q.consumer:
+                q.consumer.cancel()
+        for t in list(self._inflight):
+            t.cancel()
+        for q in self._queues.values():
+            if q.consumer:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await q.consumer
+        self._queues.clear()
+
+    async def _consume(self, q: _Queue) -> None:
+        slots = asyncio.Semaphore(self._prefetch)
+        while True:
+            body, attempt = await q.inbox.get()
+            await slots.acquire()
+            task = asyncio.create_task(self._deliver(q, body, attempt))
+            self._inflight.add(task)
+            task.add_done_callback(lambda t: (self._inflight.discard(t), slots.release()))
+
+    async def _deliver(self, q: _Queue, body: bytes, attempt: int) -> None:
+        try:
+            event = parse_event(body)
+        except ValidationError as e:
+            log.error("dead-lettered a message that is not a valid event", queue=q.name, error=str(e))
+            self.dead_letters.append(body)
+            return
+        try:
+            replies = await q.router.dispatch(event)
+            await self.publish(replies)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
+            if attempt >= MAX_HANDLER_ATTEMPTS:
+                log.error("handler kept failing; message dead-lettered", queue=q.name,
+                          event_type=event.routing_key, attempts=attempt, error=repr(e))
+                self.dead_letters.append(body)
+                return
+            log.warning("handler failed; will retry", queue=q.name, event_type=event.routing_key,
+                        attempt=attempt, error=repr(e))
+            await asyncio.sleep(self._retry_delay * attempt)
+            q.inbox.put_nowait((body, attempt + 1))

@@ -1,0 +1,63 @@
+"""A small client of paiq's REST API, for the CLI, the tests and anyone scripting paiq."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from shared.errors import PaiqError
+
+
+class ApiCallError(PaiqError):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class PaiqClient:
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, token: str | None = None) -> None:
+        self._session = session
+        self._base = base_url.rstrip("/")
+        self._token = token
+
+    async def _call(self, method: str, path: str, *, data: bytes | None = None,
+                    json: Any = None) -> tuple[Any, dict[str, str]]:
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        try:
+            async with self._session.request(method, self._base + path, data=data, json=json,
+                                             headers=headers) as resp:
+                body = await resp.json(content_type=None) if resp.content_length != 0 else None
+                if resp.status >= 400:
+                    body = body if isinstance(body, dict) else {}
+                    raise ApiCallError(resp.status, str(body.get("code", "UnknownError")),
+                                       str(body.get("message", resp.reason)))
+                return body, dict(resp.headers)
+        except aiohttp.ClientConnectionError as e:
+            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+
+    async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
+        body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)
+        return body, headers
+
+    async def job(self, user: str, name: str) -> dict[str, Any]:
+        body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
+        return dict(body)
+
+    async def jobs(self, user: str | None = None) -> list[dict[str, Any]]:
+        path = "/api/v1/jobs" + (f"?username={quote(user)}" if user else "")
+        body, _ = await self._call("GET", path)
+        return list(body)
+
+
+@asynccontextmanager
+async def paiq_client(base_url: str, token: str | None = None) -> AsyncIterator[PaiqClient]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        yield PaiqClient(session, base_url, token)

@@ -1,0 +1,80 @@
+"""Start SecantusDB (a MongoDB-wire server) as a child process: paiq up's embedded default, and tests'.
+
+It runs as a separate server and is only ever talked to over the wire; nothing of it is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
+
+from shared.errors import StoreError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _server_binary() -> str:
+    beside = Path(sys.executable).parent / "secantusd-py"
+    found = str(beside) if beside.exists() else shutil.which("secantusd-py")
+    if not found:
+        raise StoreError("secantusd-py not found: install paiq's dependencies (pip install -e .)")
+    return found
+
+
+@asynccontextmanager
+async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
+                         cache_size: str = "256M") -> AsyncIterator[str]:
+    """Yield the URI of a private SecantusDB on a free loopback port; ``storage=None`` keeps it in memory."""
+    port = free_port()
+    if storage is not None:
+        storage.mkdir(parents=True, exist_ok=True)
+    out = log_file.open("ab") if log_file else asyncio.subprocess.DEVNULL
+    proc = await asyncio.create_subprocess_exec(
+        _server_binary(), "--host", "127.0.0.1", "--port", str(port),
+        "--storage-path", str(storage) if storage else ":memory:", "--cache-size", cache_size,
+        stdout=out, stderr=out)
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    try:
+        await _wait_ready(uri, proc)
+        yield uri
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if log_file and not isinstance(out, int):
+            out.close()
+
+
+async def _wait_ready(uri: str, proc: asyncio.subprocess.Process, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, serverSelectionTimeoutMS=500)
+    try:
+        while True:
+            if proc.returncode is not None:
+                raise StoreError(f"the embedded MongoDB-wire server exited with code {proc.returncode}")
+            try:
+                await client.admin.command("ping")
+                return
+            except PyMongoError:
+                if loop.time() > deadline:
+                    raise StoreError(f"the embedded MongoDB-wire server did not answer within {timeout}s") from None
+                await asyncio.sleep(0.2)
+    finally:
+        await client.close()

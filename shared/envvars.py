@@ -1,0 +1,130 @@
+"""The PAI_* environment of a task, built purely from the job config and its placement plan.
+
+Both generations of OpenPAI's variables are served (seed 000's table and seed 002/004's), plus the
+aliases of OPENPAI.md. Names carry role names and port labels, which may hold ``.`` and ``~``; any
+character not allowed in a variable name is replaced by ``_`` (``ps.server`` -> ``PAI_TASK_ROLE_ps_server_HOST_LIST``).
+jobEnvs go on top, verbatim. A null minFailed/minSucceededTaskCount is an empty value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shared.jobconfig import JobConfig, TaskRole, env_value
+from shared.placement import Plan
+
+WORK_DIR = "/pai"
+CODE_MOUNT = "/pai/code"
+_INVALID = re.compile(r"[^A-Za-z0-9_]")
+
+
+def env_name(part: str) -> str:
+    """Make a role name or port label usable inside a variable name."""
+    return _INVALID.sub("_", part)
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """The job's directories after substitution (see :func:`resolve_paths`)."""
+
+    default_fs_uri: str
+    auth_file: str
+    data_dir: str
+    output_dir: str
+    code_dir: str
+
+
+def substitute(value: str, *, default_fs_uri: str, job_name: str, user: str) -> str:
+    """Replace ``$PAI_DEFAULT_FS_URI``, ``$PAI_JOB_NAME`` and ``$PAI_USER_NAME`` (also ``${...}``)."""
+    known = {"PAI_DEFAULT_FS_URI": default_fs_uri, "PAI_JOB_NAME": job_name, "PAI_USER_NAME": user}
+
+    def repl(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        return known.get(name, m.group(0))
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", repl, value)
+
+
+def resolve_paths(config: JobConfig, user: str, default_fs_uri: str) -> JobPaths:
+    def sub(v: str) -> str:
+        return substitute(v, default_fs_uri=default_fs_uri, job_name=config.job_name, user=user)
+
+    output = config.output_dir or f"{default_fs_uri.rstrip('/')}/Output/{user}/{config.job_name}"
+    return JobPaths(default_fs_uri=default_fs_uri, auth_file=sub(config.auth_file),
+                    data_dir=sub(config.data_dir), output_dir=sub(output), code_dir=sub(config.code_dir))
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _port_list(ports: dict[str, tuple[int, ...]]) -> str:
+    return ";".join(f"{label}:{','.join(map(str, ps))}" for label, ps in ports.items())
+
+
+def build_task_env(config: JobConfig, plan: Plan, *, user: str, role: TaskRole, index: int,
+                   paths: JobPaths, container_id: str) -> dict[str, str]:
+    me = plan.for_task(role.name, index)
+    env: dict[str, str] = {
+        "PAI_WORK_DIR": WORK_DIR,
+        "PAI_DEFAULT_FS_URI": paths.default_fs_uri,
+        "PAI_JOB_NAME": config.job_name,
+        "PAI_JOB_VC_NAME": config.virtual_cluster,
+        "PAI_USER_NAME": user,
+        "PAI_DATA_DIR": paths.data_dir,
+        "PAI_OUTPUT_DIR": paths.output_dir,
+        "PAI_CODE_DIR": paths.code_dir,
+        "PAI_CURRENT_TASK_ROLE_NAME": role.name,
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.task_number),
+        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu_number),
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb),
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
+        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu_number),
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": _count(role.min_failed_task_count),
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": _count(role.min_succeeded_task_count),
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+        "PAI_TASK_INDEX": str(index),
+        "PAI_CONTAINER_ID": container_id,
+        "PAI_JOB_TASK_COUNT": str(config.total_tasks),
+        "PAI_JOB_TASK_ROLE_COUNT": str(len(config.task_roles)),
+        "PAI_JOB_TASK_ROLE_LIST": ",".join(r.name for r in config.task_roles),
+        "PAI_TASK_ROLE_COUNT": str(len(config.task_roles)),
+        "PAI_TASK_ROLE_LIST": ",".join(r.name for r in config.task_roles),
+        "PAI_CONTAINER_HOST_IP": me.ip,
+        "PAI_CONTAINER_HOST_PORT_LIST": _port_list(me.ports),
+    }
+    for label, ports in me.ports.items():
+        env[f"PAI_CONTAINER_HOST_{env_name(label)}_PORT_LIST"] = ",".join(map(str, ports))
+    for label, var in (("http", "PAI_CONTAINER_HOST_PORT"), ("ssh", "PAI_CONTAINER_SSH_PORT")):
+        if me.ports.get(label):
+            env[var] = str(me.ports[label][0])
+    if me.gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
+    for other in config.task_roles:
+        env.update(_role_env(other, plan))
+    env.update({k: env_value(v) for k, v in config.job_envs.items()})
+    return env
+
+
+def _role_env(role: TaskRole, plan: Plan) -> dict[str, str]:
+    """The variables every task sees about one role (its size, resources, hosts and ports)."""
+    r = env_name(role.name)
+    env = {
+        f"PAI_TASK_ROLE_TASK_COUNT_{r}": str(role.task_number),
+        f"PAI_RESOURCE_{r}": f"{role.gpu_number},{role.cpu_number},{role.memory_mb},{role.shm_mb}",
+        f"PAI_MIN_FAILED_TASK_COUNT_{r}": _count(role.min_failed_task_count),
+        f"PAI_MIN_SUCCEEDED_TASK_COUNT_{r}": _count(role.min_succeeded_task_count),
+    }
+    hosts: list[str] = []
+    for i in range(role.task_number):
+        t = plan.for_task(role.name, i)
+        first = next((ps[0] for ps in t.ports.values() if ps), None)
+        hosts.append(t.ip if first is None else f"{t.ip}:{first}")
+        env[f"PAI_HOST_IP_{r}_{i}"] = t.ip
+        for label, ports in t.ports.items():
+            joined = ",".join(map(str, ports))
+            env[f"PAI_PORT_LIST_{r}_{i}_{env_name(label)}"] = joined
+            env[f"PAI_{r}_{i}_{env_name(label)}_PORT"] = joined
+    env[f"PAI_TASK_ROLE_{r}_HOST_LIST"] = ",".join(hosts)
+    return env

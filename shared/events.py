@@ -1,0 +1,211 @@
+"""The events paiq services exchange, as CloudEvents 1.0 structured JSON.
+
+Each event type is a frozen pydantic model whose ``type`` is a literal; :data:`Event` is their
+discriminated union. An event serialises to exactly the CloudEvents envelope (``specversion``, ``id``,
+``source``, ``type``, ``time``, ``subject`` = job id, ``datacontenttype``, ``data``), so CloudEvents
+tooling reads it. The routing key on the ``paiq.events`` exchange is the type, except for commands to
+one node (``node.<node_id>.<verb>``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from shared.records import JobState, TaskSpec
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CloudEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    specversion: Literal["1.0"] = "1.0"
+    id: str = Field(default_factory=_new_id)
+    source: str = "paiq"
+    time: datetime = Field(default_factory=_now)
+    subject: str = ""
+    datacontenttype: Literal["application/json"] = "application/json"
+
+    @property
+    def routing_key(self) -> str:
+        key: str = getattr(self, "type")  # noqa: B009 - every concrete event declares a literal type
+        return key
+
+
+# --- job lifecycle ---------------------------------------------------------------------------
+
+
+class JobSubmittedData(_Data):
+    job_id: str
+    user: str
+    virtual_cluster: str
+
+
+class JobSubmitted(CloudEvent):
+    """A job was accepted and stored WAITING; the scheduler should try to place it."""
+
+    type: Literal["job.submitted"] = "job.submitted"
+    data: JobSubmittedData
+
+
+class PlacedTask(_Data):
+    role: str
+    index: int
+    node_id: str
+    ip: str
+    gpus: tuple[int, ...] = ()
+    ports: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+
+
+class JobScheduledData(_Data):
+    job_id: str
+    attempt: int
+    tasks: tuple[PlacedTask, ...]
+
+
+class JobScheduled(CloudEvent):
+    """Every task of the job has a node, GPUs and ports; launch commands went to the nodes."""
+
+    type: Literal["job.scheduled"] = "job.scheduled"
+    data: JobScheduledData
+
+
+class JobWaitingData(_Data):
+    job_id: str
+    reason: str
+
+
+class JobWaiting(CloudEvent):
+    """The job does not fit now; ``reason`` says why (first time, or when the reason changes)."""
+
+    type: Literal["job.waiting"] = "job.waiting"
+    data: JobWaitingData
+
+
+class JobCompletedData(_Data):
+    job_id: str
+    attempt: int
+    state: JobState
+    exit_code: int | None = None
+    reason: str = ""
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+
+
+class JobCompleted(CloudEvent):
+    """The job reached a final state; leftover tasks are to be stopped and resources freed."""
+
+    type: Literal["job.completed"] = "job.completed"
+    data: JobCompletedData
+
+
+class JobStopRequestedData(_Data):
+    job_id: str
+    by: str
+
+
+class JobStopRequested(CloudEvent):
+    """A user or admin asked to stop the job."""
+
+    type: Literal["job.stop_requested"] = "job.stop_requested"
+    data: JobStopRequestedData
+
+
+# --- tasks -----------------------------------------------------------------------------------
+
+
+class LaunchTasksData(_Data):
+    job_id: str
+    attempt: int
+    node_id: str
+    tasks: tuple[TaskSpec, ...]
+
+
+class LaunchTasks(CloudEvent):
+    """Command to one node's launcher: start these tasks (each with its full environment)."""
+
+    type: Literal["node.launch"] = "node.launch"
+    data: LaunchTasksData
+
+    @property
+    def routing_key(self) -> str:
+        return f"node.{self.data.node_id}.launch"
+
+
+class TaskStartedData(_Data):
+    job_id: str
+    attempt: int
+    role: str
+    index: int
+    node_id: str
+    container_id: str
+
+
+class TaskStarted(CloudEvent):
+    type: Literal["task.started"] = "task.started"
+    data: TaskStartedData
+
+
+class TaskExitedData(_Data):
+    job_id: str
+    attempt: int
+    role: str
+    index: int
+    node_id: str
+    exit_code: int
+    reason: str = ""
+    diagnostics: str = ""
+    container_id: str | None = None
+
+
+class TaskExited(CloudEvent):
+    """A task's container ended (or could never start); ``exit_code`` follows OpenPAI's exit spec."""
+
+    type: Literal["task.exited"] = "task.exited"
+    data: TaskExitedData
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+class NodeRegisteredData(_Data):
+    node_id: str
+
+
+class NodeRegistered(CloudEvent):
+    """A launcher agent (re)registered its node: capacity may have changed."""
+
+    type: Literal["node.registered"] = "node.registered"
+    data: NodeRegisteredData
+
+
+Event = Annotated[
+    JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobStopRequested | LaunchTasks
+    | TaskStarted | TaskExited | NodeRegistered,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(body: bytes | str) -> Event:
+    """Parse one CloudEvents JSON document (raises pydantic.ValidationError when it is not one)."""
+    return EVENT_ADAPTER.validate_json(body)
+
+
+def dump_event(event: CloudEvent) -> bytes:
+    return event.model_dump_json().encode()

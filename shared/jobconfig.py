@@ -1,0 +1,100 @@
+"""The OpenPAI v1 job config as validated, normalised pydantic values.
+
+Field names follow the protocol (camelCase aliases); defaults are OpenPAI's (see OPENPAI.md).
+These models only describe a config that already passed :mod:`shared.validation`, which is where
+unknown fields, nulls, size limits and cross-field rules are dealt with.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+JOB_NAME_PATTERN = r"^[A-Za-z0-9\-._~]+$"
+ROLE_NAME_PATTERN = r"^[A-Za-z0-9._~]+$"
+PORT_LABEL_PATTERN = r"^[A-Za-z0-9._~]+$"
+JOB_ENV_KEY_PATTERN = r"^\w+$"
+EXTRAS_KEY_PATTERN = r"^[A-Za-z0-9._]+$"
+
+StrictInt = Annotated[int, Field(strict=True)]
+JobName = Annotated[str, StringConstraints(strict=True, pattern=JOB_NAME_PATTERN, max_length=255)]
+RoleName = Annotated[str, StringConstraints(strict=True, pattern=ROLE_NAME_PATTERN, max_length=64)]
+PortLabel = Annotated[str, StringConstraints(strict=True, pattern=PORT_LABEL_PATTERN, max_length=64)]
+OptionalPath = Annotated[str, StringConstraints(strict=True, max_length=4096)]
+EnvValue = str | int | float | bool
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class PortSpec(_Model):
+    label: PortLabel
+    begin_at: Annotated[StrictInt, Field(ge=0, le=65535)] = Field(alias="beginAt")
+    port_number: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(alias="portNumber")
+
+
+class TaskRole(_Model):
+    name: RoleName
+    task_number: Annotated[StrictInt, Field(ge=1, le=10000)] = Field(1, alias="taskNumber")
+    cpu_number: Annotated[StrictInt, Field(ge=1, le=1024)] = Field(1, alias="cpuNumber")
+    memory_mb: Annotated[StrictInt, Field(ge=100, le=16 * 1024 * 1024)] = Field(100, alias="memoryMB")
+    shm_mb: Annotated[StrictInt, Field(ge=1)] = Field(64, alias="shmMB")
+    gpu_number: Annotated[StrictInt, Field(ge=0, le=1024)] = Field(0, alias="gpuNumber")
+    port_list: tuple[PortSpec, ...] = Field((), alias="portList")
+    command: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=65536)]
+    min_failed_task_count: Annotated[StrictInt, Field(ge=1)] | None = Field(1, alias="minFailedTaskCount")
+    min_succeeded_task_count: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        None, alias="minSucceededTaskCount"
+    )
+
+
+class JobConfig(_Model):
+    job_name: JobName = Field(alias="jobName")
+    image: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=1024)]
+    auth_file: OptionalPath = Field("", alias="authFile")
+    data_dir: OptionalPath = Field("", alias="dataDir")
+    output_dir: OptionalPath = Field("", alias="outputDir")
+    code_dir: OptionalPath = Field("", alias="codeDir")
+    virtual_cluster: Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_\-]+$")] = Field(
+        "default", alias="virtualCluster"
+    )
+    task_roles: Annotated[tuple[TaskRole, ...], Field(min_length=1, max_length=100)] = Field(alias="taskRoles")
+    gpu_type: Annotated[str, StringConstraints(strict=True, max_length=128)] = Field("", alias="gpuType")
+    retry_count: Annotated[StrictInt, Field(ge=0, le=1000)] = Field(0, alias="retryCount")
+    job_envs: dict[str, EnvValue] = Field(default_factory=dict, alias="jobEnvs")
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def total_tasks(self) -> int:
+        return sum(r.task_number for r in self.task_roles)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(r.task_number * r.gpu_number for r in self.task_roles)
+
+    def role(self, name: str) -> TaskRole:
+        for r in self.task_roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def is_debug(self) -> bool:
+        return env_flag(self.job_envs.get("isDebug"))
+
+
+def env_flag(value: EnvValue | None) -> bool:
+    """jobEnvs booleans arrive as JSON true or as the strings "true"/"1"."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.strip().lower() in {"true", "1", "yes"}
+    return False
+
+
+def env_value(value: EnvValue) -> str:
+    """The text a container sees for a jobEnvs value (JSON spelling for booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

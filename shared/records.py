@@ -1,0 +1,157 @@
+"""What paiq keeps about jobs, tasks and nodes: the documents of MongoDB as pydantic values."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.jobconfig import JobConfig
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def job_id_of(user: str, job_name: str) -> str:
+    """OpenPAI's job key: ``<user>~<jobName>`` (``~`` cannot appear in a user name)."""
+    return f"{user}~{job_name}"
+
+
+class JobState(StrEnum):
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_final(self) -> bool:
+        return self in {JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED}
+
+
+class TaskState(StrEnum):
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def is_final(self) -> bool:
+        return self in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED}
+
+
+ACTIVE_JOB_STATES = (JobState.WAITING.value, JobState.RUNNING.value)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+class TaskSpec(_Record):
+    """Everything a launcher needs to start one task: resolved, so it decides nothing."""
+
+    job_id: str
+    attempt: int
+    user: str
+    virtual_cluster: str
+    role: str
+    index: int
+    image: str
+    command: str
+    env: dict[str, str]
+    cpus: int
+    memory_mb: int
+    shm_mb: int
+    gpus: tuple[int, ...] = ()
+    ports: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    auth_file: str = ""
+    code_dir: str = ""
+    is_debug: bool = False
+
+
+class TaskRecord(_Record):
+    role: str
+    index: int
+    state: TaskState = TaskState.WAITING
+    node_id: str | None = None
+    ip: str | None = None
+    gpus: tuple[int, ...] = ()
+    ports: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    container_id: str | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    diagnostics: str = ""
+    started_ms: int | None = None
+    completed_ms: int | None = None
+
+
+class JobRecord(_Record):
+    id: str = Field(alias="_id")
+    user: str
+    name: str
+    virtual_cluster: str
+    config: JobConfig
+    raw_config: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+    state: JobState = JobState.WAITING
+    sub_state: str = "queued"
+    reason: str = ""
+    created_ms: int
+    launched_ms: int | None = None
+    completed_ms: int | None = None
+    attempt: int = 0
+    retries: int = 0
+    tasks: tuple[TaskRecord, ...] = ()
+    exit_code: int | None = None
+    exit_reason: str = ""
+    exit_diagnostics: str = ""
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+    stop_requested_by: str | None = None
+
+    def to_document(self) -> dict[str, Any]:
+        doc = self.model_dump(mode="json", by_alias=True)
+        doc["config"] = self.config.model_dump(mode="json", by_alias=True)
+        return doc
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> JobRecord:
+        return cls.model_validate(doc)
+
+    def task_slot(self, role: str, index: int) -> int:
+        """Position of (role, index) in ``tasks``: roles in config order, then task index."""
+        for slot, t in enumerate(self.tasks):
+            if t.role == role and t.index == index:
+                return slot
+        raise KeyError(f"{role}[{index}]")
+
+
+def initial_tasks(config: JobConfig) -> tuple[TaskRecord, ...]:
+    return tuple(
+        TaskRecord(role=role.name, index=i) for role in config.task_roles for i in range(role.task_number)
+    )
+
+
+class GpuInfo(_Record):
+    index: int
+    type: str
+
+
+class NodeRecord(_Record):
+    id: str = Field(alias="_id")
+    ip: str
+    cpus: int
+    memory_mb: int
+    gpus: tuple[GpuInfo, ...] = ()
+    port_range: tuple[int, int]
+    labels: dict[str, str] = Field(default_factory=dict)
+    heartbeat_ms: int = 0
+    lost: bool = False
+
+    def to_document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,127 @@
+"""Settings, read once from an injectable mapping (normally ``os.environ``) and passed down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.errors import SettingsError
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise SettingsError(name, f"must be an integer, got {raw!r}") from e
+
+
+def _port_range(env: Mapping[str, str], name: str, default: tuple[int, int]) -> tuple[int, int]:
+    raw = env.get(name)
+    if not raw:
+        return default
+    lo, sep, hi = raw.partition("-")
+    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+        raise SettingsError(name, f"must look like 20000-29999, got {raw!r}")
+    first, last = int(lo), int(hi)
+    if not 0 < first <= last < 65536:
+        raise SettingsError(name, f"must be an ascending range inside 1-65535, got {raw!r}")
+    return first, last
+
+
+def parse_gpus(raw: str) -> tuple[tuple[int, str], ...]:
+    """``"0:V100,1:V100,2:K80"`` or ``"4xV100"`` -> ((index, type), ...)."""
+    raw = raw.strip()
+    if not raw:
+        return ()
+    if "x" in raw and ":" not in raw:
+        count, _, kind = raw.partition("x")
+        if not count.isdigit() or not kind:
+            raise SettingsError("PAIQ_NODE_GPUS", f"expected like 4xV100, got {raw!r}")
+        return tuple((i, kind) for i in range(int(count)))
+    gpus: list[tuple[int, str]] = []
+    for item in raw.split(","):
+        idx, sep, kind = item.strip().partition(":")
+        if not sep or not idx.isdigit() or not kind:
+            raise SettingsError("PAIQ_NODE_GPUS", f"expected like 0:V100,1:V100, got {raw!r}")
+        gpus.append((int(idx), kind))
+    if len({i for i, _ in gpus}) != len(gpus):
+        raise SettingsError("PAIQ_NODE_GPUS", f"GPU indices repeat in {raw!r}")
+    return tuple(gpus)
+
+
+def _total_memory_mb() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024))
+    except (ValueError, OSError):
+        return 8192
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What a launcher agent declares about its node."""
+
+    node_id: str
+    ip: str
+    cpus: int
+    memory_mb: int
+    gpus: tuple[tuple[int, str], ...]
+    port_range: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Settings:
+    mongodb_uri: str | None
+    database: str
+    amqp_url: str | None
+    exchange: str
+    queue_prefix: str
+    api_host: str
+    api_port: int
+    data_dir: Path
+    default_fs_uri: str
+    docker_url: str | None
+    node: NodeSettings
+    log_level: str = "info"
+    log_format: str = "console"
+    reconcile_seconds: int = 10
+    stop_grace_seconds: int = 10
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.api_host}:{self.api_port}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        data_dir = Path(env.get("PAIQ_DATA_DIR") or Path.home() / ".paiq").expanduser()
+        node_id = env.get("PAIQ_NODE_ID") or os.uname().nodename
+        node = NodeSettings(
+            node_id=node_id,
+            ip=env.get("PAIQ_NODE_IP") or "127.0.0.1",
+            cpus=_int(env, "PAIQ_NODE_CPUS", os.cpu_count() or 1),
+            memory_mb=_int(env, "PAIQ_NODE_MEMORY_MB", _total_memory_mb()),
+            gpus=parse_gpus(env.get("PAIQ_NODE_GPUS", "")),
+            port_range=_port_range(env, "PAIQ_NODE_PORT_RANGE", (20000, 29999)),
+        )
+        return cls(
+            mongodb_uri=env.get("PAIQ_MONGODB_URI") or None,
+            database=env.get("PAIQ_MONGODB_DATABASE") or "paiq",
+            amqp_url=env.get("PAIQ_AMQP_URL") or None,
+            exchange=env.get("PAIQ_EXCHANGE") or "paiq.events",
+            queue_prefix=env.get("PAIQ_QUEUE_PREFIX") or "paiq",
+            api_host=env.get("PAIQ_API_HOST") or "127.0.0.1",
+            api_port=_int(env, "PAIQ_API_PORT", 9186),
+            data_dir=data_dir,
+            default_fs_uri=env.get("PAIQ_DEFAULT_FS_URI") or f"file://{data_dir / 'fs'}",
+            docker_url=env.get("PAIQ_DOCKER_URL") or env.get("DOCKER_HOST") or None,
+            node=node,
+            log_level=(env.get("PAIQ_LOG_LEVEL") or "info").lower(),
+            log_format=env.get("PAIQ_LOG_FORMAT") or "console",
+            reconcile_seconds=_int(env, "PAIQ_RECONCILE_SECONDS", 10),
+            stop_grace_seconds=_int(env, "PAIQ_STOP_GRACE_SECONDS", 10),
+        )

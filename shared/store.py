@@ -1,0 +1,130 @@
+"""MongoDB, the source of truth, through PyMongo's async API.
+
+Every state change is a conditional ``find_one_and_update``: the filter carries the state (and the
+attempt) the change expects, so a duplicated or late event changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from shared.errors import JobExistsError, StoreError
+from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, NodeRecord, TaskRecord, now_ms
+
+Doc = dict[str, Any]
+
+
+class Store:
+    def __init__(self, client: AsyncMongoClient[Doc], database: str) -> None:
+        self._client = client
+        db = client[database]
+        self.jobs: AsyncCollection[Doc] = db["jobs"]
+        self.nodes: AsyncCollection[Doc] = db["nodes"]
+
+    async def ensure_indexes(self) -> None:
+        await self.jobs.create_index([("user", ASCENDING), ("name", ASCENDING)], unique=True)
+        await self.jobs.create_index([("created_ms", DESCENDING)])
+        await self.jobs.create_index([("user", ASCENDING), ("created_ms", DESCENDING)])
+        await self.jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("created_ms", ASCENDING)])
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    async def insert_job(self, job: JobRecord) -> None:
+        try:
+            await self.jobs.insert_one(job.to_document())
+        except DuplicateKeyError as e:
+            raise JobExistsError(job.id) from e
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        doc = await self.jobs.find_one({"_id": job_id})
+        return JobRecord.from_document(doc) if doc else None
+
+    async def list_jobs(self, *, user: str | None = None, limit: int = 1000, skip: int = 0) -> list[JobRecord]:
+        query: Doc = {"user": user} if user else {}
+        cursor = self.jobs.find(query).sort([("created_ms", DESCENDING), ("_id", ASCENDING)])
+        return [JobRecord.from_document(d) async for d in cursor.skip(skip).limit(limit)]
+
+    async def queued_jobs(self) -> list[JobRecord]:
+        """WAITING jobs that hold no placement yet, oldest first."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued"})
+        return [JobRecord.from_document(d) async for d in cursor.sort([("created_ms", ASCENDING)])]
+
+    async def placed_jobs(self) -> list[JobRecord]:
+        """Active jobs whose tasks hold resources on nodes."""
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "sub_state": {"$ne": "queued"}})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def active_jobs_on_node(self, node_id: str) -> list[JobRecord]:
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "tasks.node_id": node_id})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
+        """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None."""
+        try:
+            doc = await self.jobs.find_one_and_update(
+                {"_id": job_id, **expect}, {"$set": dict(changes)}, return_document=ReturnDocument.AFTER
+            )
+        except PyMongoError as e:
+            raise StoreError(f"updating job {job_id} failed: {e}") from e
+        return JobRecord.from_document(doc) if doc else None
+
+    async def commit_placement(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> JobRecord | None:
+        return await self.update_job(
+            job.id,
+            {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
+            {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "launching", "reason": ""},
+        )
+
+    async def set_waiting_reason(self, job: JobRecord, reason: str) -> JobRecord | None:
+        return await self.update_job(
+            job.id, {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
+            {"reason": reason},
+        )
+
+    async def update_task(self, job_id: str, attempt: int, slot: int, expect_states: Sequence[str],
+                          changes: Mapping[str, Any]) -> JobRecord | None:
+        """Change task ``slot`` of the current attempt, if it is in one of ``expect_states``."""
+        return await self.update_job(
+            job_id,
+            {"attempt": attempt, f"tasks.{slot}.state": {"$in": list(expect_states)}},
+            {f"tasks.{slot}.{k}": v for k, v in changes.items()},
+        )
+
+    async def delete_job(self, job_id: str) -> bool:
+        result = await self.jobs.delete_one({"_id": job_id})
+        return result.deleted_count == 1
+
+    # --- nodes -----------------------------------------------------------------------------
+
+    async def upsert_node(self, node: NodeRecord) -> None:
+        doc = node.to_document()
+        await self.nodes.replace_one({"_id": node.id}, doc, upsert=True)
+
+    async def heartbeat(self, node_id: str) -> None:
+        await self.nodes.update_one({"_id": node_id}, {"$set": {"heartbeat_ms": now_ms(), "lost": False}})
+
+    async def list_nodes(self) -> list[NodeRecord]:
+        return [NodeRecord.model_validate(d) async for d in self.nodes.find({}).sort([("_id", ASCENDING)])]
+
+    async def ping(self) -> None:
+        await self._client.admin.command("ping")
+
+
+@asynccontextmanager
+async def open_store(uri: str, database: str) -> AsyncIterator[Store]:
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=10000)
+    try:
+        store = Store(client, database)
+        try:
+            await store.ensure_indexes()
+        except PyMongoError as e:
+            raise StoreError(f"cannot reach MongoDB: {e}") from e
+        yield store
+    finally:
+        await client.close()

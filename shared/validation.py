@@ -1,0 +1,288 @@
+"""Pure validation of a submitted job config: raw JSON in, an accepted config or named problems out.
+
+Every refusal names the JSON path and the rule. Nothing here raises for bad input: the result is a
+value (``Accepted`` or ``Rejected``), so callers map it to an answer in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from shared.jobconfig import EXTRAS_KEY_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole
+
+MAX_CONFIG_BYTES = 1024 * 1024
+
+_TOP_FIELDS = {f.alias or n for n, f in JobConfig.model_fields.items()}
+_ROLE_FIELDS = {f.alias or n for n, f in TaskRole.model_fields.items()}
+_PORT_FIELDS = {"label", "beginAt", "portNumber"}
+# Optional fields where an explicit null (or "") means "use the default". minFailedTaskCount and
+# minSucceededTaskCount are not here: for them null has a meaning of its own ("never a trigger").
+_TOP_NULLABLE = {"authFile", "dataDir", "outputDir", "codeDir", "virtualCluster", "gpuType",
+                 "retryCount", "jobEnvs", "extras"}
+_TOP_EMPTY_MEANS_DEFAULT = {"virtualCluster"}
+_ROLE_NULLABLE = {"taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "portList"}
+
+
+class ConfigProblem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    path: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.rule}"
+
+
+class Rejected(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    problems: tuple[ConfigProblem, ...]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(str(p) for p in self.problems)
+
+
+class Accepted(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    config: JobConfig
+    # The config as submitted, unknown fields and all: what GET .../config gives back.
+    raw: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+def _reject(path: str, rule: str) -> Rejected:
+    return Rejected(problems=(ConfigProblem(path=path, rule=rule),))
+
+
+def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
+    """Decode a request body into a JSON object, refusing what is too large or not an object."""
+    size = len(body.encode() if isinstance(body, str) else body)
+    if size > MAX_CONFIG_BYTES:
+        return _reject("(body)", f"must be at most {MAX_CONFIG_BYTES} bytes, got {size}")
+    if size == 0:
+        return _reject("(body)", "must be a JSON object, got an empty body")
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return _reject("(body)", f"is not valid JSON ({e})")
+    if not isinstance(data, dict):
+        return _reject("(body)", f"must be a JSON object, got {_json_type(data)}")
+    return data
+
+
+def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:
+    """Validate a decoded job config; see OPENPAI.md for the rules and defaults."""
+    if not isinstance(raw, Mapping):
+        return _reject("(body)", f"must be a JSON object, got {_json_type(raw)}")
+    warnings: list[str] = []
+    cleaned = _clean(raw, warnings)
+    problems = _check_free_maps(cleaned)
+    try:
+        config = JobConfig.model_validate(cleaned)
+    except ValidationError as e:
+        problems.extend(_problems_from(e))
+        # Still report the cross-field rules of every role that is valid on its own, so one answer
+        # lists everything to fix.
+        problems.extend(_cross_field_problems(_roles_valid_alone(cleaned.get("taskRoles"))))
+        return Rejected(problems=tuple(_dedupe(problems)))
+    problems.extend(_cross_field_problems(list(config.task_roles)))
+    if problems:
+        return Rejected(problems=tuple(_dedupe(problems)))
+    return Accepted(config=config, raw=dict(raw), warnings=tuple(warnings))
+
+
+def _clean(raw: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """Drop nulls that mean "default" and fields the protocol does not know (with a warning each)."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _TOP_FIELDS:
+            warnings.append(f"{key}: unknown field, ignored (kept in the stored config)")
+            continue
+        if value is None and key in _TOP_NULLABLE:
+            continue
+        if value == "" and key in _TOP_EMPTY_MEANS_DEFAULT:
+            continue
+        out[key] = value
+    roles = out.get("taskRoles")
+    if isinstance(roles, list):
+        out["taskRoles"] = [_clean_role(r, i, warnings) for i, r in enumerate(roles)]
+    return out
+
+
+def _clean_role(role: object, i: int, warnings: list[str]) -> object:
+    if not isinstance(role, dict):
+        return role
+    out: dict[str, Any] = {}
+    for key, value in role.items():
+        if key not in _ROLE_FIELDS:
+            warnings.append(f"taskRoles[{i}].{key}: unknown field, ignored (kept in the stored config)")
+        elif not (value is None and key in _ROLE_NULLABLE):
+            out[key] = value
+    ports = out.get("portList")
+    if isinstance(ports, list):
+        cleaned_ports: list[object] = []
+        for j, port in enumerate(ports):
+            if isinstance(port, dict):
+                for key in port.keys() - _PORT_FIELDS:
+                    warnings.append(f"taskRoles[{i}].portList[{j}].{key}: unknown field, ignored")
+                port = {k: v for k, v in port.items() if k in _PORT_FIELDS}
+            cleaned_ports.append(port)
+        out["portList"] = cleaned_ports
+    return out
+
+
+def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
+    """jobEnvs and extras are free-form maps with rules on their keys (and jobEnvs on its values)."""
+    problems: list[ConfigProblem] = []
+    envs = cleaned.get("jobEnvs", {})
+    if not isinstance(envs, dict):
+        problems.append(ConfigProblem(path="jobEnvs", rule=f"must be an object, got {_json_type(envs)}"))
+        cleaned.pop("jobEnvs", None)
+    else:
+        for key, value in envs.items():
+            if not re.match(JOB_ENV_KEY_PATTERN, key, flags=re.ASCII):
+                problems.append(ConfigProblem(path=f"jobEnvs.{key}", rule=f"key must match {JOB_ENV_KEY_PATTERN}"))
+            if value is None or isinstance(value, dict | list):
+                problems.append(ConfigProblem(
+                    path=f"jobEnvs.{key}",
+                    rule=f"must be a string, number or boolean, got {_json_type(value)}"))
+    extras = cleaned.get("extras", {})
+    if not isinstance(extras, dict):
+        problems.append(ConfigProblem(path="extras", rule=f"must be an object, got {_json_type(extras)}"))
+        cleaned.pop("extras", None)
+    else:
+        for key in extras:
+            if not re.match(EXTRAS_KEY_PATTERN, key):
+                problems.append(ConfigProblem(path=f"extras.{key}", rule=f"key must match {EXTRAS_KEY_PATTERN}"))
+    if problems:
+        cleaned.pop("jobEnvs", None)
+        cleaned.pop("extras", None)
+    return problems
+
+
+def _roles_valid_alone(roles: object) -> list[TaskRole | None]:
+    if not isinstance(roles, list):
+        return []
+    out: list[TaskRole | None] = []
+    for role in roles:
+        try:
+            out.append(TaskRole.model_validate(role))
+        except ValidationError:
+            out.append(None)
+    return out
+
+
+def _cross_field_problems(roles: list[TaskRole | None]) -> list[ConfigProblem]:
+    problems: list[ConfigProblem] = []
+    seen_roles: dict[str, int] = {}
+    for i, role in enumerate(roles):
+        if role is None:
+            continue
+        at = f"taskRoles[{i}]"
+        if role.name in seen_roles:
+            problems.append(ConfigProblem(
+                path=f"{at}.name",
+                rule=f"must be unique among task roles; {role.name!r} is also taskRoles[{seen_roles[role.name]}]"))
+        seen_roles.setdefault(role.name, i)
+        if role.shm_mb > role.memory_mb:
+            problems.append(ConfigProblem(
+                path=f"{at}.shmMB", rule=f"must be <= memoryMB ({role.memory_mb}), got {role.shm_mb}"))
+        for field, value in (("minFailedTaskCount", role.min_failed_task_count),
+                             ("minSucceededTaskCount", role.min_succeeded_task_count)):
+            if value is not None and value > role.task_number:
+                problems.append(ConfigProblem(
+                    path=f"{at}.{field}", rule=f"must be <= taskNumber ({role.task_number}), got {value}"))
+        problems.extend(_port_problems(role, at))
+    return problems
+
+
+def _port_problems(role: TaskRole, at: str) -> list[ConfigProblem]:
+    problems: list[ConfigProblem] = []
+    labels: set[str] = set()
+    for j, port in enumerate(role.port_list):
+        if port.label in labels:
+            problems.append(ConfigProblem(
+                path=f"{at}.portList[{j}].label", rule=f"must be unique within the role; {port.label!r} repeats"))
+        labels.add(port.label)
+        if port.begin_at and port.begin_at + port.port_number - 1 > 65535:
+            problems.append(ConfigProblem(
+                path=f"{at}.portList[{j}]",
+                rule=f"beginAt + portNumber - 1 must be <= 65535, got {port.begin_at + port.port_number - 1}"))
+    return problems
+
+
+def _problems_from(error: ValidationError) -> list[ConfigProblem]:
+    errors = error.errors()
+    locs = [tuple(err["loc"]) for err in errors]
+    # pydantic also reports a list as too short when its items fail; the item errors say it better.
+    return [
+        ConfigProblem(path=_path(err["loc"]), rule=_rule(err))
+        for err, loc in zip(errors, locs, strict=True)
+        if not (err["type"] == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs))
+    ]
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(body)"
+
+
+def _rule(err: Any) -> str:
+    kind: str = err["type"]
+    ctx: dict[str, Any] = err.get("ctx") or {}
+    got = _json_type(err.get("input"))
+    rules = {
+        "missing": "is required",
+        "greater_than_equal": f"must be >= {ctx.get('ge')}, got {err.get('input')!r}",
+        "less_than_equal": f"must be <= {ctx.get('le')}, got {err.get('input')!r}",
+        "string_pattern_mismatch": f"must match {ctx.get('pattern')}, got {err.get('input')!r}",
+        "int_type": f"must be an integer, got {got}",
+        "string_type": f"must be a string, got {got}",
+        "string_too_short": "must not be empty",
+        "string_too_long": f"must be at most {ctx.get('max_length')} characters",
+        "too_short": f"must have at least {ctx.get('min_length')} item(s)",
+        "too_long": f"must have at most {ctx.get('max_length')} items",
+        "model_type": f"must be an object, got {got}",
+        "model_attributes_type": f"must be an object, got {got}",
+        "dict_type": f"must be an object, got {got}",
+        "tuple_type": f"must be a list, got {got}",
+        "list_type": f"must be a list, got {got}",
+    }
+    return rules.get(kind, str(err.get("msg", kind)))
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _dedupe(problems: list[ConfigProblem]) -> list[ConfigProblem]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        if (p.path, p.rule) not in seen:
+            seen.add((p.path, p.rule))
+            out.append(p)
+    return out
