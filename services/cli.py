@@ -38,12 +38,7 @@ def _ms(value: int | None) -> str:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    try:
-        config = path.read_bytes()
-    except OSError as e:
-        print(f"paiq: cannot read {path}: {e.strerror}", file=sys.stderr)
-        return 2
+    config: bytes = args.config_bytes
     user = _user(args)
     async with paiq_client(_api(args)) as client:
         body, _headers = await client.submit(user, config)
@@ -160,6 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_up(args)
     if args.command == "service":
         return cmd_service(args)
+    if args.command == "submit":
+        try:
+            args.config_bytes = Path(args.file).read_bytes()
+        except OSError as e:
+            print(f"paiq: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+            return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status}
     try:
         return asyncio.run(commands[args.command](args))

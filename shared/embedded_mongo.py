@@ -39,7 +39,7 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
     """Yield the URI of a private SecantusDB on a free loopback port; ``storage=None`` keeps it in memory."""
     port = free_port()
     if storage is not None:
-        storage.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(storage.mkdir, parents=True, exist_ok=True)
     out = log_file.open("ab") if log_file else asyncio.subprocess.DEVNULL
     proc = await asyncio.create_subprocess_exec(
         _server_binary(), "--host", "127.0.0.1", "--port", str(port),
@@ -61,9 +61,9 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
             out.close()
 
 
-async def _wait_ready(uri: str, proc: asyncio.subprocess.Process, timeout: float = 30.0) -> None:
+async def _wait_ready(uri: str, proc: asyncio.subprocess.Process, limit_s: float = 30.0) -> None:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + limit_s
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, serverSelectionTimeoutMS=500)
     try:
         while True:
@@ -74,7 +74,7 @@ async def _wait_ready(uri: str, proc: asyncio.subprocess.Process, timeout: float
                 return
             except PyMongoError:
                 if loop.time() > deadline:
-                    raise StoreError(f"the embedded MongoDB-wire server did not answer within {timeout}s") from None
+                    raise StoreError(f"the embedded MongoDB-wire server did not answer within {limit_s}s") from None
                 await asyncio.sleep(0.2)
     finally:
         await client.close()

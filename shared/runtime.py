@@ -48,7 +48,7 @@ def start_periodic(stack: AsyncExitStack, name: str, seconds: float,
                 await fn()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:
                 log.exception("periodic round failed; will try again", loop=name)
 
     task = asyncio.create_task(loop(), name=name)

@@ -88,7 +88,7 @@ class DockerDriver:
         try:
             await asyncio.to_thread(container.start)
         except docker.errors.APIError as e:
-            await self.remove(container.id)
+            await self.remove(str(container.id))
             raise DriverError(f"start {spec.name} failed", exit_code=EXIT_ENGINE_FAILURE,
                               reason=f"the engine could not start the container: {_explain(e)}") from e
         return str(container.id)
@@ -117,7 +117,7 @@ class DockerDriver:
             try:
                 for item in stream:
                     loop.call_soon_threadsafe(queue.put_nowait, item)
-            except Exception as e:  # noqa: BLE001 - handed to the loop, which decides
+            except Exception as e:
                 loop.call_soon_threadsafe(queue.put_nowait, e)
 
         threading.Thread(target=pump, name="docker-events", daemon=True).start()
@@ -192,7 +192,8 @@ def _pull_reason(image: str, e: docker.errors.APIError, *, authenticated: bool) 
     text = _explain(e)
     lowered = text.lower()
     if "unauthorized" in lowered or "authentication required" in lowered or "no basic auth" in lowered:
-        who = "the credentials in authFile were refused" if authenticated else "the registry requires a login (set authFile)"
+        who = ("the credentials in authFile were refused" if authenticated
+               else "the registry requires a login (set authFile)")
         return f"image {image} could not be pulled: {who}"
     if "not found" in lowered or "manifest unknown" in lowered:
         return f"image {image} does not exist in its registry"

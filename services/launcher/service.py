@@ -94,7 +94,7 @@ async def launch_task(deps: LauncherDeps, spec: TaskSpec) -> CloudEvent | None:
     if job is None or job.state.is_final or job.attempt != spec.attempt:
         log.info("launch skipped: the job is gone, over or on another attempt", job_id=spec.job_id)
         return None
-    if spec.code_dir and not Path(spec.code_dir).is_dir():
+    if spec.code_dir and not await asyncio.to_thread(Path(spec.code_dir).is_dir):
         return _exited(spec, node_id, EXIT_CONFIG, f"codeDir {spec.code_dir} does not exist or is not a directory")
     try:
         await _ensure_image(deps, spec)
@@ -166,7 +166,7 @@ async def reconcile(deps: LauncherDeps) -> list[CloudEvent]:
 
 def node_record(node: NodeSettings) -> NodeRecord:
     return NodeRecord(
-        _id=node.node_id, ip=node.ip, cpus=node.cpus, memory_mb=node.memory_mb,
+        id=node.node_id, ip=node.ip, cpus=node.cpus, memory_mb=node.memory_mb,
         gpus=tuple(GpuInfo(index=i, type=t) for i, t in node.gpus), port_range=node.port_range,
         heartbeat_ms=now_ms(),
     )

@@ -74,7 +74,7 @@ async def submit_job(request: web.Request) -> web.Response:
         raise ApiError("InvalidParametersError", result.message)
     config = result.config
     job = JobRecord(
-        _id=job_id_of(user, config.job_name), user=user, name=config.job_name,
+        id=job_id_of(user, config.job_name), user=user, name=config.job_name,
         virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
         warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
     )

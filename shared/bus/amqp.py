@@ -93,13 +93,14 @@ class AmqpBus:
             log.error("dead-lettered a message that is not a valid event", queue=queue, error=str(e))
             await message.reject(requeue=False)
             return
-        attempt = int((message.headers or {}).get(_ATTEMPT_HEADER, 1) or 1)
+        raw_attempt = (message.headers or {}).get(_ATTEMPT_HEADER, 1)
+        attempt = raw_attempt if isinstance(raw_attempt, int) else 1
         try:
             replies = await router.dispatch(event)
             await self.publish(replies)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
+        except Exception as e:
             if attempt >= MAX_HANDLER_ATTEMPTS:
                 log.error("handler kept failing; message dead-lettered", queue=queue,
                           event_type=event.routing_key, attempts=attempt, error=repr(e))

@@ -16,7 +16,7 @@ Handler = Callable[[E], Awaitable[Sequence[CloudEvent]]]
 MAX_HANDLER_ATTEMPTS = 5
 
 
-class UnroutedEvent(Exception):
+class UnroutedEventError(Exception):
     """A queue received an event type it has no handler for (a binding without a handler)."""
 
 
@@ -37,7 +37,7 @@ class Router:
     async def dispatch(self, event: CloudEvent) -> Sequence[CloudEvent]:
         handler = self._handlers.get(event.routing_key) or self._handlers.get(getattr(event, "type", ""))
         if handler is None:
-            raise UnroutedEvent(getattr(event, "type", "?"))
+            raise UnroutedEventError(getattr(event, "type", "?"))
         structlog.contextvars.bind_contextvars(event_id=event.id, event_type=getattr(event, "type", "?"),
                                                job_id=event.subject or None)
         try:

@@ -69,7 +69,8 @@ class MemoryBus:
             await slots.acquire()
             task = asyncio.create_task(self._deliver(q, body, attempt))
             self._inflight.add(task)
-            task.add_done_callback(lambda t: (self._inflight.discard(t), slots.release()))
+            task.add_done_callback(self._inflight.discard)
+            task.add_done_callback(lambda _: slots.release())
 
     async def _deliver(self, q: _Queue, body: bytes, attempt: int) -> None:
         try:
@@ -83,7 +84,7 @@ class MemoryBus:
             await self.publish(replies)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
+        except Exception as e:
             if attempt >= MAX_HANDLER_ATTEMPTS:
                 log.error("handler kept failing; message dead-lettered", queue=q.name,
                           event_type=event.routing_key, attempts=attempt, error=repr(e))

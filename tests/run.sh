@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian 12 machine as root: installs and starts what it needs
+# (Docker engine, RabbitMQ, a Docker registry; SecantusDB comes with the Python dependencies),
+# builds the test image, checks lint and types, then runs pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[tests/run.sh] %s\n' "$*" >&2; }
+
+bash examples/setup-engine.sh
+
+missing=()
+for pkg in rabbitmq-server docker-registry apache2-utils; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! rabbitmq-diagnostics -q ping >/dev/null 2>&1; then
+  log "starting RabbitMQ"
+  rabbitmq-server -detached >/dev/null 2>&1 || true
+  for _ in $(seq 1 60); do rabbitmq-diagnostics -q ping >/dev/null 2>&1 && break; sleep 1; done
+  rabbitmq-diagnostics -q ping >/dev/null || { log "RabbitMQ did not come up"; exit 1; }
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+log "installing paiq and its test dependencies into .venv"
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+
+log "ruff"
+.venv/bin/ruff check shared services tests
+log "mypy (strict)"
+.venv/bin/mypy
+log "pytest"
+exec .venv/bin/pytest -q "$@"
