@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from shared.client import PaiqClient, paiq_client
+from tests.infra import Platform, Registry, push_image, run_registry, start_platform, stop_platform, unique
+
+
+@pytest.fixture(scope="module", params=["all-in-one", "separate"])
+def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, mongo_uri: str,
+             amqp_url: str, docker_client: docker.DockerClient) -> Iterator[Platform]:
+    """paiq as users run it: ``paiq up`` alone, or four service processes over RabbitMQ and MongoDB."""
+    shape = str(request.param)
+    p = start_platform(shape, tmp_path_factory.mktemp(shape), mongo_uri=mongo_uri, amqp_url=amqp_url)
+    try:
+        yield p
+    finally:
+        stop_platform(p, docker_client)
+
+
+@pytest.fixture
+async def api(platform: Platform) -> AsyncIterator[PaiqClient]:
+    async with paiq_client(platform.api) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with run_registry(tmp_path_factory.mktemp("registry")) as reg:
+        yield reg
+
+
+@pytest.fixture
+def user() -> str:
+    return unique("u")
+
+
+@pytest.fixture
+def registry_image(registry: Registry, docker_client: docker.DockerClient) -> str:
+    """An image that is in the registry and not on the engine."""
+    image = registry.image(f"paiq/{unique('busybox')}:1")
+    push_image(docker_client, "local/busybox:latest", image)
+    return image
+
+
+def job_config(name: str, *, command: str, image: str = "local/busybox:latest",
+               roles: list[dict[str, object]] | None = None, **extra: object) -> dict[str, object]:
+    return {
+        "jobName": name,
+        "image": image,
+        "taskRoles": roles or [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128,
+                                "command": command}],
+        **extra,
+    }
+
+
+__all__ = ["Path", "job_config"]

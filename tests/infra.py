@@ -1,0 +1,240 @@
+"""Real test infrastructure: a MongoDB-wire server, RabbitMQ, the Docker engine, a registry, and paiq.
+
+Everything here is started for real; nothing stands in for a component under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from shared.embedded_mongo import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+# --- a Docker registry ---------------------------------------------------------------------------
+
+
+@dataclass
+class Registry:
+    host: str
+    proc: subprocess.Popen[bytes]
+
+    def image(self, name: str) -> str:
+        return f"{self.host}/{name}"
+
+
+@contextmanager
+def run_registry(root: Path, *, htpasswd: Path | None = None) -> Iterator[Registry]:
+    port = free_port()
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "config.yml"
+    auth = ""
+    if htpasswd is not None:
+        auth = f"auth:\n  htpasswd:\n    realm: paiq-test\n    path: {htpasswd}\n"
+    config.write_text(
+        "version: 0.1\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+        f"{auth}"
+    )
+    with (root / "registry.log").open("wb") as out:
+        proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=out)
+    try:
+        _wait_port(port, proc, "docker-registry")
+        yield Registry(host=f"127.0.0.1:{port}", proc=proc)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, limit_s: float = 20) -> None:
+    import socket
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {port} within {limit_s}s")
+
+
+def push_image(client: docker.DockerClient, source: str, target: str,
+               auth: dict[str, str] | None = None) -> None:
+    """Tag ``source`` as ``target``, push it, and remove the local tag (so a job must pull it)."""
+    client.images.get(source).tag(target)
+    repo, _, tag = target.rpartition(":")
+    out = client.images.push(repo, tag=tag, auth_config=auth)
+    if '"error"' in out:
+        raise RuntimeError(f"push of {target} failed: {out}")
+    client.images.remove(target)
+
+
+# --- paiq itself, as real processes --------------------------------------------------------------
+
+
+@dataclass
+class Platform:
+    """A running paiq: all-in-one (``paiq up``) or the four services as separate processes."""
+
+    shape: str
+    api: str
+    node_id: str
+    env: dict[str, str]
+    workdir: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("*.log")))
+
+
+def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
+    base = free_port() % 200
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
+    env.update({
+        "PAIQ_API_PORT": str(free_port()),
+        "PAIQ_DATA_DIR": str(workdir / "data"),
+        "PAIQ_NODE_ID": node_id,
+        "PAIQ_NODE_CPUS": "32",
+        "PAIQ_NODE_MEMORY_MB": "65536",
+        "PAIQ_NODE_PORT_RANGE": f"{30000 + base * 100}-{30000 + base * 100 + 99}",
+        "PAIQ_RECONCILE_SECONDS": "2",
+        "PAIQ_STOP_GRACE_SECONDS": "2",
+        "PAIQ_LOG_FORMAT": "json",
+        "PAIQ_LOG_LEVEL": "debug",
+    })
+    env.update(extra)
+    return env
+
+
+def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, amqp_url: str | None = None,
+                   **extra: str) -> Platform:
+    workdir.mkdir(parents=True, exist_ok=True)
+    node_id = unique("node-")
+    env = platform_env(workdir, node_id, **extra)
+    api = f"http://127.0.0.1:{env['PAIQ_API_PORT']}"
+    platform = Platform(shape=shape, api=api, node_id=node_id, env=env, workdir=workdir)
+    if shape == "all-in-one":
+        commands = {"paiq-up": [PYTHON, "-m", "services.cli", "up"]}
+    else:
+        assert mongo_uri and amqp_url
+        prefix = unique("paiqtest-")
+        env.update({"PAIQ_MONGODB_URI": mongo_uri, "PAIQ_AMQP_URL": amqp_url,
+                    "PAIQ_MONGODB_DATABASE": prefix.replace("-", "_"),
+                    "PAIQ_EXCHANGE": f"{prefix}.events", "PAIQ_QUEUE_PREFIX": prefix})
+        commands = {name: [PYTHON, "-m", f"services.{name}"] for name in ("status", "scheduler", "launcher", "submit")}
+    for name, cmd in commands.items():
+        with (workdir / f"{name}.log").open("wb") as out:
+            platform.procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=out))
+    _wait_healthy(platform)
+    return platform
+
+
+def _wait_healthy(platform: Platform, limit_s: float = 60) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        for p in platform.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"a paiq process exited with {p.returncode}:\n{platform.logs()[-4000:]}")
+        try:
+            with urllib.request.urlopen(platform.api + "/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"paiq did not become healthy within {limit_s}s:\n{platform.logs()[-4000:]}")
+
+
+def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
+    for p in platform.procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in platform.procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    for c in client.containers.list(all=True, filters={"label": f"paiq.node={platform.node_id}"}):
+        c.remove(force=True)
+
+
+# --- watching jobs and what tasks saw ---------------------------------------------------------------
+
+
+async def wait_final(client: Any, user: str, name: str, limit_s: float = 90) -> tuple[dict[str, Any], list[str]]:
+    """Poll a job until it is final; the last detail and every state seen, in order."""
+    seen: list[str] = []
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while True:
+        detail = await client.job(user, name)
+        state = detail["jobStatus"]["state"]
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        if state in FINAL:
+            return detail, seen
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"job {user}~{name} not final within {limit_s}s; states {seen}: "
+                                 f"{json.dumps(detail)[:2000]}")
+        await asyncio.sleep(0.2)
+
+
+class EnvSink:
+    """A TCP listener on the host that tasks send their environment to (``env | nc 127.0.0.1 PORT``)."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, str]] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._arrived = asyncio.Condition()
+
+    async def __aenter__(self) -> EnvSink:
+        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read()
+        writer.close()
+        env = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+        async with self._arrived:
+            self.received.append(env)
+            self._arrived.notify_all()
+
+    async def wait_for(self, count: int, limit_s: float = 60) -> list[dict[str, str]]:
+        async with self._arrived:
+            await asyncio.wait_for(self._arrived.wait_for(lambda: len(self.received) >= count), limit_s)
+        return list(self.received)
