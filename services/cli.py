@@ -99,6 +99,9 @@ async def cmd_status(args: argparse.Namespace) -> int:
             code = "-" if t["containerExitCode"] is None else t["containerExitCode"]
             print(f"{role + '[' + str(t['taskIndex']) + ']':24} {t['taskState']:10} "
                   f"{t.get('containerNodeId') or '-':16} {t.get('containerIp') or '-':15} {ports or '-':24} {code}")
+            if t.get("containerExitDiagnostics"):
+                last = t["containerExitDiagnostics"].rstrip().splitlines()[-5:]
+                print("\n".join(f"    | {line}" for line in last))
     return 0
 
 

@@ -59,27 +59,7 @@ class DockerDriver:
                               reason=_pull_reason(image, e, authenticated=auth is not None)) from e
 
     async def run(self, spec: ContainerSpec) -> str:
-        kwargs: dict[str, Any] = {
-            "name": spec.name,
-            "entrypoint": ["/bin/sh", "-c"],
-            "command": [spec.command],
-            "environment": spec.env,
-            "labels": spec.labels,
-            "network_mode": spec.network_mode,
-            "nano_cpus": spec.cpus * 1_000_000_000,
-            "mem_limit": f"{spec.memory_mb}m",
-            "memswap_limit": f"{spec.memory_mb}m",
-            "shm_size": f"{spec.shm_mb}m",
-            "init": True,
-            "privileged": False,
-            "working_dir": spec.working_dir,
-            "detach": True,
-        }
-        if spec.code_dir:
-            kwargs["volumes"] = {spec.code_dir: {"bind": CODE_MOUNT, "mode": "ro"}}
-        if spec.gpus:
-            kwargs["device_requests"] = [DeviceRequest(
-                driver="nvidia", device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
+        kwargs = create_args(spec)
         try:
             container = await asyncio.to_thread(self._client.containers.create, spec.image, **kwargs)
         except docker.errors.APIError as e:
@@ -169,6 +149,32 @@ class DockerDriver:
         for stream in self._streams:
             stream.close()
         await asyncio.to_thread(self._client.close)
+
+
+def create_args(spec: ContainerSpec) -> dict[str, Any]:
+    """What the engine is asked for one task (pure, so the GPU requests are tested without GPUs)."""
+    kwargs: dict[str, Any] = {
+        "name": spec.name,
+        "entrypoint": ["/bin/sh", "-c"],
+        "command": [spec.command],
+        "environment": spec.env,
+        "labels": spec.labels,
+        "network_mode": spec.network_mode,
+        "nano_cpus": spec.cpus * 1_000_000_000,
+        "mem_limit": f"{spec.memory_mb}m",
+        "memswap_limit": f"{spec.memory_mb}m",
+        "shm_size": f"{spec.shm_mb}m",
+        "init": True,
+        "privileged": False,
+        "working_dir": spec.working_dir,
+        "detach": True,
+    }
+    if spec.code_dir:
+        kwargs["volumes"] = {spec.code_dir: {"bind": CODE_MOUNT, "mode": "ro"}}
+    if spec.gpus:
+        kwargs["device_requests"] = [DeviceRequest(
+            driver="nvidia", device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
+    return kwargs
 
 
 def _info(attrs: dict[str, Any]) -> ContainerInfo:

@@ -20,7 +20,7 @@ async def test_hello_world_runs_in_a_container_that_sees_its_environment(api: Pa
             "name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128,
             "portList": [{"label": "http", "beginAt": 0, "portNumber": 2}],
             "command": f"env | nc 127.0.0.1 {sink.port} && sleep 2"}])
-        body, headers = await api.submit(user, json.dumps(config).encode())
+        _, headers = await api.submit(user, json.dumps(config).encode())
         assert headers["Location"] == f"/api/v1/user/{user}/jobs/hello"
         detail, states = await wait_final(api, user, "hello")
         [env] = await sink.wait_for(1)

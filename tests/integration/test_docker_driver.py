@@ -1,0 +1,131 @@
+"""The Docker driver against the real engine: limits, mounts, exits, OOM, find, device requests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from services.launcher.docker_driver import DockerDriver, create_args
+from services.launcher.driver import ContainerExit, ContainerSpec
+from shared.errors import DriverError
+from tests.infra import unique
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+
+@pytest.fixture
+async def driver(docker_client: docker.DockerClient) -> AsyncIterator[DockerDriver]:
+    d = DockerDriver.from_url(None)
+    yield d
+    await d.close()
+
+
+@pytest.fixture
+def node_id(docker_client: docker.DockerClient) -> Iterator[str]:
+    node = unique("drv-")
+    yield node
+    for c in docker_client.containers.list(all=True, filters={"label": f"paiq.node={node}"}):
+        c.remove(force=True)
+
+
+def spec(node_id: str, command: str, **kw: object) -> ContainerSpec:
+    values: dict[str, object] = {
+        "name": unique("paiq-drv-"), "image": "local/busybox:latest", "command": command,
+        "env": {"A": "1"}, "labels": {"paiq.job": "u~j", "paiq.node": node_id, "paiq.role": "r", "paiq.index": "0"},
+        "cpus": 1, "memory_mb": 100, "shm_mb": 32}
+    values.update(kw)
+    return ContainerSpec.model_validate(values)
+
+
+async def next_exit(driver: DockerDriver, container_id: str) -> ContainerExit:
+    async def find() -> ContainerExit:
+        async for ex in driver.exits():
+            if ex.id == container_id:
+                return ex
+        raise AssertionError("event stream ended")
+
+    return await asyncio.wait_for(find(), 30)
+
+
+async def test_limits_env_and_read_only_code_dir(driver: DockerDriver, node_id: str, tmp_path: Path,
+                                                 docker_client: docker.DockerClient) -> None:
+    (tmp_path / "main.sh").write_text("echo code-ok")
+    s = spec(node_id, "sh /pai/code/main.sh; echo $A; df -m /dev/shm | tail -1; touch /pai/code/x || echo ro-ok; "
+             "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max",
+             code_dir=str(tmp_path))
+    cid = await driver.run(s)
+    result = await asyncio.to_thread(docker_client.api.wait, cid)
+    assert result["StatusCode"] == 0
+    lines = (await driver.logs_tail(cid, 20)).splitlines()
+    assert lines[0] == "code-ok" and lines[1] == "1"
+    [shm] = [line.split() for line in lines if line.endswith("/dev/shm")]
+    assert shm[1] == "32", f"/dev/shm must be shmMB: {shm}"
+    assert "ro-ok" in lines, "codeDir must be read-only"
+    assert lines[-1] == str(100 * 1024 * 1024)
+    attrs = docker_client.api.inspect_container(cid)
+    assert attrs["HostConfig"]["NetworkMode"] == "host"
+    assert attrs["HostConfig"]["Privileged"] is False
+    assert attrs["HostConfig"]["Init"] is True
+    assert attrs["HostConfig"]["NanoCpus"] == 1_000_000_000
+
+
+async def test_exit_code_comes_from_the_event_stream(driver: DockerDriver, node_id: str) -> None:
+    s = spec(node_id, "sleep 0.5; exit 7")
+    watcher = asyncio.ensure_future(_first_exit_for(driver, s.name))
+    await asyncio.sleep(0.3)
+    cid = await driver.run(s)
+    ex = await asyncio.wait_for(watcher, 30)
+    assert ex.id == cid and ex.exit_code == 7 and not ex.oom_killed
+    assert ex.labels["paiq.job"] == "u~j"
+
+
+async def _first_exit_for(driver: DockerDriver, name: str) -> ContainerExit:
+    async for ex in driver.exits():
+        info = await driver.find(name)
+        if info is not None and info.id == ex.id:
+            return ex
+    raise AssertionError("stream ended")
+
+
+async def test_a_task_past_its_memory_limit_is_oom_killed(driver: DockerDriver, node_id: str) -> None:
+    s = spec(node_id, "head -c 300m /dev/zero | tail > /dev/null", memory_mb=100)
+    watcher = asyncio.ensure_future(_first_exit_for(driver, s.name))
+    await asyncio.sleep(0.3)
+    await driver.run(s)
+    ex = await asyncio.wait_for(watcher, 30)
+    assert ex.oom_killed
+
+
+async def test_find_and_list_by_node(driver: DockerDriver, node_id: str) -> None:
+    s = spec(node_id, "sleep 30")
+    cid = await driver.run(s)
+    found = await driver.find(s.name)
+    assert found is not None and found.id == cid and found.running
+    assert [c.id for c in await driver.list_managed(node_id)] == [cid]
+    await driver.stop(cid, 1)
+    stopped = await driver.find(s.name)
+    assert stopped is not None and not stopped.running and stopped.exit_code in (137, 143)
+    assert await driver.find(unique("nope-")) is None
+
+
+async def test_gpu_tasks_request_exactly_their_devices(driver: DockerDriver, node_id: str) -> None:
+    s = spec(node_id, "true", gpus=(1, 3))
+    [request] = create_args(s)["device_requests"]
+    assert (request.driver, request.device_ids, request.capabilities) == ("nvidia", ["1", "3"], [["gpu"]])
+    assert "device_requests" not in create_args(spec(node_id, "true"))
+    # No NVIDIA runtime here: the engine must refuse the request (proof it was sent), never ignore it.
+    with pytest.raises(DriverError) as refused:
+        await driver.run(s)
+    assert refused.value.exit_code == 125
+    assert await driver.find(s.name) is None, "a container that could not start is removed"
+
+
+async def test_pulling_a_missing_image_is_a_254(driver: DockerDriver) -> None:
+    with pytest.raises(DriverError) as refused:
+        await driver.pull("127.0.0.1:1/nothing/here:1", None)
+    assert refused.value.exit_code == 254
+    assert "could not be pulled" in refused.value.reason

@@ -1,0 +1,76 @@
+"""The store against the real MongoDB-wire server: uniqueness, conditional updates, queries."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from shared.errors import JobExistsError
+from shared.records import JobRecord, JobState, TaskState, initial_tasks, job_id_of
+from shared.store import Store, open_store
+from shared.validation import Accepted, validate_job_config
+from tests.infra import unique
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+async def store(mongo_uri: str) -> AsyncIterator[Store]:
+    async with open_store(mongo_uri, unique("store_")) as s:
+        yield s
+
+
+def make_job(user: str, name: str, created: int, tasks: int = 2) -> JobRecord:
+    result = validate_job_config({"jobName": name, "image": "i",
+                                  "taskRoles": [{"name": "r", "taskNumber": tasks, "command": "c"}]})
+    assert isinstance(result, Accepted)
+    return JobRecord(id=job_id_of(user, name), user=user, name=name, virtual_cluster="default",
+                     config=result.config, raw_config=result.raw, created_ms=created,
+                     tasks=initial_tasks(result.config))
+
+
+async def test_a_job_name_is_unique_per_user(store: Store) -> None:
+    await store.insert_job(make_job("alice", "j", 1))
+    await store.insert_job(make_job("bob", "j", 2))
+    with pytest.raises(JobExistsError):
+        await store.insert_job(make_job("alice", "j", 3))
+    assert [j.user for j in await store.list_jobs()] == ["bob", "alice"]
+    assert [j.id for j in await store.list_jobs(user="alice")] == ["alice~j"]
+
+
+async def test_round_trip_keeps_the_config(store: Store) -> None:
+    job = make_job("alice", "round", 5)
+    await store.insert_job(job)
+    again = await store.get_job(job.id)
+    assert again == job
+
+
+async def test_task_updates_are_conditional_so_duplicates_change_nothing(store: Store) -> None:
+    job = make_job("alice", "cond", 1)
+    await store.insert_job(job)
+    first = await store.update_task(job.id, 0, 1, [TaskState.WAITING.value, TaskState.RUNNING.value],
+                                    {"state": TaskState.FAILED.value, "exit_code": 3})
+    assert first is not None and first.tasks[1].state == TaskState.FAILED and first.tasks[1].exit_code == 3
+    assert first.tasks[0].state == TaskState.WAITING
+    duplicate = await store.update_task(job.id, 0, 1, [TaskState.WAITING.value, TaskState.RUNNING.value],
+                                        {"state": TaskState.SUCCEEDED.value, "exit_code": 0})
+    assert duplicate is None
+    stale_attempt = await store.update_task(job.id, 1, 0, [TaskState.WAITING.value], {"state": "RUNNING"})
+    assert stale_attempt is None
+    final = await store.get_job(job.id)
+    assert final is not None and final.tasks[1].exit_code == 3
+
+
+async def test_queued_and_placed_jobs(store: Store) -> None:
+    older, newer = make_job("a", "older", 10), make_job("a", "newer", 20)
+    await store.insert_job(newer)
+    await store.insert_job(older)
+    assert [j.name for j in await store.queued_jobs()] == ["older", "newer"]
+    placed = await store.commit_placement(older, older.tasks)
+    assert placed is not None and placed.sub_state == "launching"
+    assert await store.commit_placement(older, older.tasks) is None, "a job is placed once"
+    assert [j.name for j in await store.queued_jobs()] == ["newer"]
+    assert [j.name for j in await store.placed_jobs()] == ["older"]
+    await store.update_job(older.id, {"state": JobState.WAITING.value}, {"state": JobState.SUCCEEDED.value})
+    assert await store.placed_jobs() == []
