@@ -11,19 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shared.jobconfig import JobConfig, TaskRole, env_value
+from shared.jobconfig import JobConfig, TaskRole, env_name, env_value
 from shared.placement import Plan
 
 WORK_DIR = "/pai"
 CODE_MOUNT = "/pai/code"
-_INVALID = re.compile(r"[^A-Za-z0-9_]")
-
-
-def env_name(part: str) -> str:
-    """Make a role name or port label usable inside a variable name."""
-    return _INVALID.sub("_", part)
-
-
 @dataclass(frozen=True)
 class JobPaths:
     """The job's directories after substitution (see :func:`resolve_paths`)."""

@@ -7,6 +7,7 @@ unknown fields, nulls, size limits and cross-field rules are dealt with.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -82,6 +83,11 @@ class JobConfig(_Model):
 
     def is_debug(self) -> bool:
         return env_flag(self.job_envs.get("isDebug"))
+
+
+def env_name(part: str) -> str:
+    """A role name or port label made usable inside an environment variable name (``.``/``~`` -> ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", part)
 
 
 def env_flag(value: EnvValue | None) -> bool:

@@ -88,8 +88,16 @@ class Unplaceable(BaseModel):
     def reason(self) -> str:
         if not self.counts:
             return "no live node is registered"
-        parts = [f"{n} node{'s' if n != 1 else ''} {why}" for why, n in sorted(self.counts.items())]
+        parts = [f"{n} node{'s' if n != 1 else ''} {_verb(why, n)}" for why, n in sorted(self.counts.items())]
         return f"task {self.task} fits on no node: " + "; ".join(parts)
+
+
+def _verb(why: str, count: int) -> str:
+    """Reasons are written for many nodes ("lack ..."); one node "lacks"."""
+    if count != 1:
+        return why
+    verb, _, rest = why.partition(" ")
+    return f"{ {'lack': 'lacks', 'have': 'has'}.get(verb, verb)} {rest}"
 
 
 def place(snapshot: ClusterSnapshot, config: JobConfig) -> Plan | Unplaceable:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.errors import SettingsError
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (str.isdigit also accepts '²')."""
+    return text.isascii() and text.isdigit()
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -25,7 +31,7 @@ def _port_range(env: Mapping[str, str], name: str, default: tuple[int, int]) -> 
     if not raw:
         return default
     lo, sep, hi = raw.partition("-")
-    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+    if not sep or not _digits(lo.strip()) or not _digits(hi.strip()):
         raise SettingsError(name, f"must look like 20000-29999, got {raw!r}")
     first, last = int(lo), int(hi)
     if not 0 < first <= last < 65536:
@@ -40,13 +46,13 @@ def parse_gpus(raw: str) -> tuple[tuple[int, str], ...]:
         return ()
     if "x" in raw and ":" not in raw:
         count, _, kind = raw.partition("x")
-        if not count.isdigit() or not kind:
+        if not _digits(count) or not kind:
             raise SettingsError("PAIQ_NODE_GPUS", f"expected like 4xV100, got {raw!r}")
         return tuple((i, kind) for i in range(int(count)))
     gpus: list[tuple[int, str]] = []
     for item in raw.split(","):
         idx, sep, kind = item.strip().partition(":")
-        if not sep or not idx.isdigit() or not kind:
+        if not sep or not _digits(idx) or not kind:
             raise SettingsError("PAIQ_NODE_GPUS", f"expected like 0:V100,1:V100, got {raw!r}")
         gpus.append((int(idx), kind))
     if len({i for i, _ in gpus}) != len(gpus):
@@ -99,7 +105,10 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         data_dir = Path(env.get("PAIQ_DATA_DIR") or Path.home() / ".paiq").expanduser()
-        node_id = env.get("PAIQ_NODE_ID") or os.uname().nodename
+        node_id = env.get("PAIQ_NODE_ID") or re.sub(r"[^A-Za-z0-9_-]", "-", os.uname().nodename)
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", node_id):
+            # It is a word of routing keys (node.<id>.launch) and a container label.
+            raise SettingsError("PAIQ_NODE_ID", f"must be 1-64 letters, digits, '-' or '_', got {node_id!r}")
         node = NodeSettings(
             node_id=node_id,
             ip=env.get("PAIQ_NODE_IP") or "127.0.0.1",

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from shared.jobconfig import EXTRAS_KEY_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole
+from shared.jobconfig import EXTRAS_KEY_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole, env_name
 
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -69,6 +69,10 @@ def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return _reject("(body)", f"is not valid JSON ({e})")
+    except RecursionError:
+        return _reject("(body)", "is nested too deeply")
+    except ValueError as e:  # e.g. an integer literal of thousands of digits
+        return _reject("(body)", f"is not acceptable JSON ({e})")
     if not isinstance(data, dict):
         return _reject("(body)", f"must be a JSON object, got {_json_type(data)}")
     return data
@@ -144,7 +148,7 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
         cleaned.pop("jobEnvs", None)
     else:
         for key, value in envs.items():
-            if not re.match(JOB_ENV_KEY_PATTERN, key, flags=re.ASCII):
+            if not re.fullmatch(JOB_ENV_KEY_PATTERN, key, flags=re.ASCII):
                 problems.append(ConfigProblem(path=f"jobEnvs.{key}", rule=f"key must match {JOB_ENV_KEY_PATTERN}"))
             if value is None or isinstance(value, dict | list):
                 problems.append(ConfigProblem(
@@ -156,7 +160,7 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
         cleaned.pop("extras", None)
     else:
         for key in extras:
-            if not re.match(EXTRAS_KEY_PATTERN, key):
+            if not re.fullmatch(EXTRAS_KEY_PATTERN, key):
                 problems.append(ConfigProblem(path=f"extras.{key}", rule=f"key must match {EXTRAS_KEY_PATTERN}"))
     if problems:
         cleaned.pop("jobEnvs", None)
@@ -179,6 +183,7 @@ def _roles_valid_alone(roles: object) -> list[TaskRole | None]:
 def _cross_field_problems(roles: list[TaskRole | None]) -> list[ConfigProblem]:
     problems: list[ConfigProblem] = []
     seen_roles: dict[str, int] = {}
+    seen_env_names: dict[str, tuple[int, str]] = {}
     for i, role in enumerate(roles):
         if role is None:
             continue
@@ -188,6 +193,12 @@ def _cross_field_problems(roles: list[TaskRole | None]) -> list[ConfigProblem]:
                 path=f"{at}.name",
                 rule=f"must be unique among task roles; {role.name!r} is also taskRoles[{seen_roles[role.name]}]"))
         seen_roles.setdefault(role.name, i)
+        clash = seen_env_names.setdefault(env_name(role.name), (i, role.name))
+        if clash[1] != role.name:
+            problems.append(ConfigProblem(
+                path=f"{at}.name",
+                rule=(f"must differ from taskRoles[{clash[0]}].name once '.' and '~' become '_' in variable "
+                      f"names (both are {env_name(role.name)!r})")))
         if role.shm_mb > role.memory_mb:
             problems.append(ConfigProblem(
                 path=f"{at}.shmMB", rule=f"must be <= memoryMB ({role.memory_mb}), got {role.shm_mb}"))
@@ -202,12 +213,25 @@ def _cross_field_problems(roles: list[TaskRole | None]) -> list[ConfigProblem]:
 
 def _port_problems(role: TaskRole, at: str) -> list[ConfigProblem]:
     problems: list[ConfigProblem] = []
-    labels: set[str] = set()
+    labels: dict[str, str] = {}
+    fixed: dict[int, str] = {}
     for j, port in enumerate(role.port_list):
         if port.label in labels:
             problems.append(ConfigProblem(
                 path=f"{at}.portList[{j}].label", rule=f"must be unique within the role; {port.label!r} repeats"))
-        labels.add(port.label)
+        elif env_name(port.label) in labels.values():
+            problems.append(ConfigProblem(
+                path=f"{at}.portList[{j}].label",
+                rule=(f"must differ from the role's other labels once '.' and '~' become '_' "
+                      f"({env_name(port.label)!r})")))
+        labels[port.label] = env_name(port.label)
+        if port.begin_at:
+            for p in range(port.begin_at, port.begin_at + port.port_number):
+                if p in fixed and fixed[p] != port.label:
+                    problems.append(ConfigProblem(
+                        path=f"{at}.portList[{j}]", rule=f"port {p} is also asked for by label {fixed[p]!r}"))
+                    break
+                fixed[p] = port.label
         if port.begin_at and port.begin_at + port.port_number - 1 > 65535:
             problems.append(ConfigProblem(
                 path=f"{at}.portList[{j}]",

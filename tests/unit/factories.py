@@ -77,7 +77,7 @@ def make_node(
         for i, g in enumerate(gpus)
     )
     return NodeRecord(
-        _id=node_id,
+        id=node_id,
         ip=ip or f"10.0.0.{sum(map(ord, node_id)) % 250 + 1}",
         cpus=cpus,
         memory_mb=memory_mb,
@@ -124,7 +124,7 @@ def make_job(
     if tasks is None:
         tasks = [TaskRecord(role=r.name, index=i) for r in config.task_roles for i in range(r.task_number)]
     return JobRecord(
-        _id=job_id_of(user, config.job_name),
+        id=job_id_of(user, config.job_name),
         user=user,
         name=config.job_name,
         virtual_cluster=config.virtual_cluster,

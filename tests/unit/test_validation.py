@@ -226,7 +226,7 @@ def test_null_or_empty_optional_top_field_gets_its_default(field: str, value: An
      ("shmMB", "shm_mb", 64), ("gpuNumber", "gpu_number", 0), ("portList", "port_list", ())],
 )
 def test_null_optional_role_field_gets_its_default(field: str, attr: str, default: Any) -> None:
-    role = accepted(config_dict(role_dict(**{field: None}))).config.task_roles[0]
+    role = accepted(config_dict({**role_dict(), field: None})).config.task_roles[0]
     assert getattr(role, attr) == default
 
 

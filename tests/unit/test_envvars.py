@@ -1,0 +1,360 @@
+"""The PAI_* environment of a task (both generations of OpenPAI's tables), paths, and container names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.envvars import JobPaths, build_task_env, env_name, resolve_paths, substitute
+from shared.jobconfig import JobConfig
+from shared.launchspec import container_name, local_path, placed_tasks, task_specs
+from shared.placement import ClusterSnapshot, Plan, place
+from shared.validation import Accepted, validate_job_config
+from tests.unit import seed_configs
+from tests.unit.factories import (
+    load_seed_config,
+    make_config,
+    make_job,
+    make_node,
+    make_plan,
+    placement,
+    port_dict,
+    role_dict,
+)
+
+pytestmark = pytest.mark.unit
+
+FS = "hdfs://nn:9000"
+N1 = make_node("n1", ip="10.0.0.1", gpus=["V100"] * 4)
+N2 = make_node("n2", ip="10.0.0.2", gpus=["V100"] * 4)
+
+
+def seed_config(text: str) -> JobConfig:
+    result = validate_job_config(load_seed_config(text))
+    assert isinstance(result, Accepted)
+    return result.config
+
+
+TF = seed_config(seed_configs.TF_EXAMPLE_000)
+# The seed's ps/worker job spread over two nodes: one ps and one worker on each.
+TF_PLAN = make_plan(
+    placement("ps_server", 0, N1, ports={"http": (20000,), "ssh": (20001,)}),
+    placement("ps_server", 1, N2, ports={"http": (20010,), "ssh": (20011,)}),
+    placement("worker", 0, N1, gpus=(0, 1, 2, 3), ports={"http": (20002,), "ssh": (20003,)}),
+    placement("worker", 1, N2, gpus=(0, 1, 2, 3), ports={"http": (20012,), "ssh": (20013,)}),
+)
+
+
+def env_for(config: JobConfig, plan: Plan, role: str, index: int, *, user: str = "alice",
+            fs: str = FS, container_id: str = "cid") -> dict[str, str]:
+    return build_task_env(config, plan, user=user, role=config.role(role), index=index,
+                          paths=resolve_paths(config, user, fs), container_id=container_id)
+
+
+@pytest.fixture(scope="module")
+def worker1() -> dict[str, str]:
+    return env_for(TF, TF_PLAN, "worker", 1, container_id="paiq-alice-worker-1")
+
+
+@pytest.fixture(scope="module")
+def ps0() -> dict[str, str]:
+    return env_for(TF, TF_PLAN, "ps_server", 0)
+
+
+# --- the TensorFlow example of seed 000 -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        # every task sees the other tasks: hosts in task index order, each with its first port
+        ("PAI_TASK_ROLE_ps_server_HOST_LIST", "10.0.0.1:20000,10.0.0.2:20010"),
+        ("PAI_TASK_ROLE_worker_HOST_LIST", "10.0.0.1:20002,10.0.0.2:20012"),
+        ("PAI_ps_server_0_http_PORT", "20000"),
+        ("PAI_ps_server_1_ssh_PORT", "20011"),
+        ("PAI_worker_0_ssh_PORT", "20003"),
+        ("PAI_HOST_IP_worker_1", "10.0.0.2"),
+        ("PAI_HOST_IP_ps_server_0", "10.0.0.1"),
+        ("PAI_PORT_LIST_worker_1_ssh", "20013"),
+        ("PAI_PORT_LIST_ps_server_1_http", "20010"),
+        ("PAI_RESOURCE_worker", "4,2,16384,64"),
+        ("PAI_RESOURCE_ps_server", "0,2,8192,64"),
+        ("PAI_MIN_SUCCEEDED_TASK_COUNT_worker", "2"),
+        ("PAI_MIN_SUCCEEDED_TASK_COUNT_ps_server", ""),
+        ("PAI_MIN_FAILED_TASK_COUNT_worker", "1"),
+        ("PAI_TASK_ROLE_TASK_COUNT_worker", "2"),
+        ("PAI_TASK_ROLE_TASK_COUNT_ps_server", "2"),
+        ("PAI_JOB_TASK_COUNT", "4"),
+        ("PAI_JOB_TASK_ROLE_COUNT", "2"),
+        ("PAI_TASK_ROLE_COUNT", "2"),
+        ("PAI_JOB_TASK_ROLE_LIST", "ps_server,worker"),
+        ("PAI_TASK_ROLE_LIST", "ps_server,worker"),
+        # this task: worker 1 on n2
+        ("PAI_CONTAINER_HOST_IP", "10.0.0.2"),
+        ("PAI_CONTAINER_HOST_PORT_LIST", "http:20012;ssh:20013"),
+        ("PAI_CONTAINER_HOST_http_PORT_LIST", "20012"),
+        ("PAI_CONTAINER_HOST_ssh_PORT_LIST", "20013"),
+        ("PAI_CONTAINER_HOST_PORT", "20012"),
+        ("PAI_CONTAINER_SSH_PORT", "20013"),
+        ("PAI_CURRENT_TASK_ROLE_NAME", "worker"),
+        ("PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX", "1"),
+        ("PAI_TASK_INDEX", "1"),
+        ("PAI_CURRENT_TASK_ROLE_TASK_COUNT", "2"),
+        ("PAI_CURRENT_TASK_ROLE_CPU_COUNT", "2"),
+        ("PAI_CURRENT_TASK_ROLE_MEM_MB", "16384"),
+        ("PAI_CURRENT_TASK_ROLE_SHM_MB", "64"),
+        ("PAI_CURRENT_TASK_ROLE_GPU_COUNT", "4"),
+        ("PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT", "1"),
+        ("PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT", "2"),
+        ("PAI_CONTAINER_ID", "paiq-alice-worker-1"),
+        ("NVIDIA_VISIBLE_DEVICES", "0,1,2,3"),
+        # job level
+        ("PAI_JOB_NAME", "tensorflow-distributed-jobguid"),
+        ("PAI_USER_NAME", "alice"),
+        ("PAI_JOB_VC_NAME", "your_virtual_cluster"),
+        ("PAI_DEFAULT_FS_URI", FS),
+        ("PAI_WORK_DIR", "/pai"),
+        ("PAI_DATA_DIR", f"{FS}/path/tensorflow-distributed-jobguid/data"),
+        ("PAI_OUTPUT_DIR", f"{FS}/path/tensorflow-distributed-jobguid/output"),
+        ("PAI_CODE_DIR", f"{FS}/path/tensorflow-distributed-jobguid/code"),
+        # jobEnvs on top, as text
+        ("batch_size", "32"),
+        ("job_model", "resnet20"),
+    ],
+)
+def test_tensorflow_worker_env(worker1: dict[str, str], name: str, value: str) -> None:
+    assert worker1[name] == value
+
+
+def test_ps_task_sees_the_same_job_wide_values_and_its_own(ps0: dict[str, str], worker1: dict[str, str]) -> None:
+    job_wide = [k for k in worker1 if k.startswith(("PAI_TASK_ROLE_", "PAI_HOST_IP_", "PAI_PORT_LIST_",
+                                                    "PAI_RESOURCE_", "PAI_ps_server_", "PAI_worker_"))]
+    assert len(job_wide) > 20
+    assert {k: ps0[k] for k in job_wide} == {k: worker1[k] for k in job_wide}
+    assert ps0["PAI_CURRENT_TASK_ROLE_NAME"] == "ps_server"
+    assert ps0["PAI_CONTAINER_HOST_PORT_LIST"] == "http:20000;ssh:20001"
+    assert ps0["PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT"] == ""
+    assert "NVIDIA_VISIBLE_DEVICES" not in ps0, "a task without GPUs is not given any"
+
+
+def test_every_value_is_text_and_every_platform_name_is_a_valid_variable(worker1: dict[str, str]) -> None:
+    assert all(isinstance(v, str) for v in worker1.values())
+    platform = [k for k in worker1 if k not in TF.job_envs]
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) for k in platform)
+
+
+def test_env_from_a_real_placement_on_two_nodes() -> None:
+    # 4 CPUs a node: both ps servers fill n1, both workers go to n2.
+    small = [make_node(f"n{i}", ip=f"10.0.0.{i}", cpus=4, memory_mb=40960, gpus=["V100"] * 8) for i in (1, 2)]
+    plan = place(ClusterSnapshot.build(small, []), TF)
+    assert isinstance(plan, Plan)
+    assert {t.node_id for t in plan.tasks} == {"n1", "n2"}
+    env = env_for(TF, plan, "worker", 0)
+    for role in ("ps_server", "worker"):
+        expected = ",".join(f"{plan.for_task(role, i).ip}:{plan.for_task(role, i).ports['http'][0]}"
+                            for i in range(2))
+        assert env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] == expected
+    me = plan.for_task("worker", 0)
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == f"http:{me.ports['http'][0]};ssh:{me.ports['ssh'][0]}"
+
+
+def test_several_ports_per_label() -> None:
+    config = make_config(role_dict("r", portList=[port_dict("http", 0, 3), port_dict("ssh", 0, 1)]))
+    plan = make_plan(placement("r", 0, N1, ports={"http": (21000, 21001, 21002), "ssh": (21003,)}))
+    env = env_for(config, plan, "r", 0)
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "http:21000,21001,21002;ssh:21003"
+    assert env["PAI_CONTAINER_HOST_http_PORT_LIST"] == "21000,21001,21002"
+    assert env["PAI_PORT_LIST_r_0_http"] == "21000,21001,21002"
+    assert env["PAI_TASK_ROLE_r_HOST_LIST"] == "10.0.0.1:21000"
+    assert env["PAI_CONTAINER_HOST_PORT"] == "21000"
+
+
+def test_a_role_without_ports_lists_bare_ips() -> None:
+    config = make_config(role_dict("r", taskNumber=2))
+    plan = make_plan(placement("r", 0, N1), placement("r", 1, N2))
+    env = env_for(config, plan, "r", 1)
+    assert env["PAI_TASK_ROLE_r_HOST_LIST"] == "10.0.0.1,10.0.0.2"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == ""
+    assert "PAI_CONTAINER_HOST_PORT" not in env and "PAI_CONTAINER_SSH_PORT" not in env
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(True, "true"), (False, "false"), (32, "32"), (0.5, "0.5"), ("resnet20", "resnet20"),
+     ("$PAI_JOB_NAME", "$PAI_JOB_NAME"), ("", "")],
+)
+def test_job_envs_go_in_verbatim_with_json_booleans(value: object, text: str) -> None:
+    config = make_config(jobEnvs={"v": value})
+    assert env_for(config, make_plan(placement("main", 0, N1)), "main", 0)["v"] == text
+
+
+def test_job_envs_are_applied_on_top_of_platform_variables() -> None:
+    config = make_config(jobEnvs={"PAI_WORK_DIR": "/mine", "isDebug": True})
+    env = env_for(config, make_plan(placement("main", 0, N1)), "main", 0)
+    assert env["PAI_WORK_DIR"] == "/mine"
+    assert env["isDebug"] == "true"
+
+
+def test_min_failed_null_is_an_empty_value() -> None:
+    config = make_config(role_dict("r", minFailedTaskCount=None))
+    env = env_for(config, make_plan(placement("r", 0, N1)), "r", 0)
+    assert env["PAI_MIN_FAILED_TASK_COUNT_r"] == ""
+    assert env["PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT"] == ""
+
+
+# --- the Jupyter job of seed 004 ------------------------------------------------------------------
+
+
+def test_seed_004_jupyter_job_gets_its_port_variable() -> None:
+    config = seed_config(seed_configs.JUPYTER_004)
+    assert "$PAI_CONTAINER_HOST_jupyter_PORT_LIST" in config.task_roles[0].command
+    plan = place(ClusterSnapshot.build([make_node("n1", ip="192.168.30.14", gpus=["TITANX"] * 2,
+                                                  port_range=(29640, 29700))], []), config)
+    assert isinstance(plan, Plan)
+    env = env_for(config, plan, "task_1", 0)
+    assert env["PAI_CONTAINER_HOST_jupyter_PORT_LIST"] == "29640"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "jupyter:29640"
+    assert env["PAI_TASK_ROLE_task_1_HOST_LIST"] == "192.168.30.14:29640"
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "0"
+    assert env["PAI_OUTPUT_DIR"] == f"{FS}/Output/alice/jupyter_16be8b71", "outputDir \"\" means the default"
+    assert env["PAI_DATA_DIR"] == "" and env["PAI_CODE_DIR"] == ""
+
+
+# --- names with characters a variable name cannot hold ---------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "name"), [("ps.server", "ps_server"), ("w~1", "w_1"), ("a.b~c_d", "a_b_c_d"),
+                                           ("plain", "plain"), ("A9", "A9")])
+def test_env_name(raw: str, name: str) -> None:
+    assert env_name(raw) == name
+
+
+def test_role_names_and_labels_with_dots_and_tildes_are_sanitized() -> None:
+    config = make_config(role_dict("ps.server", portList=[port_dict("my.port")]), role_dict("w~1"))
+    plan = make_plan(placement("ps.server", 0, N1, ports={"my.port": (20000,)}), placement("w~1", 0, N2))
+    env = env_for(config, plan, "ps.server", 0)
+    assert env["PAI_TASK_ROLE_ps_server_HOST_LIST"] == "10.0.0.1:20000"
+    assert env["PAI_TASK_ROLE_w_1_HOST_LIST"] == "10.0.0.2"
+    assert env["PAI_ps_server_0_my_port_PORT"] == "20000"
+    assert env["PAI_PORT_LIST_ps_server_0_my_port"] == "20000"
+    assert env["PAI_CONTAINER_HOST_my_port_PORT_LIST"] == "20000"
+    assert env["PAI_HOST_IP_w_1_0"] == "10.0.0.2"
+    assert env["PAI_RESOURCE_w_1"] == "0,1,100,64"
+    # names as values stay as the user wrote them
+    assert env["PAI_CURRENT_TASK_ROLE_NAME"] == "ps.server"
+    assert env["PAI_TASK_ROLE_LIST"] == "ps.server,w~1"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "my.port:20000"
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", k) for k in env)
+
+
+# --- paths ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("$PAI_DEFAULT_FS_URI/data", "hdfs://nn:9000/data"),
+        ("${PAI_DEFAULT_FS_URI}/data", "hdfs://nn:9000/data"),
+        ("$PAI_DEFAULT_FS_URI/Output/$PAI_USER_NAME/$PAI_JOB_NAME", "hdfs://nn:9000/Output/alice/job1"),
+        ("/x/${PAI_USER_NAME}-${PAI_JOB_NAME}/y", "/x/alice-job1/y"),
+        ("$HOME/$PAI_UNKNOWN/${OTHER}", "$HOME/$PAI_UNKNOWN/${OTHER}"),
+        ("$PAI_JOB_NAME_suffix", "$PAI_JOB_NAME_suffix"),
+        ("${PAI_JOB_NAME}_suffix", "job1_suffix"),
+        ("no variables", "no variables"),
+        ("", ""),
+    ],
+)
+def test_substitute(value: str, expected: str) -> None:
+    assert substitute(value, default_fs_uri=FS, job_name="job1", user="alice") == expected
+
+
+def test_resolve_paths_substitutes_in_every_directory() -> None:
+    config = make_config(authFile="$PAI_DEFAULT_FS_URI/auth/$PAI_USER_NAME", dataDir="${PAI_DEFAULT_FS_URI}/d",
+                         outputDir="$PAI_DEFAULT_FS_URI/o/$PAI_JOB_NAME", codeDir="/local/$PAI_USER_NAME/code")
+    assert resolve_paths(config, "alice", FS) == JobPaths(
+        default_fs_uri=FS, auth_file=f"{FS}/auth/alice", data_dir=f"{FS}/d", output_dir=f"{FS}/o/job1",
+        code_dir="/local/alice/code")
+
+
+@pytest.mark.parametrize(("fs", "expected"), [("hdfs://nn:9000", "hdfs://nn:9000/Output/alice/job1"),
+                                              ("file:///var/paiq/fs/", "file:///var/paiq/fs/Output/alice/job1")])
+def test_default_output_dir(fs: str, expected: str) -> None:
+    paths = resolve_paths(make_config(), "alice", fs)
+    assert paths.output_dir == expected
+    assert (paths.auth_file, paths.data_dir, paths.code_dir) == ("", "", "")
+
+
+# --- container names and launch specs --------------------------------------------------------------
+
+DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+
+
+@pytest.mark.parametrize(
+    ("job_id", "attempt", "role", "index"),
+    [("alice~job1", 0, "main", 0), ("alice~tensorflow-distributed-jobguid", 3, "ps.server", 1),
+     ("bob~a~b", 0, "w~1", 12), ("u~" + "x" * 255, 999, "r" * 64, 9999), ("ü~jöb", 0, "рол", 0)],
+)
+def test_container_name_is_docker_safe_and_deterministic(job_id: str, attempt: int, role: str, index: int) -> None:
+    name = container_name(job_id, attempt, role, index)
+    assert DOCKER_NAME.fullmatch(name), name
+    assert name == container_name(job_id, attempt, role, index)
+
+
+def test_container_names_differ_per_task_attempt_and_job() -> None:
+    names = {
+        container_name("alice~j", 0, "w", 0), container_name("alice~j", 1, "w", 0),
+        container_name("alice~j", 0, "w", 1), container_name("alice~j", 0, "ps", 0),
+        container_name("bob~j", 0, "w", 0),
+        # the same readable text from different parts
+        container_name("a~b-c", 0, "d", 0), container_name("a~b", 0, "c-d", 0),
+        container_name("a~b.c", 0, "d", 0), container_name("a~b~c", 0, "d", 0),
+    }
+    assert len(names) == 9
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.text(min_size=1, max_size=300), st.integers(0, 10**6), st.text(min_size=1, max_size=64),
+       st.integers(0, 10**5))
+def test_container_name_is_docker_safe_for_any_input(job_id: str, attempt: int, role: str, index: int) -> None:
+    assert DOCKER_NAME.fullmatch(container_name(job_id, attempt, role, index))
+
+
+@pytest.mark.parametrize(("uri", "path"), [("file:///var/x", "/var/x"), ("/var/x", "/var/x"),
+                                           ("hdfs://nn/x", "hdfs://nn/x")])
+def test_local_path(uri: str, path: str) -> None:
+    assert local_path(uri) == path
+
+
+def test_task_specs_for_the_tensorflow_job() -> None:
+    job = make_job(TF, user="alice", attempt=2)
+    specs = task_specs(job, TF_PLAN, FS)
+    assert [(s.role, s.index) for s in specs] == [("ps_server", 0), ("ps_server", 1), ("worker", 0), ("worker", 1)]
+    w1 = specs[3]
+    assert (w1.job_id, w1.attempt, w1.user, w1.virtual_cluster) == (job.id, 2, "alice", "your_virtual_cluster")
+    assert (w1.cpus, w1.memory_mb, w1.shm_mb, w1.gpus) == (2, 16384, 64, (0, 1, 2, 3))
+    assert w1.ports == {"http": (20012,), "ssh": (20013,)}
+    assert w1.image == "your_docker_registry/pai.run.tensorflow"
+    assert "--job_name=worker" in w1.command
+    assert w1.env == env_for(TF, TF_PLAN, "worker", 1, container_id=container_name(job.id, 2, "worker", 1))
+    assert len({s.env["PAI_CONTAINER_ID"] for s in specs}) == 4
+    assert w1.code_dir == f"{FS}/path/tensorflow-distributed-jobguid/code"
+    assert w1.auth_file == "" and w1.is_debug is False
+
+
+def test_task_specs_resolve_file_uris_and_debug_flag() -> None:
+    config = make_config(authFile="$PAI_DEFAULT_FS_URI/auth.txt", codeDir="$PAI_DEFAULT_FS_URI/code/$PAI_JOB_NAME",
+                         jobEnvs={"isDebug": True})
+    spec = task_specs(make_job(config), make_plan(placement("main", 0, N1)), "file:///srv/fs")[0]
+    assert spec.auth_file == "/srv/fs/auth.txt"
+    assert spec.code_dir == "/srv/fs/code/job1"
+    assert spec.is_debug is True
+
+
+def test_placed_tasks_carry_the_plan() -> None:
+    tasks = placed_tasks(TF_PLAN)
+    assert [(t.role, t.index, t.node_id, t.ip, t.gpus, t.ports) for t in tasks] == [
+        (p.role, p.index, p.node_id, p.ip, p.gpus, p.ports) for p in TF_PLAN.tasks]
+    assert all(t.state == "WAITING" and t.container_id is None for t in tasks)
