@@ -7,6 +7,7 @@ import asyncio
 import getpass
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -19,12 +20,40 @@ DEFAULT_API = "http://127.0.0.1:9186"
 FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
+def _credentials_path() -> Path:
+    return Path(os.environ.get("PAIQ_DATA_DIR") or Path.home() / ".paiq").expanduser() / "credentials.json"
+
+
+def _saved() -> dict[str, str]:
+    """What ``paiq login`` (or ``paiq up``) saved: api, user, token."""
+    try:
+        data = json.loads(_credentials_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def _api(args: argparse.Namespace) -> str:
-    return str(args.api or os.environ.get("PAIQ_API") or DEFAULT_API)
+    return str(args.api or os.environ.get("PAIQ_API") or _saved().get("api") or DEFAULT_API)
 
 
 def _user(args: argparse.Namespace) -> str:
-    return str(args.user or os.environ.get("PAIQ_USER") or getpass.getuser())
+    return str(args.user or os.environ.get("PAIQ_USER") or _saved().get("user") or getpass.getuser())
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    saved = _saved()
+    token = os.environ.get("PAIQ_TOKEN") or (saved.get("token") if saved.get("api") == _api(args) else None)
+    return token or None
+
+
+def _write_credentials(api: str, user: str, token: str) -> Path:
+    path = _credentials_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"api": api, "user": user, "token": token}, f)
+    return path
 
 
 def _split_job(ref: str, user: str) -> tuple[str, str]:
@@ -40,7 +69,7 @@ def _ms(value: int | None) -> str:
 async def cmd_submit(args: argparse.Namespace) -> int:
     config: bytes = args.config_bytes
     user = _user(args)
-    async with paiq_client(_api(args)) as client:
+    async with paiq_client(_api(args), _token(args)) as client:
         body, _headers = await client.submit(user, config)
         for warning in body.get("warnings", []):
             print(f"warning: {warning}", file=sys.stderr)
@@ -105,6 +134,27 @@ async def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_login(args: argparse.Namespace) -> int:
+    user = _user(args)
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass(f"password for {user} at {_api(args)}: ")
+    async with paiq_client(_api(args)) as client:
+        answer = await client.login(user, password)
+    path = _write_credentials(_api(args), user, str(answer["token"]))
+    print(f"logged in as {user}{' (admin)' if answer.get('admin') else ''}; token saved in {path}")
+    return 0
+
+
+async def cmd_stop(args: argparse.Namespace) -> int:
+    user, name = _split_job(args.job, _user(args))
+    async with paiq_client(_api(args), _token(args)) as client:
+        answer = await (client.delete(user, name) if args.command == "delete" else client.stop(user, name))
+    print(answer.get("message", "done"))
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from services.platform import running_platform
     from shared.logsetup import configure_logging
@@ -114,6 +164,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.port:
         env["PAIQ_API_PORT"] = str(args.port)
+    # The local user is the administrator, and the CLI finds a token without logging in.
+    env.setdefault("PAIQ_ADMIN_USER", _local_user_name())
+    env["PAIQ_WRITE_CREDENTIALS"] = "1"
     settings = Settings.from_env(env)
     configure_logging(settings.log_level, settings.log_format, service="paiq-up")
 
@@ -124,6 +177,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     asyncio.run(main())
     return 0
+
+
+def _local_user_name() -> str:
+    name = getpass.getuser()
+    return name if re.fullmatch(r"[A-Za-z0-9_\-.]{1,64}", name) else "admin"
 
 
 def cmd_service(args: argparse.Namespace) -> int:
@@ -147,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file")
     s.add_argument("--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeded")
     sub.add_parser("jobs", help="list jobs")
+    lg = sub.add_parser("login", help="get a token and save it for the next commands")
+    lg.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    for verb, text in (("stop", "stop a job"), ("delete", "stop (if running) and delete a job")):
+        sp = sub.add_parser(verb, help=text)
+        sp.add_argument("job", help="JOB (yours) or USER~JOB")
     st = sub.add_parser("status", help="show a job and its tasks")
     st.add_argument("job", help="JOB (yours) or USER~JOB")
     return p
@@ -164,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as e:
             print(f"paiq: cannot read {args.file}: {e.strerror}", file=sys.stderr)
             return 2
-    commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status}
+    commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status, "login": cmd_login,
+                "stop": cmd_stop, "delete": cmd_stop}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:

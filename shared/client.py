@@ -28,7 +28,7 @@ class PaiqClient:
 
     async def _call(self, method: str, path: str, *, data: bytes | None = None,
                     json: Any = None) -> tuple[Any, dict[str, str]]:
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers: dict[str, str] = {"Content-Type": "application/json"} if data is not None else {}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         try:
@@ -42,6 +42,41 @@ class PaiqClient:
                 return body, dict(resp.headers)
         except aiohttp.ClientConnectionError as e:
             raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+
+    def with_token(self, token: str | None) -> PaiqClient:
+        return PaiqClient(self._session, self._base, token)
+
+    async def login(self, user: str, password: str, expiration_s: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"username": user, "password": password}
+        if expiration_s is not None:
+            body["expiration"] = expiration_s
+        answer, _ = await self._call("POST", "/api/v1/token", json=body)
+        return dict(answer)
+
+    async def put_user(self, user: str, password: str | None, *, admin: bool = False,
+                       modify: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"username": user, "admin": admin, "modify": modify}
+        if password is not None:
+            body["password"] = password
+        answer, _ = await self._call("PUT", "/api/v1/user", json=body)
+        return dict(answer)
+
+    async def stop(self, user: str, name: str) -> dict[str, Any]:
+        answer, _ = await self._call("PUT", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/executionType",
+                                     json={"value": "STOP"})
+        return dict(answer)
+
+    async def delete(self, user: str, name: str) -> dict[str, Any]:
+        answer, _ = await self._call("DELETE", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
+        return dict(answer)
+
+    async def config(self, user: str, name: str) -> dict[str, Any]:
+        answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/config")
+        return dict(answer)
+
+    async def virtual_clusters(self) -> dict[str, Any]:
+        answer, _ = await self._call("GET", "/api/v1/virtual-clusters")
+        return dict(answer)
 
     async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)

@@ -113,6 +113,7 @@ class JobRecord(_Record):
     trigger_role: str | None = None
     trigger_index: int | None = None
     stop_requested_by: str | None = None
+    delete_requested: bool = False
 
     def to_document(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json", by_alias=True)

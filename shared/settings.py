@@ -92,6 +92,9 @@ class Settings:
     default_fs_uri: str
     docker_url: str | None
     node: NodeSettings
+    admin_user: str | None = None
+    admin_password: str | None = field(default=None, repr=False)
+    write_credentials: bool = False
     log_level: str = "info"
     log_format: str = "console"
     reconcile_seconds: int = 10
@@ -129,6 +132,9 @@ class Settings:
             default_fs_uri=env.get("PAIQ_DEFAULT_FS_URI") or f"file://{data_dir / 'fs'}",
             docker_url=env.get("PAIQ_DOCKER_URL") or env.get("DOCKER_HOST") or None,
             node=node,
+            admin_user=env.get("PAIQ_ADMIN_USER") or None,
+            admin_password=env.get("PAIQ_ADMIN_PASSWORD") or None,
+            write_credentials=env.get("PAIQ_WRITE_CREDENTIALS") == "1",
             log_level=(env.get("PAIQ_LOG_LEVEL") or "info").lower(),
             log_format=env.get("PAIQ_LOG_FORMAT") or "console",
             reconcile_seconds=_int(env, "PAIQ_RECONCILE_SECONDS", 10),

@@ -15,7 +15,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.errors import JobExistsError, StoreError
-from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, NodeRecord, TaskRecord, now_ms
+from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, NodeRecord, TaskRecord, TaskState, now_ms
 
 Doc = dict[str, Any]
 
@@ -26,12 +26,15 @@ class Store:
         db = client[database]
         self.jobs: AsyncCollection[Doc] = db["jobs"]
         self.nodes: AsyncCollection[Doc] = db["nodes"]
+        self.users: AsyncCollection[Doc] = db["users"]
+        self.tokens: AsyncCollection[Doc] = db["tokens"]
 
     async def ensure_indexes(self) -> None:
         await self.jobs.create_index([("user", ASCENDING), ("name", ASCENDING)], unique=True)
         await self.jobs.create_index([("created_ms", DESCENDING)])
         await self.jobs.create_index([("user", ASCENDING), ("created_ms", DESCENDING)])
         await self.jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("created_ms", ASCENDING)])
+        await self.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
 
     # --- jobs ------------------------------------------------------------------------------
 
@@ -56,8 +59,15 @@ class Store:
         return [JobRecord.from_document(d) async for d in cursor.sort([("created_ms", ASCENDING)])]
 
     async def placed_jobs(self) -> list[JobRecord]:
-        """Active jobs whose tasks hold resources on nodes."""
+        """Active jobs that hold a placement."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "sub_state": {"$ne": "queued"}})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def jobs_holding_resources(self) -> list[JobRecord]:
+        """Placed jobs with a task not yet ended, final jobs included: a completed job's leftover tasks
+        hold their CPUs, GPUs and ports until their containers are really gone."""
+        cursor = self.jobs.find({"sub_state": {"$ne": "queued"},
+                                 "tasks.state": {"$in": [TaskState.WAITING.value, TaskState.RUNNING.value]}})
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def active_jobs_on_node(self, node_id: str) -> list[JobRecord]:
@@ -95,6 +105,18 @@ class Store:
             {"attempt": attempt, f"tasks.{slot}.state": {"$in": list(expect_states)}},
             {f"tasks.{slot}.{k}": v for k, v in changes.items()},
         )
+
+    async def job_counts_by_vc_and_state(self) -> dict[str, dict[str, int]]:
+        pipeline: list[Doc] = [{"$group": {"_id": {"vc": "$virtual_cluster", "state": "$state"}, "n": {"$sum": 1}}}]
+        out: dict[str, dict[str, int]] = {}
+        async for row in await self.jobs.aggregate(pipeline):
+            out.setdefault(str(row["_id"]["vc"]), {})[str(row["_id"]["state"])] = int(row["n"])
+        return out
+
+    async def jobs_to_stop(self) -> list[JobRecord]:
+        """Active jobs a user asked to stop (the stop event may have been lost)."""
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "stop_requested_by": {"$ne": None}})
+        return [JobRecord.from_document(d) async for d in cursor]
 
     async def delete_job(self, job_id: str) -> bool:
         result = await self.jobs.delete_one({"_id": job_id})

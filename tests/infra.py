@@ -27,6 +27,8 @@ from shared.embedded_mongo import free_port
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = uuid.uuid4().hex
 
 
 def unique(prefix: str = "t") -> str:
@@ -126,6 +128,8 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
         "PAIQ_STOP_GRACE_SECONDS": "2",
         "PAIQ_LOG_FORMAT": "json",
         "PAIQ_LOG_LEVEL": "debug",
+        "PAIQ_ADMIN_USER": ADMIN_USER,
+        "PAIQ_ADMIN_PASSWORD": ADMIN_PASSWORD,
     })
     env.update(extra)
     return env

@@ -51,7 +51,7 @@ async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
     """Try every queued job, oldest first; return the events that announce what was decided."""
     async with deps.lock:
         nodes = await deps.store.list_nodes()
-        snapshot = ClusterSnapshot.build(nodes, await deps.store.placed_jobs())
+        snapshot = ClusterSnapshot.build(nodes, await deps.store.jobs_holding_resources())
         events: list[CloudEvent] = []
         for job in await deps.store.queued_jobs():
             result = place(snapshot, job.config)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from shared import exitcodes
 from shared.bus.base import Bus, Router
-from shared.completion import decide_completion
-from shared.events import CloudEvent, JobCompleted, JobCompletedData, TaskExited, TaskStarted
+from shared.completion import Completion, decide_completion
+from shared.events import CloudEvent, JobCompleted, JobCompletedData, JobStopRequested, TaskExited, TaskStarted
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, TaskState, now_ms
 from shared.runtime import start_periodic
 from shared.settings import Settings
@@ -78,8 +79,11 @@ async def complete_if_done(deps: StatusDeps, job: JobRecord) -> list[CloudEvent]
     if job.state.is_final:
         return []
     outcome = decide_completion(job)
-    if outcome is None:
-        return []
+    return [] if outcome is None else await complete(deps, job, outcome)
+
+
+async def complete(deps: StatusDeps, job: JobRecord, outcome: Completion) -> list[CloudEvent]:
+    """Make ``outcome`` the job's end (once), close tasks that never started, announce it."""
     done = await deps.store.update_job(
         job.id, {"state": {"$in": list(ACTIVE_JOB_STATES)}, "attempt": job.attempt},
         {"state": outcome.state.value, "sub_state": "completed", "completed_ms": now_ms(),
@@ -88,16 +92,38 @@ async def complete_if_done(deps: StatusDeps, job: JobRecord) -> list[CloudEvent]
          "trigger_index": outcome.trigger_index})
     if done is None:
         return []
+    for slot, task in enumerate(done.tasks):
+        if task.state == TaskState.WAITING:
+            # Never started and never will: it must not hold its node's resources.
+            await deps.store.update_task(job.id, job.attempt, slot, [TaskState.WAITING.value], {
+                "state": TaskState.STOPPED.value, "reason": "the job ended before this task started",
+                "completed_ms": now_ms()})
     log.info("job completed", job_id=job.id, state=outcome.state.value, exit_code=outcome.exit_code,
              reason=outcome.reason)
+    if done.delete_requested:
+        await deps.store.delete_job(job.id)
+        log.info("job deleted as its owner asked", job_id=job.id)
     return [JobCompleted(subject=job.id, data=JobCompletedData(
         job_id=job.id, attempt=job.attempt, state=outcome.state, exit_code=outcome.exit_code,
         reason=outcome.reason, trigger_role=outcome.trigger_role, trigger_index=outcome.trigger_index))]
 
 
+async def on_stop_requested(evt: JobStopRequested, deps: StatusDeps) -> list[CloudEvent]:
+    """A stop ends the job at once as STOPPED; the launchers then stop what still runs."""
+    job = await deps.store.get_job(evt.data.job_id)
+    if job is None or job.state.is_final:
+        return []
+    return await complete(deps, job, Completion(
+        state=JobState.STOPPED, exit_code=exitcodes.STOPPED_BY_USER, reason=f"stopped by {evt.data.by}"))
+
+
 async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
     """Complete any placed job whose tasks already decide it (an event may have been lost)."""
     events: list[CloudEvent] = []
+    for job in await deps.store.jobs_to_stop():
+        events.extend(await complete(deps, job, Completion(
+            state=JobState.STOPPED, exit_code=exitcodes.STOPPED_BY_USER,
+            reason=f"stopped by {job.stop_requested_by}")))
     for job in await deps.store.placed_jobs():
         events.extend(await complete_if_done(deps, job))
     return events
@@ -110,10 +136,15 @@ async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
     async def exited(evt: TaskExited) -> Sequence[CloudEvent]:
         return await on_task_exited(evt, deps)
 
+    async def stop(evt: JobStopRequested) -> Sequence[CloudEvent]:
+        return await on_stop_requested(evt, deps)
+
     router = Router()
     router.on(TaskStarted, started)
     router.on(TaskExited, exited)
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status", ["task.started", "task.exited"], router)
+    router.on(JobStopRequested, stop)
+    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status",
+                             ["task.started", "task.exited", "job.stop_requested"], router)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from services.submit.app import SubmitDeps, start_submit
+from services.submit.app import start_submit
 from shared.bus.base import Bus
 from shared.settings import Settings
 from shared.store import Store
 
 
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
-    runner = await start_submit(SubmitDeps(settings=settings, store=store, bus=bus))
+    runner = await start_submit(settings, store, bus)
     stack.push_async_callback(runner.cleanup)

@@ -16,6 +16,7 @@ STATUS_OF = {
     "NoJobConfigError": 404,
     "NoJobSshInfoError": 404,
     "ConflictJobError": 409,
+    "ConflictUserError": 409,
     "NoApiError": 404,
     "MethodNotAllowedError": 405,
     "PayloadTooLargeError": 413,

@@ -7,7 +7,7 @@ import docker
 import pytest
 
 from shared.client import PaiqClient, paiq_client
-from tests.infra import Platform, Registry, push_image, run_registry, start_platform, stop_platform, unique
+from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, Registry, push_image, run_registry, start_platform, stop_platform, unique
 
 
 @pytest.fixture(scope="module", params=["all-in-one", "separate"])
@@ -23,9 +23,23 @@ def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest.fixture
-async def api(platform: Platform) -> AsyncIterator[PaiqClient]:
-    async with paiq_client(platform.api) as client:
-        yield client
+async def admin(platform: Platform) -> AsyncIterator[PaiqClient]:
+    """A client logged in as the platform's configured administrator."""
+    async with paiq_client(platform.api) as anonymous:
+        token = (await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"]
+        yield anonymous.with_token(token)
+
+
+async def logged_in(admin: PaiqClient, user: str, password: str = "secret-pass") -> PaiqClient:
+    """Create ``user`` (as the admin) and return a client with that user's token."""
+    await admin.put_user(user, password)
+    return admin.with_token((await admin.with_token(None).login(user, password))["token"])
+
+
+@pytest.fixture
+async def api(admin: PaiqClient, user: str) -> PaiqClient:
+    """A client logged in as the test's own fresh user."""
+    return await logged_in(admin, user)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,86 @@
+"""Who is asking: bearer tokens on every write, the token route, and user administration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.submit.deps import DEPS
+from services.submit.errors import ApiError
+from services.submit.users import DEFAULT_TOKEN_SECONDS, MAX_TOKEN_SECONDS, Principal, check_user_name
+
+
+async def principal_of(request: web.Request) -> Principal:
+    """The authenticated caller, or 401 UnauthorizedUserError."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError("UnauthorizedUserError",
+                       "this request needs 'Authorization: Bearer <token>'; get a token with POST /api/v1/token")
+    principal = await request.app[DEPS].users.principal(token.strip())
+    if principal is None:
+        raise ApiError("UnauthorizedUserError", "the token is unknown or has expired; log in again")
+    return principal
+
+
+async def require_admin(request: web.Request) -> Principal:
+    principal = await principal_of(request)
+    if not principal.admin:
+        raise ApiError("ForbiddenUserError", f"user {principal.user} is not an administrator")
+    return principal
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    """JSON or form body as a dict (OpenPAI's clients send both)."""
+    if request.content_type in {"application/x-www-form-urlencoded", "multipart/form-data"}:
+        return dict(await request.post())
+    try:
+        data = await request.json()
+    except ValueError as e:
+        raise ApiError("InvalidParametersError", "the body must be a JSON object or a form") from e
+    if not isinstance(data, dict):
+        raise ApiError("InvalidParametersError", "the body must be a JSON object or a form")
+    return data
+
+
+def _string(body: dict[str, Any], field: str) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise ApiError("InvalidParametersError", f"{field}: is required and must be a non-empty string")
+    return value
+
+
+async def create_token(request: web.Request) -> web.Response:
+    body = await _body(request)
+    user, password = _string(body, "username"), _string(body, "password")
+    raw = body.get("expiration", DEFAULT_TOKEN_SECONDS)
+    try:
+        expiration = int(raw)
+    except (TypeError, ValueError) as e:
+        raise ApiError("InvalidParametersError", "expiration: must be a number of seconds") from e
+    if not 60 <= expiration <= MAX_TOKEN_SECONDS:
+        raise ApiError("InvalidParametersError", f"expiration: must be 60-{MAX_TOKEN_SECONDS} seconds")
+    token, admin = await request.app[DEPS].users.login(user, password, expiration)
+    return web.json_response({"user": user, "token": token, "admin": admin})
+
+
+async def put_user(request: web.Request) -> web.Response:
+    """OpenPAI's ``PUT /api/v1/user``: an admin creates (``modify: false``) or changes a user."""
+    await require_admin(request)
+    body = await _body(request)
+    user = check_user_name(_string(body, "username"))
+    admin = body.get("admin")
+    if admin is not None and not isinstance(admin, bool):
+        raise ApiError("InvalidParametersError", "admin: must be true or false")
+    users = request.app[DEPS].users
+    if body.get("modify") is True:
+        password = body.get("password")
+        await users.update(user, password=str(password) if password is not None else None, admin=admin)
+        return web.json_response({"message": f"update user {user} successfully"})
+    await users.create(user, _string(body, "password"), admin=bool(admin))
+    return web.json_response({"message": f"create user {user} successfully"}, status=201)
+
+
+def add_access_routes(app: web.Application) -> None:
+    app.router.add_post("/api/v1/token", create_token)
+    app.router.add_put("/api/v1/user", put_user)

@@ -1,0 +1,179 @@
+"""Job routes of the v1 API: submit, list, detail, config, stop, delete, ssh."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import structlog
+import yaml
+from aiohttp import web
+
+from services.submit.access import principal_of
+from services.submit.deps import DEPS
+from services.submit.errors import ApiError
+from services.submit.users import Principal, check_user_name
+from services.submit.views import job_detail, job_summary
+from shared.errors import BusError, JobExistsError
+from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
+from shared.records import ACTIVE_JOB_STATES, JobRecord, initial_tasks, job_id_of, now_ms
+from shared.validation import Accepted, parse_job_json, validate_job_config
+
+log = structlog.get_logger("paiq.submit")
+
+
+def _path_user(request: web.Request) -> str:
+    return check_user_name(request.match_info["user"])
+
+
+async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
+    try:
+        await request.app[DEPS].bus.publish([event])
+    except BusError:
+        # MongoDB already holds the change; the services' periodic passes act on it without the event.
+        log.warning(f"{what} stored but its event was not published; the next reconcile pass picks it up",
+                    job_id=event.subject)
+
+
+async def submit_job(request: web.Request) -> web.Response:
+    deps = request.app[DEPS]
+    user = _path_user(request)
+    principal = await principal_of(request)
+    if principal.user != user:
+        raise ApiError("ForbiddenUserError", f"user {principal.user} may not submit jobs as {user}")
+    parsed = parse_job_json(await request.read())
+    result = validate_job_config(parsed) if isinstance(parsed, dict) else parsed
+    if not isinstance(result, Accepted):
+        raise ApiError("InvalidParametersError", result.message)
+    config = result.config
+    if config.virtual_cluster not in await known_virtual_clusters(request):
+        raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
+    job = JobRecord(
+        id=job_id_of(user, config.job_name), user=user, name=config.job_name,
+        virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
+        warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
+    )
+    try:
+        await deps.store.insert_job(job)
+    except JobExistsError as e:
+        raise ApiError("ConflictJobError", f"job {config.job_name} already exists for user {user}") from e
+    log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
+    await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
+        job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
+    body: dict[str, object] = {"message": f"update job {config.job_name} successfully"}
+    headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(config.job_name)}"}
+    if result.warnings:
+        body["warnings"] = list(result.warnings)
+        headers["X-Warning"] = " | ".join(result.warnings)
+    return web.json_response(body, status=202, headers=headers)
+
+
+async def known_virtual_clusters(request: web.Request) -> set[str]:
+    return {"default"}
+
+
+async def _job_or_404(request: web.Request) -> JobRecord:
+    user, name = _path_user(request), request.match_info["job"]
+    job = await request.app[DEPS].store.get_job(job_id_of(user, name))
+    if job is None:
+        raise ApiError("NoJobError", f"job {name} of user {user} was not found")
+    return job
+
+
+def _may_change(principal: Principal, job: JobRecord) -> None:
+    if principal.user != job.user and not principal.admin:
+        raise ApiError("ForbiddenUserError", f"user {principal.user} may not change job {job.name} of {job.user}")
+
+
+async def get_job(request: web.Request) -> web.Response:
+    return web.json_response(job_detail(await _job_or_404(request)))
+
+
+async def get_job_config(request: web.Request) -> web.Response:
+    job = await _job_or_404(request)
+    accept = request.headers.get("Accept", "")
+    if "yaml" in accept:
+        return web.Response(text=yaml.safe_dump(job.raw_config, sort_keys=False, allow_unicode=True),
+                            content_type="text/yaml")
+    return web.json_response(job.raw_config)
+
+
+async def get_job_ssh(request: web.Request) -> web.Response:
+    job = await _job_or_404(request)
+    raise ApiError("NoJobSshInfoError", f"job {job.name} has no SSH information: paiq does not set up SSH yet")
+
+
+async def _request_stop(request: web.Request, *, delete: bool) -> tuple[JobRecord, JobRecord | None]:
+    """Mark the job (if still active) as to be stopped; the job as found and as changed (None if over)."""
+    job = await _job_or_404(request)
+    principal = await principal_of(request)
+    _may_change(principal, job)
+    changes: dict[str, object] = {"stop_requested_by": principal.user}
+    if delete:
+        changes["delete_requested"] = True
+    changed = await request.app[DEPS].store.update_job(
+        job.id, {"state": {"$in": list(ACTIVE_JOB_STATES)}}, changes)
+    if changed is not None:
+        log.info("stop requested", job_id=job.id, by=principal.user, delete=delete)
+        await _publish(request, JobStopRequested(subject=job.id, data=JobStopRequestedData(
+            job_id=job.id, by=principal.user)), "stop request")
+    return job, changed
+
+
+async def put_execution_type(request: web.Request) -> web.Response:
+    try:
+        body = await request.json()
+    except ValueError as e:
+        raise ApiError("InvalidParametersError", 'the body must be {"value": "STOP"}') from e
+    value = body.get("value") if isinstance(body, dict) else None
+    if value != "STOP":
+        raise ApiError("InvalidParametersError", f'value: must be "STOP", got {value!r}')
+    job, changed = await _request_stop(request, delete=False)
+    if changed is None:
+        latest = await request.app[DEPS].store.get_job(job.id)
+        state = latest.state.value if latest else job.state.value
+        return web.json_response({"message": f"job {job.name} has already ended ({state}); nothing to stop"})
+    return web.json_response({"message": f"execute job {job.name} successfully: stop requested"}, status=202)
+
+
+async def delete_job(request: web.Request) -> web.Response:
+    job, changed = await _request_stop(request, delete=True)
+    if changed is None:
+        await request.app[DEPS].store.delete_job(job.id)
+        log.info("job deleted", job_id=job.id)
+        return web.json_response({"message": f"job {job.name} deleted"}, status=202)
+    return web.json_response({"message": f"job {job.name} is being stopped and will then be deleted"}, status=202)
+
+
+def _page(request: web.Request) -> tuple[int, int]:
+    try:
+        limit = int(request.query.get("limit", "1000"))
+        offset = int(request.query.get("offset", "0"))
+    except ValueError as e:
+        raise ApiError("InvalidParametersError", "limit and offset must be integers") from e
+    if not (1 <= limit <= 10000 and offset >= 0):
+        raise ApiError("InvalidParametersError", "limit must be 1-10000 and offset >= 0")
+    return limit, offset
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    user = request.query.get("username") or None
+    limit, offset = _page(request)
+    jobs = await request.app[DEPS].store.list_jobs(user=user, limit=limit, skip=offset)
+    return web.json_response([job_summary(j) for j in jobs])
+
+
+async def list_user_jobs(request: web.Request) -> web.Response:
+    limit, offset = _page(request)
+    jobs = await request.app[DEPS].store.list_jobs(user=_path_user(request), limit=limit, skip=offset)
+    return web.json_response([job_summary(j) for j in jobs])
+
+
+def add_job_routes(app: web.Application) -> None:
+    app.router.add_get("/api/v1/jobs", list_jobs)
+    app.router.add_get("/api/v1/user/{user}/jobs", list_user_jobs)
+    app.router.add_post("/api/v1/user/{user}/jobs", submit_job)
+    app.router.add_get("/api/v1/user/{user}/jobs/{job}", get_job)
+    app.router.add_delete("/api/v1/user/{user}/jobs/{job}", delete_job)
+    app.router.add_get("/api/v1/user/{user}/jobs/{job}/config", get_job_config)
+    app.router.add_get("/api/v1/user/{user}/jobs/{job}/ssh", get_job_ssh)
+    app.router.add_put("/api/v1/user/{user}/jobs/{job}/executionType", put_execution_type)

@@ -1,0 +1,145 @@
+"""Users and tokens: bcrypt-hashed passwords, random bearer tokens stored only as SHA-256 digests.
+
+Neither a password nor a token is ever logged or stored in clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import bcrypt
+import structlog
+from pymongo.errors import DuplicateKeyError
+
+from services.submit.errors import ApiError
+from shared.records import now_ms
+from shared.store import Store
+
+log = structlog.get_logger("paiq.submit.users")
+
+USER_PATTERN = re.compile(r"[A-Za-z0-9_\-.]{1,64}")
+DEFAULT_TOKEN_SECONDS = 7 * 24 * 3600
+MAX_TOKEN_SECONDS = 365 * 24 * 3600
+MIN_PASSWORD_LENGTH = 6
+
+
+@dataclass(frozen=True)
+class Principal:
+    user: str
+    admin: bool
+
+
+def check_user_name(user: str) -> str:
+    if not USER_PATTERN.fullmatch(user):
+        raise ApiError("InvalidParametersError", f"user name {user!r} must be 1-64 letters, digits, '_', '-' or '.'")
+    return user
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _hash_password(password: str) -> bytes:
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+
+
+def _password_problem(password: object) -> str | None:
+    if not isinstance(password, str):
+        return "password must be a string"
+    if len(password) < MIN_PASSWORD_LENGTH:
+        return f"password must be at least {MIN_PASSWORD_LENGTH} characters"
+    if len(password.encode()) > 72:
+        return "password must be at most 72 bytes (bcrypt's limit)"
+    return None
+
+
+class Users:
+    def __init__(self, store: Store) -> None:
+        self._users = store.users
+        self._tokens = store.tokens
+
+    async def create(self, user: str, password: str, *, admin: bool) -> None:
+        problem = _password_problem(password)
+        if problem:
+            raise ApiError("InvalidParametersError", problem)
+        hashed = await asyncio.to_thread(_hash_password, password)
+        try:
+            await self._users.insert_one({"_id": check_user_name(user), "password_hash": hashed.decode(),
+                                          "admin": admin, "created_ms": now_ms()})
+        except DuplicateKeyError as e:
+            raise ApiError("ConflictUserError", f"user {user} already exists") from e
+        log.info("user created", user=user, admin=admin)
+
+    async def update(self, user: str, *, password: str | None, admin: bool | None) -> None:
+        changes: dict[str, object] = {}
+        if password is not None:
+            problem = _password_problem(password)
+            if problem:
+                raise ApiError("InvalidParametersError", problem)
+            changes["password_hash"] = (await asyncio.to_thread(_hash_password, password)).decode()
+        if admin is not None:
+            changes["admin"] = admin
+        if not await self.exists(user):
+            raise ApiError("NoUserError", f"user {user} does not exist")
+        if changes:
+            await self._users.update_one({"_id": user}, {"$set": changes})
+        if password is not None:
+            await self._tokens.delete_many({"user": user})  # a new password ends old sessions
+        log.info("user updated", user=user, password_changed=password is not None, admin=admin)
+
+    async def exists(self, user: str) -> bool:
+        return await self._users.count_documents({"_id": user}, limit=1) > 0
+
+    async def count(self) -> int:
+        return await self._users.count_documents({})
+
+    async def login(self, user: str, password: str, expiration_s: int) -> tuple[str, bool]:
+        """A new token for ``user``, or UnauthorizedUserError (same answer for unknown user or bad password)."""
+        doc = await self._users.find_one({"_id": user})
+        stored = str(doc["password_hash"]).encode() if doc else _DUMMY_HASH
+        ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), stored)
+        if doc is None or not ok:
+            log.info("login refused", user=user)
+            raise ApiError("UnauthorizedUserError", "user name or password is wrong")
+        return await self.issue_token(user, bool(doc.get("admin")), expiration_s), bool(doc.get("admin"))
+
+    async def issue_token(self, user: str, admin: bool, expiration_s: int) -> str:
+        token = secrets.token_urlsafe(32)
+        expires = datetime.now(UTC) + timedelta(seconds=expiration_s)
+        await self._tokens.insert_one({"_id": _digest(token), "user": user, "admin": admin, "expires_at": expires,
+                                       "created_ms": now_ms()})
+        log.info("token issued", user=user, expires_at=expires.isoformat())
+        return token
+
+    async def principal(self, token: str) -> Principal | None:
+        doc = await self._tokens.find_one({"_id": _digest(token)})
+        if doc is None:
+            return None
+        expires = doc["expires_at"]
+        if expires.tzinfo is None:
+            expires = expires.replace(tzinfo=UTC)
+        if expires <= datetime.now(UTC):
+            return None
+        user = await self._users.find_one({"_id": doc["user"]}, {"admin": 1})
+        return Principal(user=str(doc["user"]), admin=bool(user.get("admin"))) if user else None
+
+    async def ensure_admin(self, user: str, password: str) -> bool:
+        """Create the configured admin if missing; True when created."""
+        if await self.exists(user):
+            return False
+        try:
+            await self.create(user, password, admin=True)
+        except ApiError as e:
+            if e.code != "ConflictUserError":
+                raise
+            return False
+        return True
+
+
+# Checked against when the user does not exist, so both failures take the same time.
+_DUMMY_HASH = bcrypt.hashpw(b"paiq-no-such-user", bcrypt.gensalt())
