@@ -58,8 +58,8 @@ async def create_token(request: web.Request) -> web.Response:
         expiration = int(raw)
     except (TypeError, ValueError) as e:
         raise ApiError("InvalidParametersError", "expiration: must be a number of seconds") from e
-    if not 60 <= expiration <= MAX_TOKEN_SECONDS:
-        raise ApiError("InvalidParametersError", f"expiration: must be 60-{MAX_TOKEN_SECONDS} seconds")
+    if not 1 <= expiration <= MAX_TOKEN_SECONDS:
+        raise ApiError("InvalidParametersError", f"expiration: must be 1-{MAX_TOKEN_SECONDS} seconds")
     token, admin = await request.app[DEPS].users.login(user, password, expiration)
     return web.json_response({"user": user, "token": token, "admin": admin})
 

@@ -1,0 +1,191 @@
+"""The v1 REST API as OpenPAI clients use it: auth, every route, error shapes, the OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+import jsonschema
+import pytest
+
+from services.submit.openapi import document
+from shared.client import ApiCallError, PaiqClient
+from tests.e2e.conftest import job_config, logged_in
+from tests.infra import Platform, unique, wait_final
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+def schema_of(name: str) -> dict[str, Any]:
+    doc = document()
+    return {"$ref": f"#/components/schemas/{name}", "components": doc["components"]}
+
+
+def valid(instance: Any, name: str) -> None:
+    jsonschema.validate(instance, schema_of(name))
+
+
+async def raw(platform: Platform, method: str, path: str, **kw: Any) -> tuple[int, Any, dict[str, str]]:
+    async with aiohttp.ClientSession() as s, s.request(method, platform.api + path, **kw) as resp:
+        text = await resp.text()
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = text
+        return resp.status, body, dict(resp.headers)
+
+
+async def test_anonymous_submit_is_401(platform: Platform, user: str) -> None:
+    status, body, _ = await raw(platform, "POST", f"/api/v1/user/{user}/jobs",
+                                data=json.dumps(job_config("anon", command="true")))
+    assert status == 401 and body["code"] == "UnauthorizedUserError"
+    valid(body, "Error")
+
+
+async def test_submitting_as_another_user_is_403(api: PaiqClient, user: str) -> None:
+    with pytest.raises(ApiCallError) as refused:
+        await api.submit(unique("other"), json.dumps(job_config("x", command="true")).encode())
+    assert refused.value.status == 403 and refused.value.code == "ForbiddenUserError"
+
+
+async def test_only_the_owner_or_an_admin_may_stop_a_job(api: PaiqClient, admin: PaiqClient, user: str) -> None:
+    await api.submit(user, json.dumps(job_config("long", command="sleep 60")).encode())
+    intruder = await logged_in(admin, unique("intruder"))
+    with pytest.raises(ApiCallError) as refused:
+        await intruder.stop(user, "long")
+    assert refused.value.status == 403 and refused.value.code == "ForbiddenUserError"
+    answer = await admin.stop(user, "long")
+    assert "stop requested" in answer["message"]
+    detail, _ = await wait_final(api, user, "long")
+    assert detail["jobStatus"]["state"] == "STOPPED"
+    assert detail["jobStatus"]["executionType"] == "STOP"
+    assert detail["jobStatus"]["appExitCode"] == -210
+    again = await api.stop(user, "long")
+    assert "already ended (STOPPED)" in again["message"]
+
+
+async def test_an_expired_token_is_401(platform: Platform, admin: PaiqClient, user: str) -> None:
+    await admin.put_user(user, "secret-pass")
+    token = (await admin.with_token(None).login(user, "secret-pass", expiration_s=1))["token"]
+    short = admin.with_token(token)
+    await short.submit(user, json.dumps(job_config("in-time", command="true")).encode())
+    await asyncio.sleep(1.5)
+    with pytest.raises(ApiCallError) as refused:
+        await short.submit(user, json.dumps(job_config("too-late", command="true")).encode())
+    assert refused.value.status == 401 and "expired" in refused.value.message
+
+
+async def test_wrong_password_and_unknown_user_get_the_same_401(admin: PaiqClient, user: str) -> None:
+    await admin.put_user(user, "secret-pass")
+    anonymous = admin.with_token(None)
+    answers = []
+    for name, password in ((user, "wrong-pass"), (unique("ghost"), "secret-pass")):
+        with pytest.raises(ApiCallError) as refused:
+            await anonymous.login(name, password)
+        answers.append((refused.value.status, refused.value.message))
+    assert answers[0] == answers[1] == (401, "user name or password is wrong")
+
+
+async def test_token_route_takes_a_form_body_too(platform: Platform, admin: PaiqClient, user: str) -> None:
+    await admin.put_user(user, "secret-pass")
+    status, body, _ = await raw(platform, "POST", "/api/v1/token",
+                                data={"username": user, "password": "secret-pass", "expiration": "3600"})
+    assert status == 200 and body["user"] == user and body["admin"] is False
+    valid(body, "Token")
+
+
+async def test_only_admins_manage_users(api: PaiqClient, admin: PaiqClient, user: str) -> None:
+    with pytest.raises(ApiCallError) as refused:
+        await api.put_user(unique("new"), "secret-pass")
+    assert refused.value.status == 403
+    with pytest.raises(ApiCallError) as conflict:
+        await admin.put_user(user, "secret-pass")
+    assert conflict.value.status == 409
+    with pytest.raises(ApiCallError) as short:
+        await admin.put_user(unique("weak"), "123")
+    assert short.value.status == 400 and "at least 6" in short.value.message
+
+
+async def test_config_is_returned_as_submitted_with_warnings_for_unknown_fields(
+        platform: Platform, api: PaiqClient, user: str) -> None:
+    config = job_config("seedlike", command="true", tmp={"vgInfo": {"名称": "test"}}, authFile="", extras={})
+    config["taskRoles"][0]["storageGB"] = 5  # type: ignore[index]
+    body, headers = await api.submit(user, json.dumps(config).encode())
+    assert body["warnings"] == ["tmp: unknown field, ignored (kept in the stored config)",
+                                "taskRoles[0].storageGB: unknown field, ignored (kept in the stored config)"]
+    assert "storageGB" in headers["X-Warning"]
+    assert await api.config(user, "seedlike") == config
+    status, text, headers = await raw(platform, "GET", f"/api/v1/user/{user}/jobs/seedlike/config",
+                                      headers={"Accept": "text/yaml"})
+    assert status == 200 and headers["Content-Type"].startswith("text/yaml")
+    assert "storageGB: 5" in text and "jobName: seedlike" in text
+    await wait_final(api, user, "seedlike")
+
+
+async def test_every_answer_has_the_documented_shape(platform: Platform, api: PaiqClient, user: str) -> None:
+    await api.submit(user, json.dumps(job_config("shaped", command="true")).encode())
+    await wait_final(api, user, "shaped")
+    for path, schema in ((f"/api/v1/user/{user}/jobs/shaped", "JobDetail"),
+                         ("/api/v1/virtual-clusters/default", "VirtualCluster")):
+        status, body, _ = await raw(platform, "GET", path)
+        assert status == 200
+        valid(body, schema)
+    status, jobs, _ = await raw(platform, "GET", f"/api/v1/jobs?username={user}")
+    assert status == 200 and [j["name"] for j in jobs] == ["shaped"]
+    for job in jobs:
+        valid(job, "JobSummary")
+    status, listed, _ = await raw(platform, "GET", f"/api/v1/user/{user}/jobs")
+    assert listed == jobs
+    status, served, _ = await raw(platform, "GET", "/api/v1/openapi.json")
+    assert status == 200 and served == json.loads(json.dumps(document()))
+
+
+@pytest.mark.parametrize(("method", "path", "status", "code"), [
+    ("GET", "/api/v1/nothing-here", 404, "NoApiError"),
+    ("GET", "/api/v1/user/USER/jobs/missing", 404, "NoJobError"),
+    ("GET", "/api/v1/user/USER/jobs/missing/config", 404, "NoJobError"),
+    ("GET", "/api/v1/user/USER/jobs/missing/ssh", 404, "NoJobError"),
+    ("GET", "/api/v1/virtual-clusters/nope", 404, "NoVirtualClusterError"),
+    ("GET", "/api/v1/jobs?limit=zero", 400, "InvalidParametersError"),
+    ("GET", "/api/v1/user/bad%20name/jobs", 400, "InvalidParametersError"),
+    ("PATCH", "/api/v1/jobs", 405, "MethodNotAllowedError"),
+])
+async def test_errors_have_openpai_codes(platform: Platform, user: str, method: str, path: str, status: int,
+                                         code: str) -> None:
+    got, body, _ = await raw(platform, method, path.replace("USER", user))
+    assert (got, body["code"]) == (status, code)
+    valid(body, "Error")
+
+
+async def test_ssh_info_is_404_until_ssh_exists(platform: Platform, api: PaiqClient, user: str) -> None:
+    await api.submit(user, json.dumps(job_config("nossh", command="true")).encode())
+    status, body, _ = await raw(platform, "GET", f"/api/v1/user/{user}/jobs/nossh/ssh")
+    assert (status, body["code"]) == (404, "NoJobSshInfoError")
+    await wait_final(api, user, "nossh")
+
+
+async def test_an_unknown_virtual_cluster_is_404_and_nothing_is_stored(api: PaiqClient, user: str) -> None:
+    with pytest.raises(ApiCallError) as refused:
+        await api.submit(user, json.dumps(job_config("vc", command="true", virtualCluster="nope")).encode())
+    assert (refused.value.status, refused.value.code) == (404, "NoVirtualClusterError")
+    assert await api.jobs(user) == []
+
+
+async def test_delete_stops_a_running_job_and_removes_it(api: PaiqClient, user: str) -> None:
+    await api.submit(user, json.dumps(job_config("doomed", command="sleep 60")).encode())
+    for _ in range(100):
+        if (await api.job(user, "doomed"))["jobStatus"]["state"] == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    answer = await api.delete(user, "doomed")
+    assert "being stopped" in answer["message"]
+    for _ in range(150):
+        if await api.jobs(user) == []:
+            break
+        await asyncio.sleep(0.1)
+    assert await api.jobs(user) == []
+    await api.submit(user, json.dumps(job_config("doomed", command="true")).encode())  # the name is free again
+    detail, _ = await wait_final(api, user, "doomed")
+    assert detail["jobStatus"]["state"] == "SUCCEEDED"

@@ -1,0 +1,64 @@
+"""The seeds' distributed TensorFlow shape: workers find the parameter servers through PAI_* variables alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import docker
+import pytest
+
+from shared.client import PaiqClient
+from tests.e2e.conftest import job_config
+from tests.infra import EnvSink, Platform, wait_final
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+PS = ("mkdir -p /tmp/www && echo ps-$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX > /tmp/www/index.html && "
+      "exec httpd -f -p $PAI_CONTAINER_HOST_http_PORT_LIST -h /tmp/www")
+WORKER = ("got=''; for host in $(echo $PAI_TASK_ROLE_ps_server_HOST_LIST | tr , ' '); do "
+          "  for i in $(seq 50); do r=$(wget -qO- http://$host/ 2>/dev/null) && break; sleep 0.2; done; "
+          "  got=\"$got $r\"; "
+          "done; "
+          "(echo WORKER=$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX; echo GOT=$got; env) | nc 127.0.0.1 SINK; "
+          "test \"$got\" = ' ps-0 ps-1'")
+
+
+def tensorflow_like(sink_port: int) -> dict[str, object]:
+    ports = [{"label": "http", "beginAt": 0, "portNumber": 1}, {"label": "ssh", "beginAt": 0, "portNumber": 1}]
+    return job_config("tf-distributed", command="", roles=[
+        {"name": "ps_server", "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
+         "portList": ports, "command": PS},
+        {"name": "worker", "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
+         "portList": ports, "command": WORKER.replace("SINK", str(sink_port)), "minSucceededTaskCount": 2},
+    ], jobEnvs={"batch_size": 32, "job_model": "resnet20"})
+
+
+async def test_workers_reach_every_ps_and_the_job_succeeds_while_ps_still_run(
+        api: PaiqClient, user: str, platform: Platform, docker_client: docker.DockerClient) -> None:
+    async with EnvSink() as sink:
+        await api.submit(user, json.dumps(tensorflow_like(sink.port)).encode())
+        detail, _ = await wait_final(api, user, "tf-distributed")
+        reports = await sink.wait_for(2)
+
+    status = detail["jobStatus"]
+    assert status["state"] == "SUCCEEDED", status
+    assert status["appExitTriggerTaskRoleName"] == "worker"
+    assert "minSucceededTaskCount 2" in status["appExitTriggerMessage"]
+    assert sorted(r["WORKER"] for r in reports) == ["0", "1"]
+    assert all(r["GOT"].split() == ["ps-0", "ps-1"] for r in reports), reports
+    ps = detail["taskRoles"]["ps_server"]["taskStatuses"]
+    hosts = ",".join(f"{t['containerIp']}:{t['containerPorts']['http']}" for t in ps)
+    assert all(r["PAI_TASK_ROLE_ps_server_HOST_LIST"] == hosts for r in reports)
+    assert all(r["batch_size"] == "32" and r["job_model"] == "resnet20" for r in reports)
+    assert reports[0]["PAI_RESOURCE_worker"] == "0,1,128,64"
+
+    # The parameter servers never exit on their own: completing the job stops them.
+    for _ in range(150):
+        ps = (await api.job(user, "tf-distributed"))["taskRoles"]["ps_server"]["taskStatuses"]
+        if all(t["taskState"] == "STOPPED" for t in ps):
+            break
+        await asyncio.sleep(0.2)
+    assert [t["taskState"] for t in ps] == ["STOPPED", "STOPPED"]
+    left = docker_client.containers.list(all=True, filters={"label": f"paiq.job={user}~tf-distributed"})
+    assert left == []
