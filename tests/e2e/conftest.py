@@ -7,7 +7,17 @@ import docker
 import pytest
 
 from shared.client import PaiqClient, paiq_client
-from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, Registry, push_image, run_registry, start_platform, stop_platform, unique
+from tests.infra import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    Platform,
+    Registry,
+    push_image,
+    run_registry,
+    start_platform,
+    stop_platform,
+    unique,
+)
 
 
 @pytest.fixture(scope="module", params=["all-in-one", "separate"])
