@@ -1,0 +1,98 @@
+"""docker-compose.yml for real: Debian's docker-compose brings the stack up (with the test override's
+local images), jobs submitted through the published API run as sibling containers on the host's engine,
+and `down -v` leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from shared.client import PaiqClient
+from tests.deploy.compose import REPO, SERVICES, ComposeStack
+from tests.infra import wait_final
+
+# The first test pays for the images (cold: about 1.5 min; warm: seconds) and the stack's start.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+PAIQ_SERVICES = ("submit", "scheduler", "status", "launcher")
+
+
+def test_every_container_is_healthy_started_once_and_runs_as_its_user(compose_stack: ComposeStack) -> None:
+    containers = compose_stack.containers()
+    assert sorted(containers) == sorted(SERVICES)
+    assert compose_stack.health() == dict.fromkeys(SERVICES, "healthy")
+    for name, c in containers.items():
+        assert c.attrs["RestartCount"] == 0, f"{name} restarted: start order by health is broken"
+    uids = {name: containers[name].exec_run(["id", "-u"]).output.decode().strip() for name in PAIQ_SERVICES}
+    assert uids == {"submit": "10001", "scheduler": "10001", "status": "10001", "launcher": "0"}
+    launcher = containers["launcher"].attrs["HostConfig"]
+    assert launcher["NetworkMode"] == "host"
+    assert "/var/run/docker.sock:/var/run/docker.sock" in " ".join(launcher["Binds"] or [])
+    with urllib.request.urlopen(compose_stack.api + "/healthz", timeout=10) as resp:
+        assert resp.status == 200
+
+
+def test_the_healthcheck_fails_when_a_service_lost_its_broker(compose_stack: ComposeStack) -> None:
+    """The process-level check of the services without HTTP looks at real connections, so it can fail."""
+    scheduler = compose_stack.containers()["scheduler"]
+    assert scheduler.exec_run(["paiq-healthcheck"]).exit_code == 0
+    lost = scheduler.exec_run(["paiq-healthcheck"], environment={"PAIQ_AMQP_URL": "amqp://u:p@rabbitmq:1/"})
+    assert lost.exit_code != 0
+    assert "holds no connection to RabbitMQ (port 1)" in lost.output.decode()
+
+
+async def test_hello_world_succeeds_through_the_published_api(
+        compose_stack: ComposeStack, compose_api: PaiqClient, compose_user: str) -> None:
+    config = (REPO / "examples" / "hello-world.json").read_bytes()
+    _, headers = await compose_api.submit(compose_user, config)
+    assert headers["Location"] == f"/api/v1/user/{compose_user}/jobs/hello-world"
+    detail, states = await wait_final(compose_api, compose_user, "hello-world", limit_s=120)
+    assert states[-1] == "SUCCEEDED", detail
+    assert "RUNNING" in states
+    [task] = detail["taskRoles"]["main"]["taskStatuses"]
+    assert task["containerExitCode"] == 0
+    assert task["containerNodeId"] == compose_stack.node_id
+
+
+# ps tasks listen on their port; worker i connects to ps i through PAI_TASK_ROLE_ps_HOST_LIST (host IP
+# and host port) and says hello; a ps succeeds only when it heard its worker. So the job succeeds only
+# if task ports are real host ports that tasks reach each other on.
+PS_COMMAND = (
+    'msg=$(nc -l -p "$PAI_CONTAINER_HOST_port_PORT_LIST"); echo "ps $PAI_TASK_INDEX got: $msg"; '
+    '[ "$msg" = "hello from worker $PAI_TASK_INDEX" ]')
+WORKER_COMMAND = (
+    'peer=$(echo "$PAI_TASK_ROLE_ps_HOST_LIST" | cut -d, -f$((PAI_TASK_INDEX + 1))); '
+    'for try in $(seq 1 100); do '
+    '  echo "hello from worker $PAI_TASK_INDEX" | nc "${peer%:*}" "${peer#*:}" && exit 0; sleep 0.2; '
+    'done; echo "cannot reach ps at $peer" >&2; exit 1')
+
+
+async def test_a_ps_worker_job_runs_four_containers_that_talk_over_host_ports(
+        compose_stack: ComposeStack, compose_api: PaiqClient, compose_user: str) -> None:
+    roles = [{"name": name, "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128,
+              "portList": [{"label": "port", "beginAt": 0, "portNumber": 1}], "command": command}
+             for name, command in (("ps", PS_COMMAND), ("worker", WORKER_COMMAND))]
+    config = {"jobName": "ps-worker", "image": "local/busybox:latest", "taskRoles": roles}
+    await compose_api.submit(compose_user, json.dumps(config).encode())
+    detail, states = await wait_final(compose_api, compose_user, "ps-worker", limit_s=120)
+    assert states[-1] == "SUCCEEDED", detail
+    tasks = [t for role in ("ps", "worker") for t in detail["taskRoles"][role]["taskStatuses"]]
+    assert [t["containerExitCode"] for t in tasks] == [0, 0, 0, 0]
+    assert len({t["containerId"] for t in tasks}) == 4
+    assert {t["containerNodeId"] for t in tasks} == {compose_stack.node_id}
+    ports = [int(t["containerPorts"]["port"]) for t in tasks]
+    low, high = map(int, compose_stack.settings["PAIQ_NODE_PORT_RANGE"].split("-"))
+    assert len(set(ports)) == 4 and all(low <= p <= high for p in ports)
+
+
+def test_down_leaves_no_container_network_or_volume_behind(compose_stack: ComposeStack) -> None:
+    before = compose_stack.leftovers()
+    assert len(before["containers"]) == len(SERVICES)
+    assert before["networks"], "the stack's network should exist while it runs"
+    assert sorted(v.split("_", 1)[1] for v in before["volumes"]) == [
+        "mongodb-config", "mongodb-data", "paiq-fs", "rabbitmq-data"]
+    assert before["tasks"] == [], "every task container is removed once its exit is reported"
+    compose_stack.down()
+    assert compose_stack.leftovers() == {"containers": [], "networks": [], "volumes": [], "tasks": []}
