@@ -155,6 +155,27 @@ async def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_logs(args: argparse.Namespace) -> int:
+    """``paiq logs JOB [ROLE [INDEX]] [-f] [--tail N]``: one task's log, or every matching task's, prefixed."""
+    user, name = _split_job(args.job, _user(args))
+    async with paiq_client(_api(args), _token(args)) as client:
+        roles = (await client.job(user, name))["taskRoles"]
+        tasks = [(role, t["taskIndex"]) for role, info in roles.items() for t in info["taskStatuses"]
+                 if args.role in (None, role) and args.index in (None, t["taskIndex"])]
+        if not tasks:
+            print(f"paiq: job {user}~{name} has no task {args.role}[{args.index}]", file=sys.stderr)
+            return 2
+
+        async def show(role: str, index: int) -> None:
+            prefix = f"{role}[{index}] | " if len(tasks) > 1 else ""
+            async for line in client.task_log(user, name, role, index, tail=args.tail, follow=args.follow):
+                sys.stdout.write(prefix + line)
+                sys.stdout.flush()
+
+        await asyncio.gather(*(show(role, index) for role, index in tasks))
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from services.platform import running_platform
     from shared.logsetup import configure_logging
@@ -212,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("job", help="JOB (yours) or USER~JOB")
     st = sub.add_parser("status", help="show a job and its tasks")
     st.add_argument("job", help="JOB (yours) or USER~JOB")
+    lo = sub.add_parser("logs", help="a task's stdout and stderr (all tasks without ROLE, or the role's without INDEX)")
+    lo.add_argument("job", help="JOB (yours) or USER~JOB")
+    lo.add_argument("role", nargs="?")
+    lo.add_argument("index", nargs="?", type=int)
+    lo.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the task ends")
+    lo.add_argument("--tail", type=int, help="only the last N lines")
     return p
 
 
@@ -228,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"paiq: cannot read {args.file}: {e.strerror}", file=sys.stderr)
             return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status, "login": cmd_login,
-                "stop": cmd_stop, "delete": cmd_stop}
+                "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:

@@ -91,6 +91,27 @@ class PaiqClient:
         body, _ = await self._call("GET", path)
         return list(body)
 
+    async def task_log(self, user: str, name: str, role: str, index: int, *, tail: int | None = None,
+                       follow: bool = False, stream: str = "all") -> AsyncIterator[str]:
+        """A task's log, line by line; with ``follow``, new lines as they come until the log is complete."""
+        path = f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/tasks/{quote(role)}/{index}/log"
+        params = {"follow": "true" if follow else "false", "stream": stream}
+        if tail is not None:
+            params["tail"] = str(tail)
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        try:
+            async with self._session.get(self._base + path, params=params, headers=headers,
+                                         timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)) as resp:
+                if resp.status >= 400:
+                    body = await resp.json(content_type=None)
+                    body = body if isinstance(body, dict) else {}
+                    raise ApiCallError(resp.status, str(body.get("code", "UnknownError")),
+                                       str(body.get("message", resp.reason)))
+                async for raw in resp.content:
+                    yield raw.decode(errors="replace")
+        except aiohttp.ClientConnectionError as e:
+            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+
 
 @asynccontextmanager
 async def paiq_client(base_url: str, token: str | None = None) -> AsyncIterator[PaiqClient]:

@@ -179,6 +179,25 @@ class TaskExited(CloudEvent):
     data: TaskExitedData
 
 
+class TaskProgressData(_Data):
+    job_id: str
+    attempt: int
+    role: str
+    index: int
+    node_id: str
+    sub_state: str
+    detail: str = ""
+    kept_until_ms: int | None = None
+
+
+class TaskProgress(CloudEvent):
+    """What a task not yet ended is doing now, beyond its state: ``pulling image`` while its node pulls
+    the image; ``kept for debugging`` (until ``kept_until_ms``) when an isDebug task's command failed."""
+
+    type: Literal["task.progress"] = "task.progress"
+    data: TaskProgressData
+
+
 # --- nodes -----------------------------------------------------------------------------------
 
 
@@ -195,7 +214,7 @@ class NodeRegistered(CloudEvent):
 
 Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobStopRequested | LaunchTasks
-    | TaskStarted | TaskExited | NodeRegistered,
+    | TaskStarted | TaskExited | TaskProgress | NodeRegistered,
     Field(discriminator="type"),
 ]
 

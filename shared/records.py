@@ -88,6 +88,8 @@ class TaskRecord(_Record):
     diagnostics: str = ""
     started_ms: int | None = None
     completed_ms: int | None = None
+    sub_state: str = ""  # "pulling image", "kept for debugging" (see task.progress)
+    kept_until_ms: int | None = None  # isDebug: the failed task's container is kept until then
 
 
 class JobRecord(_Record):

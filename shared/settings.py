@@ -80,6 +80,36 @@ class NodeSettings:
 
 
 @dataclass(frozen=True)
+class LauncherSettings:
+    """How a launcher agent runs tasks on its node."""
+
+    pull_latest: bool = True  # re-pull images tagged `latest` (or untagged) at each launch
+    code_dir_max_mb: int = 200
+    task_log_max_bytes: int = 4 * 1024 * 1024
+    debug_keep_seconds: int = 7 * 24 * 3600
+    network: str = "host"  # or "bridge": each task port published 1:1 on the host
+
+
+def _launcher_settings(env: Mapping[str, str]) -> LauncherSettings:
+    pull_latest = (env.get("PAIQ_PULL_LATEST") or "1").strip().lower()
+    if pull_latest not in {"1", "0", "true", "false"}:
+        raise SettingsError("PAIQ_PULL_LATEST", f"must be 1 or 0, got {pull_latest!r}")
+    network = env.get("PAIQ_NODE_NETWORK") or "host"
+    if network not in {"host", "bridge"}:
+        raise SettingsError("PAIQ_NODE_NETWORK", f"must be host or bridge, got {network!r}")
+    sizes = {var: _int(env, var, default) for var, default in (
+        ("PAIQ_CODE_DIR_MAX_MB", 200), ("PAIQ_TASK_LOG_MAX_BYTES", 4 * 1024 * 1024),
+        ("PAIQ_DEBUG_KEEP_SECONDS", 7 * 24 * 3600))}
+    for var, value in sizes.items():
+        if value < 1:
+            raise SettingsError(var, f"must be >= 1, got {value}")
+    return LauncherSettings(
+        pull_latest=pull_latest in {"1", "true"}, network=network,
+        code_dir_max_mb=sizes["PAIQ_CODE_DIR_MAX_MB"], task_log_max_bytes=sizes["PAIQ_TASK_LOG_MAX_BYTES"],
+        debug_keep_seconds=sizes["PAIQ_DEBUG_KEEP_SECONDS"])
+
+
+@dataclass(frozen=True)
 class Settings:
     mongodb_uri: str | None
     database: str
@@ -99,6 +129,7 @@ class Settings:
     log_format: str = "console"
     reconcile_seconds: int = 10
     stop_grace_seconds: int = 10
+    launcher: LauncherSettings = field(default_factory=LauncherSettings)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -139,4 +170,5 @@ class Settings:
             log_format=env.get("PAIQ_LOG_FORMAT") or "console",
             reconcile_seconds=_int(env, "PAIQ_RECONCILE_SECONDS", 10),
             stop_grace_seconds=_int(env, "PAIQ_STOP_GRACE_SECONDS", 10),
+            launcher=_launcher_settings(env),
         )

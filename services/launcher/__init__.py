@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
+from services.launcher.deps import LauncherDeps
 from services.launcher.docker_driver import DockerDriver
-from services.launcher.service import LauncherDeps, start_launcher
+from services.launcher.service import start_launcher
 from shared.bus.base import Bus
+from shared.logstore import LogStore
 from shared.settings import Settings
 from shared.store import Store
 
@@ -17,4 +19,5 @@ from shared.store import Store
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
     driver = DockerDriver.from_url(settings.docker_url)
     stack.push_async_callback(driver.close)
-    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver))
+    logs = LogStore(store.jobs.database)
+    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver, logs=logs))

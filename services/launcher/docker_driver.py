@@ -7,25 +7,36 @@ engine's event stream, read in one thread and handed to the event loop.
 from __future__ import annotations
 
 import asyncio
+import calendar
+import struct
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import docker
 import docker.errors
 import structlog
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, LogConfig
 from docker.utils import parse_repository_tag
 
-from services.launcher.driver import ContainerExit, ContainerInfo, ContainerSpec, RegistryAuth
+from services.launcher.driver import (
+    ContainerExit,
+    ContainerInfo,
+    ContainerSpec,
+    LogLine,
+    PullError,
+    RegistryAuth,
+)
+from shared import exitcodes
 from shared.envvars import CODE_MOUNT
 from shared.errors import DriverError
 
 log = structlog.get_logger("paiq.launcher.docker")
 
 LABEL_PREFIX = "paiq."
-EXIT_IMAGE_PULL = 254
-EXIT_ENGINE_FAILURE = 125
+EXIT_IMAGE_PULL = exitcodes.IMAGE_PULL_FAILED
+EXIT_ENGINE_FAILURE = exitcodes.ENGINE_FAILURE
 
 
 class DockerDriver:
@@ -55,22 +66,35 @@ class DockerDriver:
             await asyncio.to_thread(self._client.images.pull, repo, tag=tag or "latest",
                                     auth_config=auth_config)
         except docker.errors.APIError as e:
-            raise DriverError(f"pull of {image} failed", exit_code=EXIT_IMAGE_PULL,
-                              reason=_pull_reason(image, e, authenticated=auth is not None)) from e
+            reason, refused = _pull_reason(image, e, authenticated=auth is not None)
+            raise PullError(f"pull of {image} failed", reason=reason, login_refused=refused) from None
 
     async def run(self, spec: ContainerSpec) -> str:
         kwargs = create_args(spec)
         try:
             container = await asyncio.to_thread(self._client.containers.create, spec.image, **kwargs)
         except docker.errors.APIError as e:
+            if e.status_code == 409:  # the name is taken: this task's container exists already
+                return await self._start_existing(spec.name)
             raise DriverError(f"create {spec.name} failed", exit_code=EXIT_ENGINE_FAILURE,
                               reason=f"the engine refused to create the container: {_explain(e)}") from e
         try:
             await asyncio.to_thread(container.start)
         except docker.errors.APIError as e:
             await self.remove(str(container.id))
-            raise DriverError(f"start {spec.name} failed", exit_code=EXIT_ENGINE_FAILURE,
-                              reason=f"the engine could not start the container: {_explain(e)}") from e
+            code, reason = start_failure(_explain(e))
+            raise DriverError(f"start {spec.name} failed", exit_code=code, reason=reason) from e
+        return str(container.id)
+
+    async def _start_existing(self, name: str) -> str:
+        """The id of the container called ``name``; started if it was created and never started."""
+        container = await asyncio.to_thread(self._client.containers.get, name)
+        if container.status == "created":
+            try:
+                await asyncio.to_thread(container.start)
+            except docker.errors.APIError as e:
+                code, reason = start_failure(_explain(e))
+                raise DriverError(f"start {name} failed", exit_code=code, reason=reason) from e
         return str(container.id)
 
     async def find(self, name: str) -> ContainerInfo | None:
@@ -79,6 +103,9 @@ class DockerDriver:
         except docker.errors.NotFound:
             return None
         return _info(container.attrs)
+
+    async def inspect(self, container_id: str) -> ContainerInfo | None:
+        return await self._inspect(container_id)
 
     async def list_managed(self, node_id: str) -> list[ContainerInfo]:
         containers = await asyncio.to_thread(
@@ -129,12 +156,39 @@ class DockerDriver:
         except docker.errors.NotFound:
             return
 
-    async def logs_tail(self, container_id: str, lines: int) -> str:
+    async def logs_tail(self, container_id: str, lines: int, *, stderr_only: bool = False) -> str:
         try:
-            raw = await asyncio.to_thread(self._client.api.logs, container_id, tail=lines)
+            raw = await asyncio.to_thread(self._client.api.logs, container_id, stdout=not stderr_only,
+                                          stderr=True, tail=lines)
         except docker.errors.NotFound:
             return ""
-        return bytes(raw).decode(errors="replace")
+        return (raw if isinstance(raw, bytes) else b"".join(raw)).decode(errors="replace")
+
+    async def follow_logs(self, container_id: str, since_ns: int = 0) -> AsyncIterator[LogLine]:
+        """The container's lines, stdout and stderr told apart, until it stops.
+
+        The SDK's own log stream drops which stream a frame came from, so the engine's multiplexed
+        answer is read here (8-byte frame headers: stream, length). A dedicated thread blocks on
+        it: one per followed container, never the default executor's few workers.
+        """
+        params: dict[str, Any] = {"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 1}
+        if since_ns:
+            params["since"] = f"{since_ns // 1_000_000_000}.{since_ns % 1_000_000_000:09d}"
+        api: Any = self._client.api  # the SDK's request helpers are not part of its typed surface
+        try:
+            response = await asyncio.to_thread(_open_logs, api, container_id, params)
+        except docker.errors.NotFound:
+            return
+        pump = _LogPump(api, response, since_ns, asyncio.get_running_loop())
+        threading.Thread(target=pump.run, name=f"docker-logs-{container_id[:12]}", daemon=True).start()
+        try:
+            while (item := await pump.queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise DriverError("the container's log stream broke", exit_code=EXIT_ENGINE_FAILURE,
+                                      reason=str(item)) from item
+                yield item
+        finally:
+            pump.close()
 
     async def remove(self, container_id: str) -> None:
         try:
@@ -156,7 +210,7 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "name": spec.name,
         "entrypoint": ["/bin/sh", "-c"],
-        "command": [spec.command],
+        "command": [spec.command, *spec.command_args],
         "environment": spec.env,
         "labels": spec.labels,
         "network_mode": spec.network_mode,
@@ -171,6 +225,11 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
     }
     if spec.code_dir:
         kwargs["volumes"] = {spec.code_dir: {"bind": CODE_MOUNT, "mode": "ro"}}
+    if spec.published_ports:
+        kwargs["ports"] = {f"{p}/{proto}": p for p in spec.published_ports for proto in ("tcp", "udp")}
+    if spec.log_max_bytes:
+        kwargs["log_config"] = LogConfig(type="json-file",
+                                         config={"max-size": str(spec.log_max_bytes), "max-file": "2"})
     if spec.gpus:
         kwargs["device_requests"] = [DeviceRequest(
             driver="nvidia", device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
@@ -185,6 +244,7 @@ def _info(attrs: dict[str, Any]) -> ContainerInfo:
         labels={k: v for k, v in ((attrs.get("Config") or {}).get("Labels") or {}).items()
                 if k.startswith(LABEL_PREFIX)},
         running=bool(state.get("Running")),
+        status=str(state.get("Status", "")),
         exit_code=None if state.get("Running") else state.get("ExitCode"),
         oom_killed=bool(state.get("OOMKilled")),
     )
@@ -194,13 +254,100 @@ def _explain(e: docker.errors.APIError) -> str:
     return str(e.explanation or e)
 
 
-def _pull_reason(image: str, e: docker.errors.APIError, *, authenticated: bool) -> str:
+def _pull_reason(image: str, e: docker.errors.APIError, *, authenticated: bool) -> tuple[str, bool]:
+    """Why a pull failed, in words (and whether the registry refused a login). Never quotes credentials."""
     text = _explain(e)
     lowered = text.lower()
     if "unauthorized" in lowered or "authentication required" in lowered or "no basic auth" in lowered:
-        who = ("the credentials in authFile were refused" if authenticated
-               else "the registry requires a login (set authFile)")
-        return f"image {image} could not be pulled: {who}"
+        if authenticated:
+            return f"image {image} could not be pulled: the registry refused the credentials in authFile", True
+        return f"image {image} could not be pulled: the registry requires a login (set authFile)", False
     if "not found" in lowered or "manifest unknown" in lowered:
-        return f"image {image} does not exist in its registry"
-    return f"image {image} could not be pulled: {text}"
+        return f"image {image} does not exist in its registry", False
+    return f"image {image} could not be pulled: {text}", False
+
+
+def start_failure(text: str) -> tuple[int, str]:
+    """The exit code and reason of a container the engine created but could not start."""
+    lowered = text.lower()
+    if "executable file not found" in lowered or ("no such file or directory" in lowered and "exec" in lowered):
+        return exitcodes.COMMAND_NOT_FOUND, f"the image has no /bin/sh to run the command: {text}"
+    if "permission denied" in lowered and "exec" in lowered:
+        return exitcodes.COMMAND_NOT_EXECUTABLE, f"the image's /bin/sh cannot be executed: {text}"
+    return EXIT_ENGINE_FAILURE, f"the engine could not start the container: {text}"
+
+
+def _open_logs(api: Any, container_id: str, params: dict[str, Any]) -> Any:
+    response = api._get(api._url("/containers/{0}/logs", container_id), params=params, stream=True)
+    api._raise_for_status(response)
+    return response
+
+
+class _LogPump:
+    """Reads one log answer in its own thread and hands its lines to the event loop (None: the end)."""
+
+    def __init__(self, api: Any, response: Any, since_ns: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._api = api
+        self._response = response
+        self._since_ns = since_ns
+        self._loop = loop
+        self._closed = threading.Event()
+        self.queue: asyncio.Queue[LogLine | BaseException | None] = asyncio.Queue()
+
+    def _put(self, item: LogLine | BaseException | None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the loop is gone
+            self._closed.set()
+
+    def run(self) -> None:
+        try:
+            for stream, payload in _frames(self._api, self._response):
+                if self._closed.is_set():
+                    return
+                line = _log_line(stream, payload, self._since_ns)
+                if line is not None:
+                    self._put(line)
+        except Exception as e:
+            if not self._closed.is_set():
+                self._put(e)
+        finally:
+            self._put(None)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._response.close()
+
+
+def _frames(api: Any, response: Any) -> Iterator[tuple[int, bytes]]:
+    """(stream, payload) of each frame of a non-TTY container's log answer (1 stdout, 2 stderr)."""
+    api._disable_socket_timeout(api._get_raw_response_socket(response))
+    while True:
+        header = response.raw.read(8)
+        if len(header) < 8:
+            return
+        stream, length = struct.unpack(">BxxxL", header)
+        if not length:
+            continue
+        payload = response.raw.read(length)
+        if not payload:
+            return
+        yield stream, payload
+
+
+def engine_time_ns(text: str) -> int:
+    """``2026-01-02T03:04:05.123456789Z`` (the engine's RFC 3339, nanoseconds, UTC) -> ns since the epoch."""
+    stamp, _, frac = text.rstrip("Z").partition(".")
+    seconds = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+    return seconds * 1_000_000_000 + int((frac + "000000000")[:9])
+
+
+def _log_line(stream: int, payload: bytes, since_ns: int) -> LogLine | None:
+    stamp, _, text = payload.decode(errors="replace").partition(" ")
+    try:
+        ts = engine_time_ns(stamp)
+    except ValueError:
+        ts, text = 0, payload.decode(errors="replace")
+    if since_ns and ts <= since_ns:
+        return None  # kept already (the engine's `since` is inclusive)
+    return LogLine(stream="stderr" if stream == 2 else "stdout", ts_ns=ts, text=text)

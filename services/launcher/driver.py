@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from shared import exitcodes
+from shared.errors import DriverError
 
 
 class RegistryAuth(BaseModel):
@@ -15,11 +18,20 @@ class RegistryAuth(BaseModel):
     password: SecretStr
 
 
+class PullError(DriverError):
+    """An image could not be pulled; ``login_refused`` when the registry refused the credentials."""
+
+    def __init__(self, message: str, *, reason: str, login_refused: bool) -> None:
+        super().__init__(message, exit_code=exitcodes.IMAGE_PULL_FAILED, reason=reason)
+        self.login_refused = login_refused
+
+
 class ContainerSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
     name: str
     image: str
     command: str
+    command_args: tuple[str, ...] = ()  # $0, $1, ... of `/bin/sh -c command`
     env: dict[str, str]
     labels: dict[str, str]
     cpus: int
@@ -29,6 +41,8 @@ class ContainerSpec(BaseModel):
     code_dir: str = ""
     working_dir: str = "/pai"
     network_mode: str = "host"
+    published_ports: tuple[int, ...] = ()  # bridge networking: each published 1:1 (tcp and udp)
+    log_max_bytes: int = 0  # the engine's own log file of the container (0: the engine's default)
 
 
 class ContainerInfo(BaseModel):
@@ -37,6 +51,7 @@ class ContainerInfo(BaseModel):
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
     running: bool
+    status: str = ""  # the engine's word: created, running, exited, ...
     exit_code: int | None = None
     oom_killed: bool = False
 
@@ -49,6 +64,15 @@ class ContainerExit(BaseModel):
     oom_killed: bool = False
 
 
+class LogLine(BaseModel):
+    """One line a container wrote (the engine's timestamp in ns since the epoch; text ends with \\n)."""
+
+    model_config = ConfigDict(frozen=True)
+    stream: Literal["stdout", "stderr"]
+    ts_ns: int
+    text: str
+
+
 class ContainerDriver(Protocol):
     async def has_image(self, image: str) -> bool: ...
 
@@ -56,18 +80,25 @@ class ContainerDriver(Protocol):
         """Pull ``image``; raises DriverError (exit code 254) when it cannot."""
 
     async def run(self, spec: ContainerSpec) -> str:
-        """Create and start a container; its id. Raises DriverError when the engine refuses."""
+        """Create and start a container; its id. Idempotent by name: if a container of that name
+        exists already, its id. Raises DriverError when the engine refuses."""
 
     async def find(self, name: str) -> ContainerInfo | None: ...
+
+    async def inspect(self, container_id: str) -> ContainerInfo | None: ...
 
     async def list_managed(self, node_id: str) -> list[ContainerInfo]: ...
 
     def exits(self) -> AsyncIterator[ContainerExit]:
         """Every exit of a paiq container from now on, from the engine's event stream."""
 
-    async def stop(self, container_id: str, grace_seconds: int) -> None: ...
+    def follow_logs(self, container_id: str, since_ns: int = 0) -> AsyncIterator[LogLine]:
+        """Every line the container wrote after ``since_ns``, then new ones until it stops."""
 
-    async def logs_tail(self, container_id: str, lines: int) -> str: ...
+    async def stop(self, container_id: str, grace_seconds: int) -> None:
+        """SIGTERM, then SIGKILL after ``grace_seconds``."""
+
+    async def logs_tail(self, container_id: str, lines: int, *, stderr_only: bool = False) -> str: ...
 
     async def remove(self, container_id: str) -> None: ...
 

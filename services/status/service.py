@@ -15,7 +15,15 @@ import structlog
 from shared import exitcodes
 from shared.bus.base import Bus, Router
 from shared.completion import Completion, decide_completion
-from shared.events import CloudEvent, JobCompleted, JobCompletedData, JobStopRequested, TaskExited, TaskStarted
+from shared.events import (
+    CloudEvent,
+    JobCompleted,
+    JobCompletedData,
+    JobStopRequested,
+    TaskExited,
+    TaskProgress,
+    TaskStarted,
+)
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, TaskState, now_ms
 from shared.runtime import start_periodic
 from shared.settings import Settings
@@ -41,12 +49,29 @@ async def on_task_started(evt: TaskStarted, deps: StatusDeps) -> list[CloudEvent
     slot = job.task_slot(d.role, d.index)
     ts = now_ms()
     await deps.store.update_task(d.job_id, d.attempt, slot, [TaskState.WAITING.value], {
-        "state": TaskState.RUNNING.value, "container_id": d.container_id, "started_ms": ts})
+        "state": TaskState.RUNNING.value, "container_id": d.container_id, "started_ms": ts, "sub_state": ""})
     updated = await deps.store.update_job(
         d.job_id, {"state": JobState.WAITING.value, "attempt": d.attempt},
         {"state": JobState.RUNNING.value, "sub_state": "running", "launched_ms": ts})
     if updated is not None:
         log.info("job running", job_id=d.job_id)
+    return []
+
+
+async def on_task_progress(evt: TaskProgress, deps: StatusDeps) -> list[CloudEvent]:
+    """A task not yet ended says what it is doing: pulling its image (while waiting; the job, still
+    launching, says so too) or kept for debugging (while running, until ``kept_until_ms``)."""
+    d = evt.data
+    job = await deps.store.get_job(d.job_id)
+    if job is None or job.attempt != d.attempt:
+        return []
+    expect = TaskState.WAITING if d.kept_until_ms is None else TaskState.RUNNING
+    await deps.store.update_task(d.job_id, d.attempt, job.task_slot(d.role, d.index), [expect.value], {
+        "sub_state": d.sub_state, "kept_until_ms": d.kept_until_ms, "reason": d.detail})
+    if expect is TaskState.WAITING:
+        await deps.store.update_job(d.job_id, {"state": JobState.WAITING.value, "attempt": d.attempt,
+                                               "sub_state": {"$in": ["launching", d.sub_state]}},
+                                    {"sub_state": d.sub_state})
     return []
 
 
@@ -143,8 +168,13 @@ async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
     router.on(TaskStarted, started)
     router.on(TaskExited, exited)
     router.on(JobStopRequested, stop)
+
+    async def progress(evt: TaskProgress) -> Sequence[CloudEvent]:
+        return await on_task_progress(evt, deps)
+
+    router.on(TaskProgress, progress)
     await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status",
-                             ["task.started", "task.exited", "job.stop_requested"], router)
+                             ["task.started", "task.exited", "job.stop_requested", "task.progress"], router)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))

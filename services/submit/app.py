@@ -16,6 +16,7 @@ from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
 from services.submit.errors import ApiError
 from services.submit.jobs import add_job_routes
+from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
 from services.submit.users import Users
 from shared.bus.base import Bus
@@ -64,6 +65,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     add_job_routes(app)
     add_cluster_routes(app)
     add_openapi_route(app)
+    add_log_routes(app)
     return app
 
 

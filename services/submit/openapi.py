@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from services.submit.errors import STATUS_OF
+from services.submit.logs import LOG_PATHS
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_STR = {"type": ["string", "null"]}
@@ -57,6 +58,7 @@ SCHEMAS: dict[str, Any] = {
             "containerPorts": {"type": "object", "additionalProperties": {"type": "string"}},
             "containerGpus": _NULLABLE_STR, "containerLog": {"type": "string"},
             "containerExitCode": _NULLABLE_INT,
+            "subState": {"type": "string"}, "containerKeptUntil": _NULLABLE_INT,
         },
     },
     "JobDetail": {
@@ -161,6 +163,7 @@ PATHS: dict[str, Any] = {
     "/api/v1/virtual-clusters": {"get": {
         "summary": "virtual clusters: capacity, used, jobs per state",
         "responses": {"200": _json({"type": "object", "additionalProperties": _ref("VirtualCluster")}, "")}}},
+    **LOG_PATHS,
     "/api/v1/virtual-clusters/{vc}": {"get": {
         "summary": "one virtual cluster",
         "parameters": [{"name": "vc", "in": "path", "required": True, "schema": {"type": "string"}}],

@@ -46,6 +46,8 @@ def _task_status(task: TaskRecord) -> dict[str, Any]:
         "containerExitDiagnostics": task.diagnostics,
         "launchedTime": task.started_ms,
         "completedTime": task.completed_ms,
+        "subState": task.sub_state,
+        "containerKeptUntil": task.kept_until_ms,
     }
 
 

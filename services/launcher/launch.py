@@ -1,0 +1,135 @@
+"""Starting a task's container, at most once however often the launch arrives.
+
+Three things make a launch idempotent: the container's name is derived from the task
+(``shared.launchspec.container_name``), so the engine itself refuses a second one; a launch already in
+flight in this process is joined, not repeated; and the task's run in MongoDB (claimed before the
+container is created) says whether the task already ran here, so a task whose container ended and
+was removed is never started again by a late or replayed launch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from services.launcher.authfile import read_auth_file
+from services.launcher.codedir import CodeDir, resolve_code_dir
+from services.launcher.deps import LauncherDeps
+from services.launcher.driver import PullError
+from services.launcher.finish import exited_event, started_event, watch
+from services.launcher.taskcontainer import container_spec, same_job, wants_pull
+from shared import exitcodes
+from shared.errors import DriverError
+from shared.events import CloudEvent, TaskProgress, TaskProgressData
+from shared.launchspec import container_name
+from shared.logstore import RunKey, RunPhase
+from shared.records import TaskSpec
+
+log = structlog.get_logger("paiq.launcher")
+
+
+async def launch_task(deps: LauncherDeps, spec: TaskSpec) -> list[CloudEvent]:
+    name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
+    current = deps.launching.get(name)
+    if current is None:
+        current = asyncio.create_task(_launch(deps, spec, name), name=f"launch-{name}")
+        deps.launching[name] = current
+        current.add_done_callback(lambda done: _forget(deps.launching, name, done))
+    return list(await asyncio.shield(current))
+
+
+def _forget(work: dict[str, asyncio.Task[list[CloudEvent]]], name: str, done: asyncio.Task[list[CloudEvent]]) -> None:
+    if work.get(name) is done:
+        del work[name]
+
+
+async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list[CloudEvent]:
+    log.warning("task could not start", job_id=key.job_id, role=key.role, index=key.index, exit_code=code,
+                reason=reason)
+    await deps.logs.set_ended(key, exit_code=code, reason=reason, diagnostics="", container_id=None)
+    return [exited_event(key, deps.node.node_id, code, reason)]
+
+
+async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEvent]:
+    node_id = deps.node.node_id
+    existing, job = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id))
+    if job is None or job.state.is_final or job.attempt != spec.attempt:
+        log.info("launch skipped: the job is gone, over, or on another attempt", job_id=spec.job_id)
+        return []
+    key = RunKey(job_id=spec.job_id, job_created_ms=job.created_ms, attempt=spec.attempt, role=spec.role,
+                 index=spec.index)
+    if existing is not None and not same_job(existing.labels, job.created_ms):
+        log.info("removing the container of a deleted job of the same name", job_id=spec.job_id,
+                 container=existing.id[:12])
+        await deps.driver.remove(existing.id)
+        existing = None
+    if existing is not None and existing.status != "created":
+        if not existing.running:
+            return []  # it ran and ended: the exit path reports it
+        log.info("task already has a running container; not starting another", job_id=spec.job_id,
+                 role=spec.role, index=spec.index, container=existing.id[:12])
+        watch(deps, key, existing.id, is_debug=spec.is_debug)
+        return [started_event(key, node_id, existing.id)]
+    run = await deps.logs.claim(key, node_id)
+    if run.phase is RunPhase.ENDED:
+        log.info("task already ran on this node; not starting it again", job_id=spec.job_id, role=spec.role,
+                 index=spec.index)
+        return []
+    if run.phase is RunPhase.RUNNING and existing is None:
+        return await _fail(deps, key, exitcodes.ENGINE_FAILURE,
+                           "the task's container disappeared from the engine (removed outside paiq?)")
+    code_dir = ""
+    if spec.code_dir:
+        found = await asyncio.to_thread(resolve_code_dir, spec.code_dir, deps.settings.default_fs_uri,
+                                        deps.options.code_dir_max_mb)
+        if not isinstance(found, CodeDir):
+            return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
+        code_dir = found.host_path
+    try:
+        await ensure_image(deps, spec, key)
+        container_id = await deps.driver.run(container_spec(
+            spec, name=name, node_id=node_id, job_created_ms=job.created_ms, code_dir=code_dir,
+            settings=deps.options))
+    except DriverError as e:
+        return await _fail(deps, key, e.exit_code, e.reason)
+    watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
+    await deps.logs.set_running(key, container_id)
+    log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
+    return [started_event(key, node_id, container_id)]
+
+
+def _progress(deps: LauncherDeps, key: RunKey, sub_state: str, detail: str) -> TaskProgress:
+    return TaskProgress(subject=key.job_id, data=TaskProgressData(
+        job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=deps.node.node_id,
+        sub_state=sub_state, detail=detail))
+
+
+async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: RunKey) -> None:
+    """Pull the task's image when the node lacks it (or it is ``latest`` and the node re-pulls those).
+
+    Tasks needing the same image with the same authFile share one pull. A refresh of an image the
+    node has that fails for any reason but refused credentials falls back to the node's copy.
+    """
+    present = await deps.driver.has_image(spec.image)
+    if not wants_pull(spec.image, present=present, pull_latest=deps.options.pull_latest):
+        return
+    auth = None
+    if spec.auth_file:
+        auth = await asyncio.to_thread(read_auth_file, spec.auth_file, deps.settings.default_fs_uri)
+    await deps.publish([_progress(deps, key, "pulling image", spec.image)])
+    shared_key = (spec.image, spec.auth_file)
+    pull = deps.pulls.get(shared_key)
+    if pull is None:
+        log.info("pulling image", image=spec.image, with_auth=auth is not None, refresh=present)
+        pull = asyncio.create_task(deps.driver.pull(spec.image, auth), name=f"pull-{spec.image}")
+        deps.pulls[shared_key] = pull
+        pull.add_done_callback(lambda done: deps.pulls.pop(shared_key) if deps.pulls.get(shared_key) is done
+                               else None)
+    try:
+        await asyncio.shield(pull)
+    except PullError as e:
+        if present and not e.login_refused:
+            log.warning("could not refresh the image; the node's copy is used", image=spec.image, reason=e.reason)
+            return
+        raise

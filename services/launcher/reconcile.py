@@ -1,0 +1,123 @@
+"""The level-triggered pass, on start and on a timer: Docker and MongoDB made to agree.
+
+For every container of this node (by its ``paiq.node`` label):
+- ended: its exit is reported and its log saved, then it is removed (exits missed while down);
+- running, of a job that is gone, final, or on another attempt: stopped (SIGTERM, then SIGKILL);
+- running, of an active job: adopted: its output recorded again from where the store left off, and
+  ``task.started`` sent again if the job still shows the task waiting. No user task is restarted.
+For every task placed on this node and still waiting, with no container: launched, unless its run
+shows it already ran (then its exit is reported again if the job has not taken it in yet).
+Work that can take long (pulls, stops, log catch-up) runs in the background; the pass itself is quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from services.launcher.deps import LauncherDeps
+from services.launcher.driver import ContainerInfo
+from services.launcher.finish import exited_event, finish, run_key, started_event, watch
+from services.launcher.launch import launch_task
+from services.launcher.taskcontainer import same_job
+from shared.launchspec import container_name, task_specs
+from shared.logstore import RunKey, RunPhase
+from shared.placement import Plan, TaskPlacement
+from shared.records import JobRecord, TaskSpec, TaskState, now_ms
+
+log = structlog.get_logger("paiq.launcher")
+
+
+def plan_of(job: JobRecord) -> Plan | None:
+    """The job's placement as the scheduler decided it, read back from its tasks (None: not placed)."""
+    if any(t.node_id is None or t.ip is None for t in job.tasks):
+        return None
+    return Plan(tasks=tuple(TaskPlacement(role=t.role, index=t.index, node_id=str(t.node_id), ip=str(t.ip),
+                                          gpus=t.gpus, ports=t.ports) for t in job.tasks))
+
+
+async def reconcile(deps: LauncherDeps) -> None:
+    containers = await deps.driver.list_managed(deps.node.node_id)
+    jobs: dict[str, JobRecord | None] = {}
+    for c in containers:
+        job_id = c.labels.get("paiq.job", "")
+        if job_id not in jobs:
+            jobs[job_id] = await deps.store.get_job(job_id)
+        await _settle(deps, c, jobs[job_id])
+    names = {c.name for c in containers if c.status != "created"}
+    for job in await deps.store.active_jobs_on_node(deps.node.node_id):
+        await _launch_missing(deps, job, names)
+
+
+async def _settle(deps: LauncherDeps, c: ContainerInfo, job: JobRecord | None) -> None:
+    key = run_key(c.labels)
+    if key is None or c.status == "created":
+        return  # never started: a launch (message or the pass below) starts it
+    if not c.running:
+        if c.id not in deps.finishing:
+            deps.spawn(f"finish-{c.id[:12]}", finish(deps, c))
+        return
+    if job is None or not same_job(c.labels, job.created_ms) or job.state.is_final or job.attempt != key.attempt:
+        log.info("stopping a container whose job is over or gone", job_id=key.job_id, role=key.role,
+                 index=key.index, container=c.id[:12])
+        deps.spawn(f"stop-{c.id[:12]}", stop_container(
+            deps, c.id, by_user=bool(job and job.stop_requested_by and job.attempt == key.attempt)))
+        return
+    if c.id not in deps.recorders:
+        log.info("adopted a running task container", job_id=key.job_id, role=key.role, index=key.index,
+                 container=c.id[:12])
+    watch(deps, key, c.id, is_debug=c.labels.get("paiq.debug") == "1")
+    await deps.logs.set_running(key, c.id)
+    task = job.tasks[job.task_slot(key.role, key.index)]
+    if task.state is TaskState.WAITING:
+        await deps.publish([started_event(key, deps.node.node_id, c.id)])
+
+
+async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[str]) -> None:
+    mine = [t for t in job.tasks if t.node_id == deps.node.node_id and not t.state.is_final]
+    if not mine:
+        return
+    plan = plan_of(job)
+    if plan is None:
+        return
+    specs = {(s.role, s.index): s for s in task_specs(job, plan, deps.settings.default_fs_uri)}
+    for task in mine:
+        name = container_name(job.id, job.attempt, task.role, task.index)
+        if name in containers or name in deps.launching:
+            continue
+        run = await deps.logs.get_run(RunKey(job_id=job.id, job_created_ms=job.created_ms, attempt=job.attempt,
+                                             role=task.role, index=task.index))
+        if run is not None and run.phase is RunPhase.ENDED:
+            stale = now_ms() - (run.ended_ms or 0) > deps.settings.reconcile_seconds * 1000
+            if stale and run.exit_code is not None:
+                # The exit was reported but the job has not taken it in (a lost message): again.
+                await deps.publish([exited_event(run.key, deps.node.node_id, run.exit_code, run.reason,
+                                                 run.diagnostics, run.container_id)])
+            continue
+        # Never launched, or a launch cut short: launch. Started once but its container is gone: the
+        # launch reports that. A task the job shows running with no run at all is left alone.
+        if task.state is TaskState.WAITING or (run is not None and run.phase is RunPhase.RUNNING):
+            log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
+                     index=task.index)
+            deps.spawn(f"relaunch-{name}", _launch_and_publish(deps, specs[(task.role, task.index)]))
+
+
+async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec) -> None:
+    await deps.publish(await launch_task(deps, spec))
+
+
+async def stop_container(deps: LauncherDeps, container_id: str, *, by_user: bool) -> None:
+    """SIGTERM, then SIGKILL after the grace period. ``by_user``: its exit is reported as -210
+    (stopped by user) whatever code the signal left; the exit itself is reported by the exit path."""
+    if by_user:
+        deps.stopped_by_user.add(container_id)
+    await deps.driver.stop(container_id, deps.settings.stop_grace_seconds)
+
+
+async def stop_job_containers(deps: LauncherDeps, job_id: str, *, by_user: bool) -> int:
+    """Stop every running container of ``job_id`` on this node; how many."""
+    leftovers = [c for c in await deps.driver.list_managed(deps.node.node_id)
+                 if c.running and c.labels.get("paiq.job") == job_id]
+    await asyncio.gather(*(stop_container(deps, c.id, by_user=by_user) for c in leftovers))
+    return len(leftovers)

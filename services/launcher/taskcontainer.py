@@ -1,0 +1,78 @@
+"""What container a task gets, decided purely from its spec and the node's settings.
+
+- labels: who the container belongs to, so a restarted launcher finds its tasks again;
+- pull: whether to ask the registry before starting (absent, or tagged ``latest`` when configured);
+- the command: ``/bin/sh -c <command>``, or for ``isDebug`` jobs a wrapper that, when the command
+  fails, says so on stderr (a line :func:`parse_debug_marker` recognises) and keeps the container
+  running for the reservation time before exiting with the command's code. A kept container still
+  holds its resources and can be entered (``docker exec``) with the task's environment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from services.launcher.driver import ContainerSpec
+from shared.records import TaskSpec
+from shared.settings import LauncherSettings
+
+LABEL_JOB = "paiq.job"
+LABEL_JOB_CREATED = "paiq.job_created"  # a job deleted and submitted again under its name is another job
+
+DEBUG_WRAPPER = (
+    '/bin/sh -c "$1"; code=$?; '
+    'if [ "$code" -ne 0 ]; then '
+    'echo "[paiq] debug: exit code $code; container kept for $2 s" >&2; sleep "$2"; '
+    'fi; exit "$code"'
+)
+_DEBUG_MARKER = re.compile(r"^\[paiq\] debug: exit code (\d+); container kept for (\d+) s$")
+
+
+def labels(spec: TaskSpec, node_id: str, job_created_ms: int) -> dict[str, str]:
+    return {
+        LABEL_JOB: spec.job_id, LABEL_JOB_CREATED: str(job_created_ms), "paiq.user": spec.user,
+        "paiq.vc": spec.virtual_cluster,
+        "paiq.role": spec.role, "paiq.index": str(spec.index), "paiq.attempt": str(spec.attempt),
+        "paiq.node": node_id, "paiq.debug": "1" if spec.is_debug else "0",
+        "paiq.memory_mb": str(spec.memory_mb),
+    }
+
+
+def is_latest(image: str) -> bool:
+    """Tagged ``latest`` or not tagged at all (which means ``latest``); never a pinned digest."""
+    if "@" in image:
+        return False
+    last = image.rsplit("/", 1)[-1]  # a registry's host:port is not a tag
+    return last.partition(":")[2] in ("", "latest")
+
+
+def wants_pull(image: str, *, present: bool, pull_latest: bool) -> bool:
+    return not present or (pull_latest and is_latest(image))
+
+
+def parse_debug_marker(line: str) -> tuple[int, int] | None:
+    """``(exit code, seconds kept)`` when ``line`` is the debug wrapper's announcement."""
+    m = _DEBUG_MARKER.match(line.rstrip("\n"))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def same_job(labels: dict[str, str], job_created_ms: int) -> bool:
+    """Whether a container with ``labels`` belongs to the job created at ``job_created_ms`` (and not to an
+    earlier job of the same name, since deleted)."""
+    return labels.get(LABEL_JOB_CREATED) in (None, str(job_created_ms))
+
+
+def container_spec(spec: TaskSpec, *, name: str, node_id: str, job_created_ms: int, code_dir: str,
+                   settings: LauncherSettings) -> ContainerSpec:
+    command: str = spec.command
+    args: tuple[str, ...] = ()
+    if spec.is_debug:
+        command, args = DEBUG_WRAPPER, ("paiq-debug", spec.command, str(settings.debug_keep_seconds))
+    bridge = settings.network == "bridge"
+    return ContainerSpec(
+        name=name, image=spec.image, command=command, command_args=args, env=spec.env,
+        labels=labels(spec, node_id, job_created_ms), cpus=spec.cpus, memory_mb=spec.memory_mb, shm_mb=spec.shm_mb,
+        gpus=spec.gpus, code_dir=code_dir, network_mode=settings.network,
+        published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),
+        log_max_bytes=max(settings.task_log_max_bytes, 1024 * 1024),
+    )

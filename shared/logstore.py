@@ -1,0 +1,196 @@
+"""Task logs that outlive their containers, and the launcher's record of each task's container.
+
+Why MongoDB and not files: a launcher runs on each node and the REST API anywhere else; MongoDB is
+the one thing both already reach (and the truth of everything else), so logs need no shared file
+system, no extra port on the nodes, and survive a node's disk. Each task keeps at most a configured
+number of bytes (``PAIQ_TASK_LOG_MAX_BYTES``); the last kept line says so when output was cut.
+
+- ``task_runs``: one document per task of an attempt (``<job>/<created>/<attempt>/<role>/<index>``): the node and
+  container, the phase (``launching`` -> ``running`` -> ``ended``), the exit as reported, and whether the
+  log is complete or was truncated. A launcher claims a run before it creates the container, so after a
+  crash it can tell "never started" (relaunch) from "already ran" (never again).
+- ``task_log_chunks``: the log itself, in chunks of lines ``[stream, ts_ns, text]`` numbered ``seq``
+  from 0, each with the running byte count and last timestamp (where a restarted launcher resumes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from shared.records import now_ms
+
+Doc = dict[str, Any]
+STREAM_CODES = {"stdout": "o", "stderr": "e"}
+STREAM_NAMES = {v: k for k, v in STREAM_CODES.items()}
+
+
+class RunKey(BaseModel):
+    """One task of one attempt of one job. A job deleted and submitted again under its name is another
+    job: ``job_created_ms`` (the job's creation time) tells them apart."""
+
+    model_config = ConfigDict(frozen=True)
+    job_id: str
+    job_created_ms: int
+    attempt: int
+    role: str
+    index: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.job_id}/{self.job_created_ms}/{self.attempt}/{self.role}/{self.index}"
+
+
+class RunPhase(StrEnum):
+    LAUNCHING = "launching"  # claimed; the container may not exist yet
+    RUNNING = "running"  # the container was created and started
+    ENDED = "ended"  # the exit (or the failure to start) was reported
+
+
+class TaskRun(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+    id: str = Field(alias="_id")
+    job_id: str
+    job_created_ms: int
+    attempt: int
+    role: str
+    index: int
+    node_id: str
+    phase: RunPhase
+    container_id: str | None = None
+    claimed_ms: int = 0
+    ended_ms: int | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    diagnostics: str = ""
+    log_truncated: bool = False
+    log_complete: bool = False
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(job_id=self.job_id, job_created_ms=self.job_created_ms, attempt=self.attempt, role=self.role,
+                      index=self.index)
+
+
+class LogLineRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    stream: str
+    ts_ns: int
+    text: str
+
+
+class LogChunk(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    seq: int
+    lines: tuple[LogLineRecord, ...]
+    total_bytes: int
+    last_ts_ns: int
+
+
+class LogStore:
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self.runs = db["task_runs"]
+        self.chunks = db["task_log_chunks"]
+
+    async def ensure_indexes(self) -> None:
+        await self.runs.create_index([("job_id", ASCENDING)])
+        await self.runs.create_index([("node_id", ASCENDING), ("phase", ASCENDING)])
+        await self.chunks.create_index([("run", ASCENDING), ("seq", ASCENDING)], unique=True)
+
+    # --- runs ------------------------------------------------------------------------------
+
+    async def claim(self, key: RunKey, node_id: str) -> TaskRun:
+        """The run of ``key``: created (``launching``) unless it exists; as it is now."""
+        doc = await self.runs.find_one_and_update(
+            {"_id": key.id},
+            {"$setOnInsert": {**key.model_dump(), "node_id": node_id, "phase": RunPhase.LAUNCHING.value,
+                              "claimed_ms": now_ms()}},
+            upsert=True, return_document=ReturnDocument.AFTER)
+        return TaskRun.model_validate(doc)
+
+    async def get_run(self, key: RunKey) -> TaskRun | None:
+        doc = await self.runs.find_one({"_id": key.id})
+        return TaskRun.model_validate(doc) if doc else None
+
+    async def runs_on_node(self, node_id: str, phases: Sequence[RunPhase]) -> list[TaskRun]:
+        cursor = self.runs.find({"node_id": node_id, "phase": {"$in": [p.value for p in phases]}})
+        return [TaskRun.model_validate(d) async for d in cursor]
+
+    async def set_running(self, key: RunKey, container_id: str) -> None:
+        await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}},
+                                   {"$set": {"phase": RunPhase.RUNNING.value, "container_id": container_id}})
+
+    async def set_ended(self, key: RunKey, *, exit_code: int, reason: str, diagnostics: str,
+                        container_id: str | None) -> None:
+        changes: Doc = {"phase": RunPhase.ENDED.value, "exit_code": exit_code, "reason": reason,
+                        "diagnostics": diagnostics, "ended_ms": now_ms()}
+        if container_id:
+            changes["container_id"] = container_id
+        else:
+            changes["log_complete"] = True  # never ran: there is no log to wait for
+        await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}}, {"$set": changes})
+
+    async def set_log_state(self, key: RunKey, *, truncated: bool | None = None, complete: bool | None = None) -> None:
+        changes: Doc = {}
+        if truncated is not None:
+            changes["log_truncated"] = truncated
+        if complete is not None:
+            changes["log_complete"] = complete
+        if changes:
+            await self.runs.update_one({"_id": key.id}, {"$set": changes})
+
+    # --- log chunks ------------------------------------------------------------------------
+
+    async def append(self, key: RunKey, chunk: LogChunk) -> None:
+        """Store one chunk; storing the same ``seq`` twice (a replay) keeps the first."""
+        doc = {"run": key.id, "seq": chunk.seq, "total_bytes": chunk.total_bytes, "last_ts_ns": chunk.last_ts_ns,
+               "lines": [[STREAM_CODES.get(ln.stream, "o"), ln.ts_ns, ln.text] for ln in chunk.lines]}
+        try:
+            await self.chunks.insert_one(doc)
+        except DuplicateKeyError:
+            return
+
+    async def last_chunk(self, key: RunKey) -> LogChunk | None:
+        doc = await self.chunks.find_one({"run": key.id}, sort=[("seq", DESCENDING)])
+        return _chunk(doc) if doc else None
+
+    async def chunks_after(self, key: RunKey, seq: int, limit: int = 100) -> list[LogChunk]:
+        cursor = self.chunks.find({"run": key.id, "seq": {"$gt": seq}}).sort([("seq", ASCENDING)]).limit(limit)
+        return [_chunk(d) async for d in cursor]
+
+    async def tail(self, key: RunKey, lines: int, streams: frozenset[str]) -> tuple[list[LogLineRecord], int]:
+        """The last ``lines`` lines of ``streams``, oldest first, and the seq of the last chunk (-1: none)."""
+        kept: list[LogLineRecord] = []
+        last_seq = -1
+        cursor = self.chunks.find({"run": key.id}).sort([("seq", DESCENDING)])
+        async for doc in cursor:
+            chunk = _chunk(doc)
+            last_seq = max(last_seq, chunk.seq)
+            kept[:0] = [ln for ln in chunk.lines if ln.stream in streams]
+            if len(kept) >= lines:
+                break
+        return kept[-lines:] if lines else [], last_seq
+
+    async def forget_run(self, key: RunKey) -> None:
+        await self.chunks.delete_many({"run": key.id})
+        await self.runs.delete_one({"_id": key.id})
+
+    async def delete_job(self, job_id: str, job_created_ms: int) -> None:
+        """Forget every log and run of a job (when the job itself is deleted)."""
+        query = {"job_id": job_id, "job_created_ms": job_created_ms}
+        ids = [d["_id"] async for d in self.runs.find(query, {"_id": 1})]
+        await self.chunks.delete_many({"run": {"$in": ids}})
+        await self.runs.delete_many(query)
+
+
+def _chunk(doc: Doc) -> LogChunk:
+    return LogChunk(
+        seq=int(doc["seq"]), total_bytes=int(doc.get("total_bytes", 0)), last_ts_ns=int(doc.get("last_ts_ns", 0)),
+        lines=tuple(LogLineRecord(stream=STREAM_NAMES.get(s, "stdout"), ts_ns=int(ts), text=str(text))
+                    for s, ts, text in doc.get("lines", [])))

@@ -1,0 +1,119 @@
+"""What container a task gets (services.launcher.taskcontainer): pull decisions, labels, debug wrapper, bridge ports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.launcher.docker_driver import create_args, engine_time_ns, start_failure
+from services.launcher.taskcontainer import (
+    DEBUG_WRAPPER,
+    container_spec,
+    is_latest,
+    parse_debug_marker,
+    same_job,
+    wants_pull,
+)
+from shared.records import TaskSpec
+from shared.settings import LauncherSettings
+
+pytestmark = pytest.mark.unit
+
+
+def make_spec(**overrides: Any) -> TaskSpec:
+    values: dict[str, Any] = {
+        "job_id": "alice~job1", "attempt": 2, "user": "alice", "virtual_cluster": "default", "role": "worker",
+        "index": 1, "image": "registry.local:5000/team/train:v3", "command": "python train.py",
+        "env": {"PAI_JOB_NAME": "job1"}, "cpus": 2, "memory_mb": 512, "shm_mb": 64,
+        "ports": {"http": (20001, 20002), "ssh": (20003,)}}
+    values.update(overrides)
+    return TaskSpec.model_validate(values)
+
+
+@pytest.mark.parametrize(("image", "latest"), [
+    ("busybox", True), ("busybox:latest", True), ("local/busybox:latest", True),
+    ("127.0.0.1:5000/busybox", True), ("127.0.0.1:5000/busybox:1", False), ("busybox:1.36", False),
+    ("busybox@sha256:" + "a" * 64, False), ("127.0.0.1:5000/team/img:latest", True),
+])
+def test_latest_means_the_latest_tag_or_none(image: str, latest: bool) -> None:
+    assert is_latest(image) is latest
+
+
+@pytest.mark.parametrize(("image", "present", "pull_latest", "pull"), [
+    ("img:1", False, True, True),
+    ("img:1", True, True, False),
+    ("img:latest", True, True, True),
+    ("img:latest", True, False, False),
+    ("img", False, False, True),
+])
+def test_pull_only_when_absent_or_latest(image: str, present: bool, pull_latest: bool, pull: bool) -> None:
+    assert wants_pull(image, present=present, pull_latest=pull_latest) is pull
+
+
+def test_labels_name_the_task_and_its_job_incarnation() -> None:
+    spec = container_spec(make_spec(), name="c1", node_id="n1", job_created_ms=1234, code_dir="",
+                          settings=LauncherSettings())
+    assert spec.labels == {
+        "paiq.job": "alice~job1", "paiq.job_created": "1234", "paiq.user": "alice", "paiq.vc": "default",
+        "paiq.role": "worker", "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0",
+        "paiq.memory_mb": "512"}
+    assert same_job(spec.labels, 1234) and not same_job(spec.labels, 1235)
+    assert same_job({}, 1), "containers from before the label existed are not disowned"
+
+
+def test_a_plain_task_runs_its_command_under_sh_with_host_networking() -> None:
+    spec = container_spec(make_spec(), name="c1", node_id="n1", job_created_ms=1, code_dir="/fs/code",
+                          settings=LauncherSettings())
+    args = create_args(spec)
+    assert args["entrypoint"] == ["/bin/sh", "-c"] and args["command"] == ["python train.py"]
+    assert args["network_mode"] == "host" and "ports" not in args
+    assert args["privileged"] is False and args["init"] is True
+    assert args["volumes"] == {"/fs/code": {"bind": "/pai/code", "mode": "ro"}}
+    assert (args["mem_limit"], args["memswap_limit"], args["shm_size"]) == ("512m", "512m", "64m")
+    assert args["log_config"]["Config"] == {"max-size": str(4 * 1024 * 1024), "max-file": "2"}
+
+
+def test_bridge_networking_publishes_every_task_port_one_to_one() -> None:
+    spec = container_spec(make_spec(), name="c1", node_id="n1", job_created_ms=1, code_dir="",
+                          settings=LauncherSettings(network="bridge"))
+    args = create_args(spec)
+    assert args["network_mode"] == "bridge"
+    assert args["ports"] == {f"{p}/{proto}": p for p in (20001, 20002, 20003) for proto in ("tcp", "udp")}
+
+
+def test_an_isdebug_task_runs_under_the_keeping_wrapper() -> None:
+    spec = container_spec(make_spec(is_debug=True), name="c1", node_id="n1", job_created_ms=1, code_dir="",
+                          settings=LauncherSettings(debug_keep_seconds=600))
+    assert create_args(spec)["command"] == [DEBUG_WRAPPER, "paiq-debug", "python train.py", "600"]
+    assert spec.labels["paiq.debug"] == "1"
+
+
+@pytest.mark.parametrize(("line", "parsed"), [
+    ("[paiq] debug: exit code 3; container kept for 600 s\n", (3, 600)),
+    ("[paiq] debug: exit code 127; container kept for 5 s", (127, 5)),
+    ("[paiq] debug: exit code 3; container kept for 600 s and more", None),
+    ("echo [paiq] debug: exit code 3; container kept for 600 s", None),
+    ("", None),
+])
+def test_the_debug_announcement_is_recognised_exactly(line: str, parsed: tuple[int, int] | None) -> None:
+    assert parse_debug_marker(line) == parsed
+
+
+@pytest.mark.parametrize(("text", "ns"), [
+    ("1970-01-01T00:00:01Z", 1_000_000_000),
+    ("2026-11-20T22:07:06.123456789Z", 1795212426_123456789),
+    ("2026-11-20T22:07:06.5Z", 1795212426_500000000),  # the engine trims trailing zeros
+])
+def test_engine_timestamps_to_nanoseconds(text: str, ns: int) -> None:
+    assert engine_time_ns(text) == ns
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ('OCI runtime create failed: exec: "/bin/sh": stat /bin/sh: no such file or directory: unknown', -1203),
+    ('exec: "/bin/sh": executable file not found in $PATH', -1203),
+    ("OCI runtime create failed: exec /bin/sh: permission denied", -1202),
+    ("could not select device driver \"nvidia\" with capabilities: [[gpu]]", 125),
+])
+def test_engine_start_failures(text: str, code: int) -> None:
+    assert start_failure(text)[0] == code
