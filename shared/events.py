@@ -113,6 +113,35 @@ class JobCompleted(CloudEvent):
     data: JobCompletedData
 
 
+class JobRetryingData(_Data):
+    job_id: str
+    attempt: int
+    exit_code: int
+    reason: str
+    counter: Literal["user", "platform", "resource"]
+    retry_at_ms: int
+
+
+class JobRetrying(CloudEvent):
+    """An attempt failed and the retry policy gives the job another; the job is WAITING ("retry pending")
+    until ``retry_at_ms`` and until every task of the failed attempt has ended."""
+
+    type: Literal["job.retrying"] = "job.retrying"
+    data: JobRetryingData
+
+
+class JobRequeuedData(_Data):
+    job_id: str
+    attempt: int
+
+
+class JobRequeued(CloudEvent):
+    """A new attempt of the job is queued for placement (after a retry delay)."""
+
+    type: Literal["job.requeued"] = "job.requeued"
+    data: JobRequeuedData
+
+
 class JobStopRequestedData(_Data):
     job_id: str
     by: str
@@ -213,7 +242,8 @@ class NodeRegistered(CloudEvent):
 
 
 Event = Annotated[
-    JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobStopRequested | LaunchTasks
+    JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
+    | LaunchTasks
     | TaskStarted | TaskExited | TaskProgress | NodeRegistered,
     Field(discriminator="type"),
 ]

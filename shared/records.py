@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from enum import StrEnum
 from typing import Any
 
@@ -18,6 +19,12 @@ def now_ms() -> int:
 def job_id_of(user: str, job_name: str) -> str:
     """OpenPAI's job key: ``<user>~<jobName>`` (``~`` cannot appear in a user name)."""
     return f"{user}~{job_name}"
+
+
+def new_job_id(user: str, job_name: str) -> str:
+    """The id of one submission: OpenPAI's key plus a random suffix, so a job deleted and submitted
+    again under its name is a different job to every service, container and event."""
+    return f"{job_id_of(user, job_name)}~{uuid.uuid4().hex[:8]}"
 
 
 class JobState(StrEnum):
@@ -92,6 +99,33 @@ class TaskRecord(_Record):
     kept_until_ms: int | None = None  # isDebug: the failed task's container is kept until then
 
 
+class RetryCounts(_Record):
+    """Retries by whose fault: the user's (count against retryCount), the platform's, resources'."""
+
+    user: int = 0
+    platform: int = 0
+    resource: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.user + self.platform + self.resource
+
+
+class AttemptRecord(_Record):
+    """One finished attempt of a job, as it ended: its tasks and why it ended."""
+
+    attempt: int
+    tasks: tuple[TaskRecord, ...]
+    launched_ms: int | None = None
+    completed_ms: int | None = None
+    exit_code: int | None = None
+    exit_phrase: str = ""
+    exit_type: str = ""
+    exit_reason: str = ""
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+
+
 class JobRecord(_Record):
     id: str = Field(alias="_id")
     user: str
@@ -116,6 +150,13 @@ class JobRecord(_Record):
     trigger_index: int | None = None
     stop_requested_by: str | None = None
     delete_requested: bool = False
+    # Optimistic concurrency: every write bumps it; the status service writes only over the version it read.
+    version: int = 0
+    attempts: tuple[AttemptRecord, ...] = ()
+    retry_counts: RetryCounts = RetryCounts()
+    retry_at_ms: int | None = None
+    exit_phrase: str = ""
+    exit_type: str = ""
 
     def to_document(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json", by_alias=True)

@@ -122,6 +122,9 @@ class Settings:
     default_fs_uri: str
     docker_url: str | None
     node: NodeSettings
+    exit_spec_path: str | None = None
+    max_platform_retries: int = 10
+    retry_backoff_ms: int = 2000
     admin_user: str | None = None
     admin_password: str | None = field(default=None, repr=False)
     write_credentials: bool = False
@@ -163,6 +166,9 @@ class Settings:
             default_fs_uri=env.get("PAIQ_DEFAULT_FS_URI") or f"file://{data_dir / 'fs'}",
             docker_url=env.get("PAIQ_DOCKER_URL") or env.get("DOCKER_HOST") or None,
             node=node,
+            exit_spec_path=env.get("PAIQ_EXIT_SPEC") or None,
+            max_platform_retries=_int(env, "PAIQ_MAX_PLATFORM_RETRIES", 10),
+            retry_backoff_ms=_int(env, "PAIQ_RETRY_BACKOFF_MS", 2000),
             admin_user=env.get("PAIQ_ADMIN_USER") or None,
             admin_password=env.get("PAIQ_ADMIN_PASSWORD") or None,
             write_credentials=env.get("PAIQ_WRITE_CREDENTIALS") == "1",

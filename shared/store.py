@@ -48,6 +48,10 @@ class Store:
         doc = await self.jobs.find_one({"_id": job_id})
         return JobRecord.from_document(doc) if doc else None
 
+    async def find_job(self, user: str, name: str) -> JobRecord | None:
+        doc = await self.jobs.find_one({"user": user, "name": name})
+        return JobRecord.from_document(doc) if doc else None
+
     async def list_jobs(self, *, user: str | None = None, limit: int = 1000, skip: int = 0) -> list[JobRecord]:
         query: Doc = {"user": user} if user else {}
         cursor = self.jobs.find(query).sort([("created_ms", DESCENDING), ("_id", ASCENDING)])
@@ -78,17 +82,32 @@ class Store:
         """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None."""
         try:
             doc = await self.jobs.find_one_and_update(
-                {"_id": job_id, **expect}, {"$set": dict(changes)}, return_document=ReturnDocument.AFTER
+                {"_id": job_id, **expect}, {"$set": dict(changes), "$inc": {"version": 1}},
+                return_document=ReturnDocument.AFTER,
             )
         except PyMongoError as e:
             raise StoreError(f"updating job {job_id} failed: {e}") from e
         return JobRecord.from_document(doc) if doc else None
 
+    async def replace_job(self, job: JobRecord, expected_version: int) -> bool:
+        """Write ``job`` whole if nobody changed it since ``expected_version`` was read."""
+        doc = job.to_document()
+        doc["version"] = expected_version + 1
+        try:
+            result = await self.jobs.replace_one({"_id": job.id, "version": expected_version}, doc)
+        except PyMongoError as e:
+            raise StoreError(f"writing job {job.id} failed: {e}") from e
+        return result.modified_count == 1
+
+    async def retry_pending_jobs(self) -> list[JobRecord]:
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "retry pending"})
+        return [JobRecord.from_document(d) async for d in cursor]
+
     async def commit_placement(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> JobRecord | None:
         return await self.update_job(
             job.id,
             {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
-            {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "launching", "reason": ""},
+            {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": ""},
         )
 
     async def set_waiting_reason(self, job: JobRecord, reason: str) -> JobRecord | None:

@@ -125,6 +125,7 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
         "PAIQ_NODE_MEMORY_MB": "65536",
         "PAIQ_NODE_PORT_RANGE": f"{30000 + base * 100}-{30000 + base * 100 + 99}",
         "PAIQ_RECONCILE_SECONDS": "2",
+        "PAIQ_RETRY_BACKOFF_MS": "200",
         "PAIQ_STOP_GRACE_SECONDS": "2",
         "PAIQ_LOG_FORMAT": "json",
         "PAIQ_LOG_LEVEL": "debug",

@@ -19,7 +19,7 @@ from services.launcher.launch import launch_task
 from services.launcher.reconcile import reconcile, stop_job_containers
 from shared.bus.base import Router
 from shared.errors import DriverError
-from shared.events import CloudEvent, JobCompleted, LaunchTasks, NodeRegistered, NodeRegisteredData
+from shared.events import CloudEvent, JobCompleted, JobRetrying, LaunchTasks, NodeRegistered, NodeRegisteredData
 from shared.records import GpuInfo, JobState, NodeRecord, now_ms
 from shared.runtime import start_background, start_periodic
 from shared.settings import NodeSettings
@@ -41,6 +41,15 @@ async def on_job_completed(evt: JobCompleted, deps: LauncherDeps) -> list[CloudE
     if count:
         log.info("stopped the leftover tasks of a completed job", job_id=evt.data.job_id, count=count,
                  by_user=by_user)
+    return []
+
+
+async def on_job_retrying(evt: JobRetrying, deps: LauncherDeps) -> list[CloudEvent]:
+    """A failed attempt's tasks still running on this node are stopped before the next attempt starts."""
+    count = await stop_job_containers(deps, evt.data.job_id, by_user=False)
+    if count:
+        log.info("stopped the leftover tasks of a failed attempt", job_id=evt.data.job_id, count=count,
+                 attempt=evt.data.attempt)
     return []
 
 
@@ -77,13 +86,17 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps) -> None:
     async def completed(evt: JobCompleted) -> Sequence[CloudEvent]:
         return await on_job_completed(evt, deps)
 
+    async def retrying(evt: JobRetrying) -> Sequence[CloudEvent]:
+        return await on_job_retrying(evt, deps)
+
     start_background(stack, f"launcher-exits-{node_id}", follow_exits(deps))
     await reconcile(deps)
     router = Router()
     router.on(LaunchTasks, launch)
     router.on(JobCompleted, completed)
+    router.on(JobRetrying, retrying)
     await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}",
-                             [f"node.{node_id}.#", "job.completed"], router)
+                             [f"node.{node_id}.#", "job.completed", "job.retrying"], router)
     await deps.store.upsert_node(node_record(deps.node))
     await deps.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id=node_id))])
 

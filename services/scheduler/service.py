@@ -19,6 +19,7 @@ from shared.bus.base import Bus, Router
 from shared.events import (
     CloudEvent,
     JobCompleted,
+    JobRequeued,
     JobScheduled,
     JobScheduledData,
     JobSubmitted,
@@ -92,8 +93,9 @@ async def start_scheduler(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
     router.on(JobSubmitted, on_change)
     router.on(NodeRegistered, on_change)
     router.on(JobCompleted, on_change)
+    router.on(JobRequeued, on_change)
     await deps.bus.subscribe(f"{deps.settings.queue_prefix}.scheduler",
-                             ["job.submitted", "node.registered", "job.completed"], router)
+                             ["job.submitted", "node.registered", "job.completed", "job.requeued"], router)
 
     async def periodic() -> None:
         await deps.bus.publish(await schedule_pass(deps))

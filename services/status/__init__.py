@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from services.status.service import StatusDeps, start_status
+from services.status.service import StatusDeps, retry_policy, start_status
 from shared.bus.base import Bus
 from shared.settings import Settings
 from shared.store import Store
 
 
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
-    await start_status(stack, StatusDeps(settings=settings, store=store, bus=bus))
+    await start_status(stack, StatusDeps(settings=settings, store=store, bus=bus, policy=retry_policy(settings)))

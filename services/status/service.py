@@ -1,162 +1,151 @@
-"""Folds task events into MongoDB and completes jobs by OpenPAI's completion policy.
+"""Folds task events into MongoDB through the pure state machine of :mod:`shared.lifecycle`.
 
-Every write is conditional (on the attempt and the state it expects), so a duplicated or late event
-changes nothing; the decision itself is :func:`shared.completion.decide_completion`, a pure function.
+For each event: read the job, compute the transition (pure), write it over the version read. A
+concurrent writer makes the write miss, and the event is applied again to the job as it now is; one
+lock per job keeps this process's own handlers from racing each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import structlog
 
-from shared import exitcodes
+from shared import lifecycle
 from shared.bus.base import Bus, Router
-from shared.completion import Completion, decide_completion
-from shared.events import (
-    CloudEvent,
-    JobCompleted,
-    JobCompletedData,
-    JobStopRequested,
-    TaskExited,
-    TaskProgress,
-    TaskStarted,
-)
-from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, TaskState, now_ms
+from shared.completion import decide_completion
+from shared.events import CloudEvent, JobStopRequested, TaskExited, TaskProgress, TaskStarted
+from shared.exitspec import load_table
+from shared.lifecycle import Change, RetryPolicy
+from shared.records import JobRecord, now_ms
 from shared.runtime import start_periodic
 from shared.settings import Settings
 from shared.store import Store
 
 log = structlog.get_logger("paiq.status")
 
-_NOT_FINAL = [TaskState.WAITING.value, TaskState.RUNNING.value]
+Transition = Callable[[JobRecord, int], Change | None]
+MAX_WRITE_ATTEMPTS = 20
 
 
-@dataclass(frozen=True)
+@dataclass
 class StatusDeps:
     settings: Settings
     store: Store
     bus: Bus
+    policy: RetryPolicy
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    wakeups: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    path = settings.exit_spec_path
+    return RetryPolicy(table=load_table(Path(path) if path else None),
+                       max_platform_retries=settings.max_platform_retries, backoff_base_ms=settings.retry_backoff_ms,
+                       backoff_max_ms=max(settings.retry_backoff_ms, 300_000))
+
+
+async def apply(deps: StatusDeps, job_id: str, transition: Transition) -> list[CloudEvent]:
+    """Apply ``transition`` to the job and store it; the events it announces (none if nothing changed)."""
+    lock = deps.locks.setdefault(job_id, asyncio.Lock())
+    async with lock:
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            job = await deps.store.get_job(job_id)
+            if job is None:
+                return []
+            change = transition(job, now_ms())
+            if change is None:
+                return []
+            new, events = change
+            if await deps.store.replace_job(new, job.version):
+                _log_change(job, new)
+                await _after_write(deps, new)
+                return events
+        raise RuntimeError(f"job {job_id} kept changing under the status service; the event will be retried")
+
+
+def _log_change(old: JobRecord, new: JobRecord) -> None:
+    if (old.state, old.sub_state) == (new.state, new.sub_state):
+        return
+    log.info("job changed", job_id=new.id, state=new.state.value, sub_state=new.sub_state,
+             was=f"{old.state.value}/{old.sub_state}", reason=new.reason or new.exit_reason or None)
+
+
+async def _after_write(deps: StatusDeps, job: JobRecord) -> None:
+    if job.state.is_final and job.delete_requested:
+        await deps.store.delete_job(job.id)
+        log.info("job deleted as its owner asked", job_id=job.id)
+    elif job.sub_state == lifecycle.RETRY_PENDING and job.retry_at_ms:
+        _wake_at(deps, job.id, job.retry_at_ms)
+
+
+def _wake_at(deps: StatusDeps, job_id: str, at_ms: int) -> None:
+    """Check the retry when it is due (the periodic pass catches it too if this process restarts)."""
+    task = asyncio.create_task(_requeue(deps, job_id, max(0.0, (at_ms - now_ms()) / 1000) + 0.05))
+    deps.wakeups.add(task)
+    task.add_done_callback(deps.wakeups.discard)
+
+
+async def _requeue(deps: StatusDeps, job_id: str, delay_s: float) -> None:
+    await asyncio.sleep(delay_s)
+    try:
+        await deps.bus.publish(await apply(deps, job_id, lifecycle.retry_due))
+    except Exception:
+        log.exception("could not requeue a job for its retry; the next pass will", job_id=job_id)
 
 
 async def on_task_started(evt: TaskStarted, deps: StatusDeps) -> list[CloudEvent]:
-    d = evt.data
-    job = await deps.store.get_job(d.job_id)
-    if job is None or job.attempt != d.attempt:
-        return []
-    slot = job.task_slot(d.role, d.index)
-    ts = now_ms()
-    await deps.store.update_task(d.job_id, d.attempt, slot, [TaskState.WAITING.value], {
-        "state": TaskState.RUNNING.value, "container_id": d.container_id, "started_ms": ts, "sub_state": ""})
-    updated = await deps.store.update_job(
-        d.job_id, {"state": JobState.WAITING.value, "attempt": d.attempt},
-        {"state": JobState.RUNNING.value, "sub_state": "running", "launched_ms": ts})
-    if updated is not None:
-        log.info("job running", job_id=d.job_id)
-    return []
+    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.task_started(job, evt.data, now))
 
 
 async def on_task_progress(evt: TaskProgress, deps: StatusDeps) -> list[CloudEvent]:
-    """A task not yet ended says what it is doing: pulling its image (while waiting; the job, still
-    launching, says so too) or kept for debugging (while running, until ``kept_until_ms``)."""
-    d = evt.data
-    job = await deps.store.get_job(d.job_id)
-    if job is None or job.attempt != d.attempt:
-        return []
-    expect = TaskState.WAITING if d.kept_until_ms is None else TaskState.RUNNING
-    await deps.store.update_task(d.job_id, d.attempt, job.task_slot(d.role, d.index), [expect.value], {
-        "sub_state": d.sub_state, "kept_until_ms": d.kept_until_ms, "reason": d.detail})
-    if expect is TaskState.WAITING:
-        await deps.store.update_job(d.job_id, {"state": JobState.WAITING.value, "attempt": d.attempt,
-                                               "sub_state": {"$in": ["launching", d.sub_state]}},
-                                    {"sub_state": d.sub_state})
-    return []
-
-
-def _task_state_for(exit_code: int, job: JobRecord) -> TaskState:
-    if job.state.is_final:
-        return TaskState.SUCCEEDED if exit_code == 0 else TaskState.STOPPED
-    return TaskState.SUCCEEDED if exit_code == 0 else TaskState.FAILED
+    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.task_progress(job, evt.data, now))
 
 
 async def on_task_exited(evt: TaskExited, deps: StatusDeps) -> list[CloudEvent]:
-    d = evt.data
-    job = await deps.store.get_job(d.job_id)
-    if job is None or job.attempt != d.attempt:
-        return []
-    try:
-        slot = job.task_slot(d.role, d.index)
-    except KeyError:
-        log.warning("exit of a task the job does not have", role=d.role, index=d.index)
-        return []
-    after = await deps.store.update_task(d.job_id, d.attempt, slot, _NOT_FINAL, {
-        "state": _task_state_for(d.exit_code, job).value, "exit_code": d.exit_code, "reason": d.reason,
-        "diagnostics": d.diagnostics, "completed_ms": now_ms(),
-        **({"container_id": d.container_id} if d.container_id else {})})
-    if after is None:
-        return []  # already recorded: a duplicate
-    return await complete_if_done(deps, after)
-
-
-async def complete_if_done(deps: StatusDeps, job: JobRecord) -> list[CloudEvent]:
-    if job.state.is_final:
-        return []
-    outcome = decide_completion(job)
-    return [] if outcome is None else await complete(deps, job, outcome)
-
-
-async def complete(deps: StatusDeps, job: JobRecord, outcome: Completion) -> list[CloudEvent]:
-    """Make ``outcome`` the job's end (once), close tasks that never started, announce it."""
-    done = await deps.store.update_job(
-        job.id, {"state": {"$in": list(ACTIVE_JOB_STATES)}, "attempt": job.attempt},
-        {"state": outcome.state.value, "sub_state": "completed", "completed_ms": now_ms(),
-         "exit_code": outcome.exit_code, "exit_reason": outcome.reason,
-         "exit_diagnostics": outcome.diagnostics, "trigger_role": outcome.trigger_role,
-         "trigger_index": outcome.trigger_index})
-    if done is None:
-        return []
-    for slot, task in enumerate(done.tasks):
-        if task.state == TaskState.WAITING:
-            # Never started and never will: it must not hold its node's resources.
-            await deps.store.update_task(job.id, job.attempt, slot, [TaskState.WAITING.value], {
-                "state": TaskState.STOPPED.value, "reason": "the job ended before this task started",
-                "completed_ms": now_ms()})
-    log.info("job completed", job_id=job.id, state=outcome.state.value, exit_code=outcome.exit_code,
-             reason=outcome.reason)
-    if done.delete_requested:
-        await deps.store.delete_job(job.id)
-        log.info("job deleted as its owner asked", job_id=job.id)
-    return [JobCompleted(subject=job.id, data=JobCompletedData(
-        job_id=job.id, attempt=job.attempt, state=outcome.state, exit_code=outcome.exit_code,
-        reason=outcome.reason, trigger_role=outcome.trigger_role, trigger_index=outcome.trigger_index))]
+    events = await apply(deps, evt.data.job_id,
+                         lambda job, now: lifecycle.task_exited(job, evt.data, now, deps.policy))
+    # The last task of a failed attempt may just have ended: its retry may be due already.
+    return events + await apply(deps, evt.data.job_id, lifecycle.retry_due)
 
 
 async def on_stop_requested(evt: JobStopRequested, deps: StatusDeps) -> list[CloudEvent]:
-    """A stop ends the job at once as STOPPED; the launchers then stop what still runs."""
-    job = await deps.store.get_job(evt.data.job_id)
-    if job is None or job.state.is_final:
-        return []
-    return await complete(deps, job, Completion(
-        state=JobState.STOPPED, exit_code=exitcodes.STOPPED_BY_USER, reason=f"stopped by {evt.data.by}"))
+    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.stop_requested(job, evt.data.by, now))
 
 
 async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
-    """Complete any placed job whose tasks already decide it (an event may have been lost)."""
+    """Level-triggered pass: stops whose event was lost, completions, retries that are due."""
     events: list[CloudEvent] = []
     for job in await deps.store.jobs_to_stop():
-        events.extend(await complete(deps, job, Completion(
-            state=JobState.STOPPED, exit_code=exitcodes.STOPPED_BY_USER,
-            reason=f"stopped by {job.stop_requested_by}")))
+        events += await apply(deps, job.id, _stop_as_recorded)
     for job in await deps.store.placed_jobs():
-        events.extend(await complete_if_done(deps, job))
+        events += await apply(deps, job.id, lambda j, now: _complete_if_decided(j, now, deps.policy))
+    for job in await deps.store.retry_pending_jobs():
+        events += await apply(deps, job.id, lifecycle.retry_due)
     return events
+
+
+def _stop_as_recorded(job: JobRecord, now: int) -> Change | None:
+    return lifecycle.stop_requested(job, job.stop_requested_by or "unknown", now)
+
+
+def _complete_if_decided(job: JobRecord, now: int, policy: RetryPolicy) -> Change | None:
+    if job.state.is_final or job.sub_state == lifecycle.RETRY_PENDING:
+        return None
+    outcome = decide_completion(job)
+    return None if outcome is None else lifecycle.conclude(job, outcome, now, policy)
 
 
 async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
     async def started(evt: TaskStarted) -> Sequence[CloudEvent]:
         return await on_task_started(evt, deps)
+
+    async def progress(evt: TaskProgress) -> Sequence[CloudEvent]:
+        return await on_task_progress(evt, deps)
 
     async def exited(evt: TaskExited) -> Sequence[CloudEvent]:
         return await on_task_exited(evt, deps)
@@ -166,19 +155,20 @@ async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
 
     router = Router()
     router.on(TaskStarted, started)
+    router.on(TaskProgress, progress)
     router.on(TaskExited, exited)
     router.on(JobStopRequested, stop)
-
-    async def progress(evt: TaskProgress) -> Sequence[CloudEvent]:
-        return await on_task_progress(evt, deps)
-
-    router.on(TaskProgress, progress)
     await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status",
-                             ["task.started", "task.exited", "job.stop_requested", "task.progress"], router)
+                             ["task.started", "task.progress", "task.exited", "job.stop_requested"], router)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))
 
+    def cancel_wakeups() -> None:
+        for task in deps.wakeups:
+            task.cancel()
+
+    stack.callback(cancel_wakeups)
     await periodic()
     start_periodic(stack, "status-reconcile", deps.settings.reconcile_seconds, periodic)
-    log.info("status started")
+    log.info("status started", exit_codes=len(deps.policy.table.entries))

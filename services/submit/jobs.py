@@ -15,7 +15,7 @@ from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary
 from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
-from shared.records import ACTIVE_JOB_STATES, JobRecord, initial_tasks, job_id_of, now_ms
+from shared.records import ACTIVE_JOB_STATES, JobRecord, initial_tasks, new_job_id, now_ms
 from shared.validation import Accepted, parse_job_json, validate_job_config
 
 log = structlog.get_logger("paiq.submit")
@@ -48,7 +48,7 @@ async def submit_job(request: web.Request) -> web.Response:
     if config.virtual_cluster not in await known_virtual_clusters(request):
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
     job = JobRecord(
-        id=job_id_of(user, config.job_name), user=user, name=config.job_name,
+        id=new_job_id(user, config.job_name), user=user, name=config.job_name,
         virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
         warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
     )
@@ -73,7 +73,7 @@ async def known_virtual_clusters(request: web.Request) -> set[str]:
 
 async def _job_or_404(request: web.Request) -> JobRecord:
     user, name = _path_user(request), request.match_info["job"]
-    job = await request.app[DEPS].store.get_job(job_id_of(user, name))
+    job = await request.app[DEPS].store.find_job(user, name)
     if job is None:
         raise ApiError("NoJobError", f"job {name} of user {user} was not found")
     return job

@@ -25,7 +25,6 @@ from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.users import check_user_name
 from shared.logstore import LogLineRecord, LogStore, RunKey
-from shared.records import job_id_of
 
 FOLLOW_POLL_SECONDS = 0.3
 LOG_ROUTE = "/api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/log"
@@ -45,7 +44,7 @@ def _int_query(request: web.Request, name: str) -> int | None:
 async def _task_key(request: web.Request) -> RunKey:
     principal = await principal_of(request)
     user, name = check_user_name(request.match_info["user"]), request.match_info["job"]
-    job = await request.app[DEPS].store.get_job(job_id_of(user, name))
+    job = await request.app[DEPS].store.find_job(user, name)
     if job is None:
         raise ApiError("NoJobError", f"job {name} of user {user} was not found")
     if principal.user != job.user and not principal.admin:

@@ -80,6 +80,14 @@ SCHEMAS: dict[str, Any] = {
                     "appCompletedTime": _NULLABLE_INT, "appExitCode": _NULLABLE_INT,
                     "appExitDiagnostics": {"type": "string"}, "appExitTriggerMessage": {"type": "string"},
                     "appExitTriggerTaskRoleName": _NULLABLE_STR, "appExitTriggerTaskIndex": _NULLABLE_INT,
+                    "appExitSpec": {"oneOf": [{"type": "null"}, {
+                        "type": "object", "required": ["code", "phrase", "type", "reason"],
+                        "properties": {"code": {"type": "integer"}, "phrase": {"type": "string"},
+                                       "type": {"type": "string"}, "reason": {"type": "string"}}}]},
+                    "attempt": {"type": "integer"}, "retryAt": _NULLABLE_INT,
+                    "attempts": {"type": "array", "items": {
+                        "type": "object",
+                        "required": ["attempt", "exitCode", "exitPhrase", "exitType", "taskStatuses"]}},
                     "virtualCluster": {"type": "string"},
                 },
             },

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.records import JobRecord, TaskRecord
+from shared.records import AttemptRecord, JobRecord, TaskRecord
 
 
 def _retry_details(job: JobRecord) -> dict[str, int]:
-    return {"user": job.retries, "platform": 0, "resource": 0}
+    c = job.retry_counts
+    return {"user": c.user, "platform": c.platform, "resource": c.resource}
+
+
+def _exit_spec(job: JobRecord) -> dict[str, Any] | None:
+    if job.exit_code is None:
+        return None
+    return {"code": job.exit_code, "phrase": job.exit_phrase, "type": job.exit_type, "reason": job.exit_reason}
+
+
+def _attempt(a: AttemptRecord) -> dict[str, Any]:
+    return {"attempt": a.attempt, "launchedTime": a.launched_ms, "completedTime": a.completed_ms,
+            "exitCode": a.exit_code, "exitPhrase": a.exit_phrase, "exitType": a.exit_type,
+            "exitReason": a.exit_reason, "triggerTaskRoleName": a.trigger_role, "triggerTaskIndex": a.trigger_index,
+            "taskStatuses": [{"taskRoleName": t.role, **_task_status(t)} for t in a.tasks]}
 
 
 def job_summary(job: JobRecord) -> dict[str, Any]:
@@ -73,7 +87,10 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
             "appLaunchedTime": job.launched_ms,
             "appCompletedTime": job.completed_ms,
             "appExitCode": job.exit_code,
-            "appExitSpec": None,
+            "appExitSpec": _exit_spec(job),
+            "attempt": job.attempt,
+            "attempts": [_attempt(a) for a in job.attempts],
+            "retryAt": job.retry_at_ms,
             "appExitDiagnostics": job.exit_diagnostics,
             "appExitTriggerMessage": job.exit_reason,
             "appExitTriggerTaskRoleName": job.trigger_role,

@@ -68,7 +68,7 @@ async def test_queued_and_placed_jobs(store: Store) -> None:
     await store.insert_job(older)
     assert [j.name for j in await store.queued_jobs()] == ["older", "newer"]
     placed = await store.commit_placement(older, older.tasks)
-    assert placed is not None and placed.sub_state == "launching"
+    assert placed is not None and placed.sub_state == "starting"
     assert await store.commit_placement(older, older.tasks) is None, "a job is placed once"
     assert [j.name for j in await store.queued_jobs()] == ["newer"]
     assert [j.name for j in await store.placed_jobs()] == ["older"]

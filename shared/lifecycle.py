@@ -1,0 +1,211 @@
+"""The job and task state machine: every transition a pure function of (job, event, now).
+
+Each function returns the job as it must become plus the events that announce it, or None when the
+event changes nothing (a duplicate, a stale attempt, a late report). The status service only reads,
+calls one of these and writes the result over the version it read.
+
+Job states: WAITING (queued, starting, pulling image, retry pending) -> RUNNING -> SUCCEEDED | FAILED |
+STOPPED. ``sub_state`` says which part of a state a job is in; ``reason`` says why, in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.completion import Completion, decide_completion
+from shared.events import (
+    CloudEvent,
+    JobCompleted,
+    JobCompletedData,
+    JobRequeued,
+    JobRequeuedData,
+    JobRetrying,
+    JobRetryingData,
+    TaskExitedData,
+    TaskProgressData,
+    TaskStartedData,
+)
+from shared.exitcodes import STOPPED_BY_USER
+from shared.exitspec import ExitSpecTable, Reaction
+from shared.records import AttemptRecord, JobRecord, JobState, TaskState, initial_tasks
+
+Change = tuple[JobRecord, list[CloudEvent]]
+
+QUEUED = "queued"
+STARTING = "starting"
+PULLING = "pulling image"
+RUNNING = "running"
+RETRY_PENDING = "retry pending"
+STOPPING = "stopping"
+COMPLETED = "completed"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    table: ExitSpecTable
+    max_platform_retries: int = 10
+    backoff_base_ms: int = 2000
+    backoff_max_ms: int = 300_000
+
+    def delay_ms(self, retries_so_far: int, reaction: Reaction) -> int:
+        base = self.backoff_base_ms * (4 if reaction is Reaction.ALWAYS_BACKOFF_RETRY else 1)
+        return int(min(base * 2 ** retries_so_far, self.backoff_max_ms))
+
+
+def _with_task(job: JobRecord, slot: int, **changes: object) -> JobRecord:
+    tasks = list(job.tasks)
+    tasks[slot] = tasks[slot].model_copy(update=changes)
+    return job.model_copy(update={"tasks": tuple(tasks)})
+
+
+def _sub_state(job: JobRecord) -> str:
+    """The job's sub-state, derived from its state and its tasks'."""
+    if job.state.is_final:
+        return STOPPING if any(t.state == TaskState.RUNNING for t in job.tasks) else COMPLETED
+    if job.state == JobState.RUNNING:
+        return RUNNING
+    if job.sub_state in (QUEUED, RETRY_PENDING):
+        return job.sub_state
+    return PULLING if any(t.sub_state == PULLING for t in job.tasks) else STARTING
+
+
+def _settle(job: JobRecord) -> JobRecord:
+    return job.model_copy(update={"sub_state": _sub_state(job)})
+
+
+def _slot(job: JobRecord, attempt: int, role: str, index: int) -> int | None:
+    if attempt != job.attempt:
+        return None  # a report from an attempt that is over
+    try:
+        return job.task_slot(role, index)
+    except KeyError:
+        return None
+
+
+def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
+    slot = _slot(job, d.attempt, d.role, d.index)
+    if slot is None or job.tasks[slot].state != TaskState.WAITING:
+        return None
+    # Even for a job already over: the container runs and holds resources until the launcher stops it.
+    job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now, sub_state="")
+    if job.state == JobState.WAITING and job.sub_state != RETRY_PENDING:
+        job = job.model_copy(update={"state": JobState.RUNNING, "launched_ms": job.launched_ms or now,
+                                     "reason": ""})
+    return _settle(job), []
+
+
+def task_progress(job: JobRecord, d: TaskProgressData, now: int) -> Change | None:
+    """A task not yet ended says what it does: pulling its image, or kept for debugging."""
+    slot = _slot(job, d.attempt, d.role, d.index)
+    if slot is None or job.tasks[slot].state.is_final:
+        return None
+    job = _with_task(job, slot, sub_state=d.sub_state, kept_until_ms=d.kept_until_ms, reason=d.detail)
+    return _settle(job), []
+
+
+def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy) -> Change | None:
+    slot = _slot(job, d.attempt, d.role, d.index)
+    if slot is None or job.tasks[slot].state.is_final:
+        return None
+    attempt_over = job.state.is_final or job.sub_state == RETRY_PENDING
+    job = _with_task(job, slot, state=_exit_state(d.exit_code, attempt_over), exit_code=d.exit_code,
+                     reason=d.reason, diagnostics=d.diagnostics,
+                     completed_ms=now, sub_state="", kept_until_ms=None,
+                     container_id=d.container_id or job.tasks[slot].container_id)
+    if attempt_over:
+        return _settle(job), []
+    outcome = decide_completion(job)
+    if outcome is None:
+        return _settle(job), []
+    return conclude(job, outcome, now, policy)
+
+
+def _exit_state(code: int, attempt_over: bool) -> TaskState:
+    """A task that fails after its attempt ended was stopped by that ending, not failed on its own."""
+    if code == 0:
+        return TaskState.SUCCEEDED
+    return TaskState.STOPPED if attempt_over else TaskState.FAILED
+
+
+def conclude(job: JobRecord, outcome: Completion, now: int, policy: RetryPolicy) -> Change:
+    """An attempt completed: retry it if the exit spec and the counters allow, else end the job."""
+    spec = policy.table.spec(outcome.exit_code)
+    if outcome.state == JobState.FAILED:
+        counts = job.retry_counts
+        counter: str | None = None
+        if spec.reaction is Reaction.ALWAYS_RETRY and counts.platform < policy.max_platform_retries:
+            counter = "platform"
+        elif spec.reaction is Reaction.ALWAYS_BACKOFF_RETRY and counts.resource < policy.max_platform_retries:
+            counter = "resource"
+        elif spec.reaction is Reaction.RETRY_TO_MAX and counts.user < job.config.retry_count:
+            counter = "user"
+        if counter is not None:
+            return _retry(job, outcome, counter, now, policy)
+    return _finish(job, outcome, now, phrase=spec.phrase, kind=spec.type.value)
+
+
+def _exit_fields(job: JobRecord, outcome: Completion, policy_phrase: str, policy_type: str) -> dict[str, object]:
+    return {"exit_code": outcome.exit_code, "exit_reason": outcome.reason, "exit_diagnostics": outcome.diagnostics,
+            "trigger_role": outcome.trigger_role, "trigger_index": outcome.trigger_index,
+            "exit_phrase": policy_phrase, "exit_type": policy_type}
+
+
+def _close_waiting(job: JobRecord, why: str, now: int) -> JobRecord:
+    """Tasks that never started and never will stop holding their node's resources."""
+    tasks = tuple(t.model_copy(update={"state": TaskState.STOPPED, "reason": why, "completed_ms": now, "sub_state": ""})
+                  if t.state == TaskState.WAITING else t for t in job.tasks)
+    return job.model_copy(update={"tasks": tasks})
+
+
+def _finish(job: JobRecord, outcome: Completion, now: int, *, phrase: str = "", kind: str = "") -> Change:
+    job = _close_waiting(job, "the job ended before this task started", now)
+    job = job.model_copy(update={"state": outcome.state, "completed_ms": now, "retry_at_ms": None,
+                                 **_exit_fields(job, outcome, phrase, kind)})
+    event = JobCompleted(subject=job.id, data=JobCompletedData(
+        job_id=job.id, attempt=job.attempt, state=outcome.state, exit_code=outcome.exit_code,
+        reason=outcome.reason, trigger_role=outcome.trigger_role, trigger_index=outcome.trigger_index))
+    return _settle(job), [event]
+
+
+def _retry(job: JobRecord, outcome: Completion, counter: str, now: int, policy: RetryPolicy) -> Change:
+    spec = policy.table.spec(outcome.exit_code)
+    before = getattr(job.retry_counts, counter)
+    counts = job.retry_counts.model_copy(update={counter: before + 1})
+    delay = policy.delay_ms(before, spec.reaction)
+    budget = (f"{counts.user} of {job.config.retry_count} allowed" if counter == "user"
+              else f"not counted against retryCount ({counter} retry {getattr(counts, counter)})")
+    reason = (f"attempt {job.attempt} failed with exit {outcome.exit_code} ({spec.phrase}: {spec.reason}); "
+              f"retry {counts.total}, {budget}, in {delay / 1000:g}s")
+    job = _close_waiting(job, "the attempt ended before this task started", now)
+    job = job.model_copy(update={
+        "state": JobState.WAITING, "sub_state": RETRY_PENDING, "reason": reason, "retry_counts": counts,
+        "retries": counts.total, "retry_at_ms": now + delay,
+        **_exit_fields(job, outcome, spec.phrase, spec.type.value)})
+    event = JobRetrying(subject=job.id, data=JobRetryingData(
+        job_id=job.id, attempt=job.attempt, exit_code=outcome.exit_code, reason=reason, counter=counter,
+        retry_at_ms=now + delay))
+    return job, [event]
+
+
+def retry_due(job: JobRecord, now: int) -> Change | None:
+    """Start the next attempt once its delay passed and every task of the last one has ended."""
+    if job.sub_state != RETRY_PENDING or job.state != JobState.WAITING:
+        return None
+    if (job.retry_at_ms or 0) > now or not all(t.state.is_final for t in job.tasks):
+        return None
+    past = AttemptRecord(attempt=job.attempt, tasks=job.tasks, launched_ms=job.launched_ms, completed_ms=now,
+                         exit_code=job.exit_code, exit_phrase=job.exit_phrase, exit_type=job.exit_type,
+                         exit_reason=job.exit_reason, trigger_role=job.trigger_role,
+                         trigger_index=job.trigger_index)
+    job = job.model_copy(update={
+        "attempts": (*job.attempts, past), "attempt": job.attempt + 1, "tasks": initial_tasks(job.config),
+        "sub_state": QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}",
+        "retry_at_ms": None, "launched_ms": None})
+    return job, [JobRequeued(subject=job.id, data=JobRequeuedData(job_id=job.id, attempt=job.attempt))]
+
+
+def stop_requested(job: JobRecord, by: str, now: int) -> Change | None:
+    if job.state.is_final:
+        return None
+    outcome = Completion(state=JobState.STOPPED, exit_code=STOPPED_BY_USER, reason=f"stopped by {by}")
+    return _finish(job, outcome, now, phrase="UserStoppedByRequest", kind="USER_STOP")

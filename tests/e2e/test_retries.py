@@ -1,0 +1,79 @@
+"""OpenPAI's retry policy end to end: retries that explain themselves and counters kept apart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from shared.client import PaiqClient
+from tests.e2e.conftest import job_config
+from tests.infra import wait_final
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+class AttemptCounter:
+    """A host listener that answers each connection with its number: 1, 2, 3, ..."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> AttemptCounter:
+        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.count += 1
+        writer.write(f"{self.count}\n".encode())
+        await writer.drain()
+        writer.close()
+
+
+async def test_a_task_that_fails_twice_then_succeeds_ends_succeeded_after_two_retries(
+        api: PaiqClient, user: str) -> None:
+    async with AttemptCounter() as counter:
+        command = (f"n=$(nc 127.0.0.1 {counter.port} </dev/null); echo attempt $n; "
+                   "if [ \"$n\" -lt 3 ]; then exit 3; fi")
+        await api.submit(user, json.dumps(job_config("flaky", command=command, retryCount=2)).encode())
+        seen_reasons: list[str] = []
+        for _ in range(600):
+            status = (await api.job(user, "flaky"))["jobStatus"]
+            if status["subState"] == "retry pending" and status["reason"] not in seen_reasons:
+                seen_reasons.append(status["reason"])
+            if status["state"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+                break
+            await asyncio.sleep(0.1)
+        detail, _ = await wait_final(api, user, "flaky")
+
+    status = detail["jobStatus"]
+    assert status["state"] == "SUCCEEDED", status
+    assert counter.count == 3
+    assert status["retries"] == 2
+    assert status["retryDetails"] == {"user": 2, "platform": 0, "resource": 0}
+    assert seen_reasons, "a retrying job says why it waits again"
+    assert "failed with exit 3" in seen_reasons[0] and "of 2 allowed" in seen_reasons[0]
+    attempts = status["attempts"]
+    assert [a["attempt"] for a in attempts] == [0, 1]
+    assert all(a["exitCode"] == 3 and a["exitType"] == "USER_FAILURE" for a in attempts)
+
+
+async def test_a_permanent_failure_is_not_retried(api: PaiqClient, user: str) -> None:
+    config = job_config("never-again", command="true", image="127.0.0.1:1/nowhere/nothing:1", retryCount=3)
+    await api.submit(user, json.dumps(config).encode())
+    detail, states = await wait_final(api, user, "never-again")
+    status = detail["jobStatus"]
+    assert status["state"] == "FAILED" and status["appExitCode"] == 254
+    assert status["retries"] == 0 and status["attempts"] == []
+    assert status["appExitSpec"]["phrase"] == "ImagePullFailed"
+    assert status["appExitSpec"]["type"] == "USER_FAILURE"
+    assert "RUNNING" not in states
