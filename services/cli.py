@@ -176,6 +176,28 @@ async def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_event(event: dict[str, Any]) -> str:
+    """One line a person reads: time, type, job, and what happened."""
+    data = event.get("data") or {}
+    what = ""
+    if "role" in data:
+        what = f"{data['role']}[{data.get('index')}]"
+    for key in ("state", "exit_code", "sub_state", "reason"):
+        if data.get(key) not in (None, ""):
+            what += f" {key}={data[key]}"
+    return f"{str(event.get('time', ''))[11:23]} {event.get('type', '?'):20} {event.get('subject', '')} {what}".rstrip()
+
+
+async def cmd_events(args: argparse.Namespace) -> int:
+    user, job = (None, None)
+    if args.job:
+        user, job = _split_job(args.job, _user(args))
+    async with paiq_client(_api(args)) as client:
+        async for event in client.events(user, job):
+            print(json.dumps(event) if args.json else describe_event(event), flush=True)
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from services.platform import running_platform
     from shared.logsetup import configure_logging
@@ -231,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, text in (("stop", "stop a job"), ("delete", "stop (if running) and delete a job")):
         sp = sub.add_parser(verb, help=text)
         sp.add_argument("job", help="JOB (yours) or USER~JOB")
+    ev = sub.add_parser("events", help="follow the live event stream (all jobs, or one job with --job)")
+    ev.add_argument("--job", help="JOB (yours) or USER~JOB")
+    ev.add_argument("--json", action="store_true", help="print each event as its CloudEvents JSON")
     st = sub.add_parser("status", help="show a job and its tasks")
     st.add_argument("job", help="JOB (yours) or USER~JOB")
     lo = sub.add_parser("logs", help="a task's stdout and stderr (all tasks without ROLE, or the role's without INDEX)")
@@ -255,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"paiq: cannot read {args.file}: {e.strerror}", file=sys.stderr)
             return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status, "login": cmd_login,
-                "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs}
+                "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:

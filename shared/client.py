@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -77,6 +78,19 @@ class PaiqClient:
     async def virtual_clusters(self) -> dict[str, Any]:
         answer, _ = await self._call("GET", "/api/v1/virtual-clusters")
         return dict(answer)
+
+    async def events(self, user: str | None = None, job: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The live event feed (Server-Sent Events), each event as its CloudEvents JSON."""
+        query = {k: v for k, v in (("user", user), ("job", job)) if v}
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        try:
+            async with self._session.get(self._base + "/api/v1/events", params=query, timeout=timeout) as resp:
+                async for raw in resp.content:
+                    line = raw.decode().rstrip("\n")
+                    if line.startswith("data: "):
+                        yield dict(json.loads(line[len("data: "):]))
+        except aiohttp.ClientConnectionError as e:
+            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
 
     async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)

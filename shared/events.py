@@ -107,7 +107,8 @@ class JobCompletedData(_Data):
 
 
 class JobCompleted(CloudEvent):
-    """The job reached a final state; leftover tasks are to be stopped and resources freed."""
+    """The job reached a final state (SUCCEEDED, FAILED or STOPPED) with its exit code and reason; its
+    leftover tasks are then stopped, and their resources freed once they have ended."""
 
     type: Literal["job.completed"] = "job.completed"
     data: JobCompletedData
@@ -185,6 +186,8 @@ class TaskStartedData(_Data):
 
 
 class TaskStarted(CloudEvent):
+    """A task's container runs (``container_id``); the job is RUNNING from its first task on."""
+
     type: Literal["task.started"] = "task.started"
     data: TaskStartedData
 

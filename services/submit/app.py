@@ -15,6 +15,7 @@ from services.submit.access import add_access_routes
 from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
 from services.submit.errors import ApiError
+from services.submit.feed import add_feed_routes
 from services.submit.jobs import add_job_routes
 from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
@@ -66,6 +67,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     add_cluster_routes(app)
     add_openapi_route(app)
     add_log_routes(app)
+    add_feed_routes(app)
     return app
 
 

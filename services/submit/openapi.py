@@ -168,6 +168,11 @@ PATHS: dict[str, Any] = {
             "type": "object", "required": ["value"], "properties": {"value": {"enum": ["STOP"]}}}}}},
         "responses": {"200": _json(_ref("Message"), "the job had already ended"),
                       "202": _json(_ref("Message"), "stop requested"), **_errors(400, 401, 403, 404)}}},
+    "/api/v1/events": {"get": {
+        "summary": "live job and task events (CloudEvents) as Server-Sent Events; see shared/schemas/EVENTS.md",
+        "parameters": [{"name": n, "in": "query", "schema": {"type": "string"}} for n in ("user", "job")],
+        "responses": {"200": {"description": "an endless event stream",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}},
     "/api/v1/virtual-clusters": {"get": {
         "summary": "virtual clusters: capacity, used, jobs per state",
         "responses": {"200": _json({"type": "object", "additionalProperties": _ref("VirtualCluster")}, "")}}},

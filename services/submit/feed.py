@@ -1,0 +1,93 @@
+"""The live event feed for dashboards and ``paiq events``: the bus's job and task events as
+Server-Sent Events at ``GET /api/v1/events[?user=U[&job=NAME]]``.
+
+The submit service binds a private queue to ``job.*`` and ``task.*`` and fans every event out to the
+connected clients. Node commands (which carry tasks' environments) never go out. A client that reads
+too slowly loses its oldest events and is told so with a comment line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from services.submit.deps import DEPS
+from shared.bus.base import Bus, Router
+from shared.eventdocs import event_classes, event_type
+from shared.events import CloudEvent, dump_event
+
+CLIENT_BUFFER = 1000
+KEEPALIVE_SECONDS = 15.0
+
+
+@dataclass
+class EventFeed:
+    clients: set[asyncio.Queue[CloudEvent]] = field(default_factory=set)
+
+    async def publish(self, event: CloudEvent) -> Sequence[CloudEvent]:
+        for queue in list(self.clients):
+            if queue.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+            queue.put_nowait(event)
+        return []
+
+    async def attach(self, bus: Bus, queue_prefix: str) -> None:
+        router = Router()
+        for cls in event_classes():
+            if event_type(cls).split(".")[0] in {"job", "task"}:
+                router.on(cls, self.publish)
+        await bus.subscribe(f"{queue_prefix}.feed.{uuid.uuid4().hex[:8]}", ["job.*", "task.*"], router,
+                            durable=False)
+
+
+FEED = web.AppKey("feed", EventFeed)
+
+
+def _wanted(event: CloudEvent, user: str | None, job: str | None) -> bool:
+    if user is None:
+        return True
+    prefix = f"{user}~{job}~" if job else f"{user}~"
+    return event.subject.startswith(prefix)
+
+
+async def stream_events(request: web.Request) -> web.StreamResponse:
+    feed = request.app[FEED]
+    user, job = request.query.get("user"), request.query.get("job")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    queue: asyncio.Queue[CloudEvent] = asyncio.Queue(maxsize=CLIENT_BUFFER)
+    feed.clients.add(queue)
+    try:
+        await response.write(b": paiq event feed\n\n")
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                await response.write(b": keepalive\n\n")
+                continue
+            if _wanted(event, user, job):
+                await response.write(b"id: " + event.id.encode() + b"\nevent: " + event.routing_key.encode()
+                                     + b"\ndata: " + dump_event(event) + b"\n\n")
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        feed.clients.discard(queue)
+    return response
+
+
+async def start_feed(app: web.Application) -> None:
+    deps = app[DEPS]
+    await app[FEED].attach(deps.bus, deps.settings.queue_prefix)
+
+
+def add_feed_routes(app: web.Application) -> None:
+    app[FEED] = EventFeed()
+    app.on_startup.append(start_feed)
+    app.router.add_get("/api/v1/events", stream_events)
