@@ -155,6 +155,7 @@ class JobRecord(_Record):
     attempts: tuple[AttemptRecord, ...] = ()
     retry_counts: RetryCounts = RetryCounts()
     retry_at_ms: int | None = None
+    queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
     exit_phrase: str = ""
     exit_type: str = ""
 

@@ -83,6 +83,9 @@ async def wait_for_shutdown() -> None:
             loop.remove_signal_handler(sig)
 
 
+# Where each service's /healthz and /metrics listen by default (PAIQ_OPS_PORT overrides).
+OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189}
+
 Starter = Callable[[AsyncExitStack, Settings, "Store", Bus], Awaitable[None]]
 
 
@@ -90,6 +93,7 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     """The whole ``__main__`` of a service: settings -> logging -> store -> bus -> handlers -> wait."""
     from shared.errors import PaiqError
     from shared.logsetup import configure_logging
+    from shared.metrics import start_ops_server
     from shared.store import open_store
 
     settings = Settings.from_env(env)
@@ -106,6 +110,10 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
             store = await stack.enter_async_context(open_store(settings.mongodb_uri, settings.database))
             bus = await stack.enter_async_context(open_bus(settings))
             await start(stack, settings, store, bus)
+            if name != "submit":  # submit serves /healthz and /metrics on its API port
+                own = env.get(f"PAIQ_{name.upper()}_OPS_PORT")
+                port = int(own) if own and own.isdigit() else settings.ops_port or OPS_PORTS[name]
+                await start_ops_server(stack, settings.ops_host, port, store.ping, name)
             await wait_for_shutdown()
             log.info("shutting down", service=name)
 

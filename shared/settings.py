@@ -122,6 +122,8 @@ class Settings:
     default_fs_uri: str
     docker_url: str | None
     node: NodeSettings
+    ops_host: str = "127.0.0.1"
+    ops_port: int | None = None
     exit_spec_path: str | None = None
     max_platform_retries: int = 10
     retry_backoff_ms: int = 2000
@@ -166,6 +168,8 @@ class Settings:
             default_fs_uri=env.get("PAIQ_DEFAULT_FS_URI") or f"file://{data_dir / 'fs'}",
             docker_url=env.get("PAIQ_DOCKER_URL") or env.get("DOCKER_HOST") or None,
             node=node,
+            ops_host=env.get("PAIQ_OPS_HOST") or "127.0.0.1",
+            ops_port=_int(env, "PAIQ_OPS_PORT", 0) or None,
             exit_spec_path=env.get("PAIQ_EXIT_SPEC") or None,
             max_platform_retries=_int(env, "PAIQ_MAX_PLATFORM_RETRIES", 10),
             retry_backoff_ms=_int(env, "PAIQ_RETRY_BACKOFF_MS", 2000),

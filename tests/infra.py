@@ -109,6 +109,7 @@ class Platform:
     env: dict[str, str]
     workdir: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    ops: dict[str, str] = field(default_factory=dict)  # service -> its /healthz and /metrics base URL
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("*.log")))
@@ -152,6 +153,10 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
                     "PAIQ_MONGODB_DATABASE": prefix.replace("-", "_"),
                     "PAIQ_EXCHANGE": f"{prefix}.events", "PAIQ_QUEUE_PREFIX": prefix})
         commands = {name: [PYTHON, "-m", f"services.{name}"] for name in ("status", "scheduler", "launcher", "submit")}
+        for name in ("status", "scheduler", "launcher"):
+            port = free_port()
+            env[f"PAIQ_{name.upper()}_OPS_PORT"] = str(port)
+            platform.ops[name] = f"http://127.0.0.1:{port}"
     for name, cmd in commands.items():
         with (workdir / f"{name}.log").open("wb") as out:
             platform.procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=out))

@@ -10,6 +10,7 @@ was removed is never started again by a late or replayed launch.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import structlog
 
@@ -24,6 +25,7 @@ from shared.errors import DriverError
 from shared.events import CloudEvent, TaskProgress, TaskProgressData
 from shared.launchspec import container_name
 from shared.logstore import RunKey, RunPhase
+from shared.metrics import LAUNCH
 from shared.records import TaskSpec
 
 log = structlog.get_logger("paiq.launcher")
@@ -52,6 +54,7 @@ async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list
 
 
 async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEvent]:
+    began = time.monotonic()
     node_id = deps.node.node_id
     existing, job = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id))
     if job is None or job.state.is_final or job.attempt != spec.attempt:
@@ -95,6 +98,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEv
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
     await deps.logs.set_running(key, container_id)
+    LAUNCH.observe(time.monotonic() - began)
     log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
     return [started_event(key, node_id, container_id)]
 

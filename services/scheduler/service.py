@@ -31,8 +31,9 @@ from shared.events import (
     PlacedTask,
 )
 from shared.launchspec import placed_tasks, task_specs
+from shared.metrics import NODE_GPUS, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULING
 from shared.placement import ClusterSnapshot, Plan, place
-from shared.records import JobRecord, TaskSpec
+from shared.records import JobRecord, TaskSpec, now_ms
 from shared.runtime import start_periodic
 from shared.settings import Settings
 from shared.store import Store
@@ -54,20 +55,38 @@ async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
         nodes = await deps.store.list_nodes()
         snapshot = ClusterSnapshot.build(nodes, await deps.store.jobs_holding_resources())
         events: list[CloudEvent] = []
-        for job in await deps.store.queued_jobs():
-            result = place(snapshot, job.config)
+        queued = await deps.store.queued_jobs()
+        for job in queued:
+            with SCHEDULING.time():
+                result = place(snapshot, job.config)
             if isinstance(result, Plan):
                 committed = await deps.store.commit_placement(job, placed_tasks(result))
                 if committed is None:
                     continue  # the job changed under us (stopped, or placed by another pass)
                 snapshot.hold(result, job.config)
+                QUEUE_WAIT.labels(job.virtual_cluster).observe(
+                    max(0, now_ms() - (job.queued_ms or job.created_ms)) / 1000)
                 events.extend(_scheduled(committed, result, deps.settings.default_fs_uri))
                 log.info("job placed", job_id=job.id, nodes=sorted({t.node_id for t in result.tasks}))
             elif result.reason != job.reason:
                 await deps.store.set_waiting_reason(job, result.reason)
                 events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=result.reason)))
                 log.info("job waits", job_id=job.id, reason=result.reason)
+        _gauge_cluster(snapshot, queued, events)
         return events
+
+
+def _gauge_cluster(snapshot: ClusterSnapshot, queued: list[JobRecord], events: list[CloudEvent]) -> None:
+    placed = {e.subject for e in events if isinstance(e, JobScheduled)}
+    QUEUE_LENGTH.clear()
+    for job in queued:
+        if job.id not in placed:
+            QUEUE_LENGTH.labels(job.virtual_cluster).inc()
+    NODE_GPUS.clear()
+    for node in snapshot.nodes:
+        used = len(snapshot.usage[node.id].gpus)
+        NODE_GPUS.labels(node.id, "allocated").set(used)
+        NODE_GPUS.labels(node.id, "free").set(len(node.gpus) - used)
 
 
 def _scheduled(job: JobRecord, plan: Plan, default_fs_uri: str) -> list[CloudEvent]:

@@ -21,6 +21,7 @@ from shared.completion import decide_completion
 from shared.events import CloudEvent, JobStopRequested, TaskExited, TaskProgress, TaskStarted
 from shared.exitspec import load_table
 from shared.lifecycle import Change, RetryPolicy
+from shared.metrics import JOBS
 from shared.records import JobRecord, now_ms
 from shared.runtime import start_periodic
 from shared.settings import Settings
@@ -126,7 +127,16 @@ async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
         events += await apply(deps, job.id, lambda j, now: _complete_if_decided(j, now, deps.policy))
     for job in await deps.store.retry_pending_jobs():
         events += await apply(deps, job.id, lifecycle.retry_due)
+    await _count_jobs(deps)
     return events
+
+
+async def _count_jobs(deps: StatusDeps) -> None:
+    counts = await deps.store.job_counts_by_vc_and_state()
+    JOBS.clear()
+    for vc, states in counts.items():
+        for state, n in states.items():
+            JOBS.labels(state, vc).set(n)
 
 
 def _stop_as_recorded(job: JobRecord, now: int) -> Change | None:

@@ -21,6 +21,7 @@ from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
 from services.submit.users import Users
 from shared.bus.base import Bus
+from shared.metrics import metrics
 from shared.settings import Settings
 from shared.store import Store
 from shared.validation import MAX_CONFIG_BYTES
@@ -62,6 +63,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
     add_access_routes(app)
     add_job_routes(app)
     add_cluster_routes(app)

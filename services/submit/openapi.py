@@ -124,6 +124,9 @@ _USER_PARAM = [_JOB_PARAMS[0]]
 PATHS: dict[str, Any] = {
     "/healthz": {"get": {"summary": "liveness and store reachability",
                          "responses": {"200": _json({"type": "object"}, "healthy")}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics",
+                         "responses": {"200": {"description": "metrics in the Prometheus text format",
+                                               "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
     "/api/v1/openapi.json": {"get": {"summary": "this document", "responses": {"200": _json({"type": "object"}, "")}}},
     "/api/v1/token": {"post": {
         "summary": "log in: a bearer token (JSON or form body: username, password, expiration seconds)",

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event, parse_event
+from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
 
 log = structlog.get_logger("paiq.bus")
 
@@ -91,6 +92,7 @@ class AmqpBus:
             event = parse_event(message.body)
         except ValidationError as e:
             log.error("dead-lettered a message that is not a valid event", queue=queue, error=str(e))
+            DEAD_LETTERED.labels(queue).inc()
             await message.reject(requeue=False)
             return
         raw_attempt = (message.headers or {}).get(_ATTEMPT_HEADER, 1)
@@ -98,13 +100,16 @@ class AmqpBus:
         try:
             replies = await router.dispatch(event)
             await self.publish(replies)
+            EVENTS_HANDLED.labels(queue, event.routing_key, "ok").inc()
         except asyncio.CancelledError:
             raise
-        except Exception as e:
+        except Exception as e:  # any handler failure is retried, then dead-lettered
+            EVENTS_HANDLED.labels(queue, event.routing_key, "failed").inc()
             if attempt >= MAX_HANDLER_ATTEMPTS:
                 log.error("handler kept failing; message dead-lettered", queue=queue,
                           event_type=event.routing_key, attempts=attempt, error=repr(e))
                 await message.reject(requeue=False)
+                DEAD_LETTERED.labels(queue).inc()
                 return
             log.warning("handler failed; will retry", queue=queue, event_type=event.routing_key,
                         attempt=attempt, error=repr(e))

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router, topic_matches
 from shared.events import CloudEvent, dump_event, parse_event
+from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
 
 log = structlog.get_logger("paiq.bus")
 
@@ -77,18 +78,22 @@ class MemoryBus:
             event = parse_event(body)
         except ValidationError as e:
             log.error("dead-lettered a message that is not a valid event", queue=q.name, error=str(e))
+            DEAD_LETTERED.labels(q.name).inc()
             self.dead_letters.append(body)
             return
         try:
             replies = await q.router.dispatch(event)
             await self.publish(replies)
+            EVENTS_HANDLED.labels(q.name, event.routing_key, "ok").inc()
         except asyncio.CancelledError:
             raise
-        except Exception as e:
+        except Exception as e:  # any handler failure is retried, then dead-lettered
+            EVENTS_HANDLED.labels(q.name, event.routing_key, "failed").inc()
             if attempt >= MAX_HANDLER_ATTEMPTS:
                 log.error("handler kept failing; message dead-lettered", queue=q.name,
                           event_type=event.routing_key, attempts=attempt, error=repr(e))
                 self.dead_letters.append(body)
+                DEAD_LETTERED.labels(q.name).inc()
                 return
             log.warning("handler failed; will retry", queue=q.name, event_type=event.routing_key,
                         attempt=attempt, error=repr(e))

@@ -1,0 +1,60 @@
+"""Prometheus metrics of every service, and the small ops server (``/healthz``, ``/metrics``) that the
+scheduler, status and launcher processes run; submit serves both on its API port, and ``paiq up``
+serves everything there from its one process."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+log = structlog.get_logger("paiq.metrics")
+
+JOBS = Gauge("paiq_jobs", "Jobs by state and virtual cluster", ["state", "vc"])
+QUEUE_LENGTH = Gauge("paiq_queue_length", "Jobs waiting for placement, per virtual cluster", ["vc"])
+QUEUE_WAIT = Histogram("paiq_queue_wait_seconds", "Time from queued to placed, per virtual cluster", ["vc"],
+                       buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
+NODE_GPUS = Gauge("paiq_node_gpus", "GPUs per node: allocated or free", ["node", "kind"])
+VC_GPUS = Gauge("paiq_vc_gpus_allocated", "GPUs allocated to running tasks, per virtual cluster", ["vc"])
+SCHEDULING = Histogram("paiq_scheduling_seconds", "Time to decide one job's placement",
+                       buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+LAUNCH = Histogram("paiq_launch_seconds", "Time from a launch command to the task's container running",
+                   buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+EVENTS_HANDLED = Counter("paiq_events_handled_total", "Events handled, by queue, type and outcome",
+                         ["queue", "type", "outcome"])
+DEAD_LETTERED = Counter("paiq_messages_dead_lettered_total", "Messages sent to the dead-letter exchange", ["queue"])
+
+Health = Callable[[], Awaitable[None]]
+
+
+def metrics_response() -> web.Response:
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def metrics(_: web.Request) -> web.Response:
+    return metrics_response()
+
+
+def ops_app(health: Health) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        try:
+            await health()
+        except Exception as e:
+            return web.json_response({"status": "unhealthy", "reason": str(e)}, status=503)
+        return web.json_response({"status": "ok"})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def start_ops_server(stack: AsyncExitStack, host: str, port: int, health: Health, service: str) -> None:
+    runner = web.AppRunner(ops_app(health), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    stack.push_async_callback(runner.cleanup)
+    log.info("ops endpoints listening", service=service, url=f"http://{host}:{port}/metrics")
