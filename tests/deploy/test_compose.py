@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,17 @@ from tests.infra import wait_final
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 PAIQ_SERVICES = ("submit", "scheduler", "status", "launcher")
+
+
+def outcome(detail: dict[str, Any], stack: ComposeStack) -> str:
+    """A failed job, readable: its exit, each task's, and the services' last log lines."""
+    status = detail["jobStatus"]
+    lines = [f"job {status['state']} exit {status['appExitCode']}: {status.get('appExitTriggerMessage')}"]
+    for role, info in detail["taskRoles"].items():
+        lines += [f"  {role}[{t['taskIndex']}] {t['taskState']} exit {t['containerExitCode']} "
+                  f"{t.get('containerExitReason')!r}: {(t.get('containerExitDiagnostics') or '')[-400:]!r}"
+                  for t in info["taskStatuses"]]
+    return "\n".join(lines) + "\n" + stack.logs()[-6000:]
 
 
 def test_every_container_is_healthy_started_once_and_runs_as_its_user(compose_stack: ComposeStack) -> None:
@@ -49,7 +61,7 @@ async def test_hello_world_succeeds_through_the_published_api(
     _, headers = await compose_api.submit(compose_user, config)
     assert headers["Location"] == f"/api/v1/user/{compose_user}/jobs/hello-world"
     detail, states = await wait_final(compose_api, compose_user, "hello-world", limit_s=120)
-    assert states[-1] == "SUCCEEDED", detail
+    assert states[-1] == "SUCCEEDED", outcome(detail, compose_stack)
     assert "RUNNING" in states
     [task] = detail["taskRoles"]["main"]["taskStatuses"]
     assert task["containerExitCode"] == 0
@@ -77,7 +89,7 @@ async def test_a_ps_worker_job_runs_four_containers_that_talk_over_host_ports(
     config = {"jobName": "ps-worker", "image": "local/busybox:latest", "taskRoles": roles}
     await compose_api.submit(compose_user, json.dumps(config).encode())
     detail, states = await wait_final(compose_api, compose_user, "ps-worker", limit_s=120)
-    assert states[-1] == "SUCCEEDED", detail
+    assert states[-1] == "SUCCEEDED", outcome(detail, compose_stack)
     tasks = [t for role in ("ps", "worker") for t in detail["taskRoles"][role]["taskStatuses"]]
     assert [t["containerExitCode"] for t in tasks] == [0, 0, 0, 0]
     assert len({t["containerId"] for t in tasks}) == 4
