@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shared.client import PaiqClient
+from shared.client import PaiqClient, paiq_client
 from tests.deploy.compose import REPO, SERVICES, ComposeStack
-from tests.infra import wait_final
+from tests.infra import unique, wait_final
 
 # The first test pays for the images (cold: about 1.5 min; warm: seconds) and the stack's start.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -97,6 +98,48 @@ async def test_a_ps_worker_job_runs_four_containers_that_talk_over_host_ports(
     ports = [int(t["containerPorts"]["port"]) for t in tasks]
     low, high = map(int, compose_stack.settings["PAIQ_NODE_PORT_RANGE"].split("-"))
     assert len(set(ports)) == 4 and all(low <= p <= high for p in ports)
+
+
+async def test_a_code_dir_on_the_host_file_system_is_mounted_into_the_task(
+        compose_stack: ComposeStack, compose_api: PaiqClient, compose_user: str) -> None:
+    """The launcher checks codeDir in its container and hands the engine the same path: a host path."""
+    code = Path(compose_stack.settings["HOST_FS_DIR"]) / compose_user / "code"
+    code.mkdir(parents=True)
+    token = unique("token")
+    (code / "token").write_text(token)
+    (code / "run.sh").write_text('[ "$(cat /pai/code/token)" = "$EXPECTED" ] && echo "code seen"\n')
+    config = {"jobName": "code-dir", "image": "local/busybox:latest", "codeDir": str(code),
+              "jobEnvs": {"EXPECTED": token},
+              "taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128,
+                             "command": "sh /pai/code/run.sh"}]}
+    await compose_api.submit(compose_user, json.dumps(config).encode())
+    detail, states = await wait_final(compose_api, compose_user, "code-dir", limit_s=120)
+    assert states[-1] == "SUCCEEDED", outcome(detail, compose_stack)
+
+
+async def test_jobs_and_users_survive_the_stack_being_recreated(compose_stack: ComposeStack) -> None:
+    """`down` without -v keeps the named volumes: MongoDB's data (users, jobs) is there after `up`."""
+    user, password = unique("u"), unique("pw")
+    async with paiq_client(compose_stack.api) as anonymous:
+        admin = anonymous.with_token((await anonymous.login(
+            compose_stack.settings["PAIQ_ADMIN_USER"], compose_stack.settings["PAIQ_ADMIN_PASSWORD"]))["token"])
+        await admin.put_user(user, password)
+        api = anonymous.with_token((await anonymous.login(user, password))["token"])
+        config = {"jobName": "kept", "image": "local/busybox:latest",
+                  "taskRoles": [{"name": "main", "cpuNumber": 1, "memoryMB": 128, "command": "true"}]}
+        await api.submit(user, json.dumps(config).encode())
+        detail, _ = await wait_final(api, user, "kept", limit_s=120)
+        assert detail["jobStatus"]["state"] == "SUCCEEDED", outcome(detail, compose_stack)
+
+    compose_stack.compose("down", "--timeout", "10")
+    assert compose_stack.containers() == {}
+    compose_stack.up()
+
+    async with paiq_client(compose_stack.api) as anonymous:
+        api = anonymous.with_token((await anonymous.login(user, password))["token"])
+        kept = await api.job(user, "kept")
+    assert kept["jobStatus"]["state"] == "SUCCEEDED"
+    assert kept["jobStatus"]["createdTime"] == detail["jobStatus"]["createdTime"]
 
 
 def test_down_leaves_no_container_network_or_volume_behind(compose_stack: ComposeStack) -> None:
