@@ -156,6 +156,7 @@ class JobRecord(_Record):
     retry_counts: RetryCounts = RetryCounts()
     retry_at_ms: int | None = None
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
+    queue_position: int | None = None  # 1-based, within its virtual cluster's queue, while queued
     exit_phrase: str = ""
     exit_type: str = ""
 

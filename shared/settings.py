@@ -124,6 +124,10 @@ class Settings:
     node: NodeSettings
     ops_host: str = "127.0.0.1"
     ops_port: int | None = None
+    lease_seconds: int = 15
+    node_timeout_seconds: int = 40
+    backfill_bound_seconds: int = 600
+    virtual_clusters_path: str | None = None
     exit_spec_path: str | None = None
     max_platform_retries: int = 10
     retry_backoff_ms: int = 2000
@@ -170,6 +174,10 @@ class Settings:
             node=node,
             ops_host=env.get("PAIQ_OPS_HOST") or "127.0.0.1",
             ops_port=_int(env, "PAIQ_OPS_PORT", 0) or None,
+            lease_seconds=_int(env, "PAIQ_LEASE_SECONDS", 15),
+            node_timeout_seconds=_int(env, "PAIQ_NODE_TIMEOUT_SECONDS", 40),
+            backfill_bound_seconds=_int(env, "PAIQ_BACKFILL_BOUND_SECONDS", 600),
+            virtual_clusters_path=env.get("PAIQ_VIRTUAL_CLUSTERS") or None,
             exit_spec_path=env.get("PAIQ_EXIT_SPEC") or None,
             max_platform_retries=_int(env, "PAIQ_MAX_PLATFORM_RETRIES", 10),
             retry_backoff_ms=_int(env, "PAIQ_RETRY_BACKOFF_MS", 2000),

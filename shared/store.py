@@ -16,6 +16,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.errors import JobExistsError, StoreError
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, NodeRecord, TaskRecord, TaskState, now_ms
+from shared.vclusters import VirtualCluster
 
 Doc = dict[str, Any]
 
@@ -27,6 +28,8 @@ class Store:
         self.jobs: AsyncCollection[Doc] = db["jobs"]
         self.nodes: AsyncCollection[Doc] = db["nodes"]
         self.users: AsyncCollection[Doc] = db["users"]
+        self.vcs: AsyncCollection[Doc] = db["virtual_clusters"]
+        self.leases: AsyncCollection[Doc] = db["leases"]
         self.tokens: AsyncCollection[Doc] = db["tokens"]
 
     async def ensure_indexes(self) -> None:
@@ -78,6 +81,12 @@ class Store:
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "tasks.node_id": node_id})
         return [JobRecord.from_document(d) async for d in cursor]
 
+    async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
+        """Jobs with a task on the node that has not ended (final jobs whose tasks still stop included)."""
+        cursor = self.jobs.find({"tasks.node_id": node_id,
+                                 "tasks.state": {"$in": [TaskState.WAITING.value, TaskState.RUNNING.value]}})
+        return [JobRecord.from_document(d) async for d in cursor]
+
     async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
         """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None."""
         try:
@@ -110,10 +119,10 @@ class Store:
             {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": ""},
         )
 
-    async def set_waiting_reason(self, job: JobRecord, reason: str) -> JobRecord | None:
+    async def set_waiting_reason(self, job: JobRecord, reason: str, position: int | None = None) -> JobRecord | None:
         return await self.update_job(
             job.id, {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
-            {"reason": reason},
+            {"reason": reason, "queue_position": position},
         )
 
     async def update_task(self, job_id: str, attempt: int, slot: int, expect_states: Sequence[str],
@@ -152,6 +161,45 @@ class Store:
 
     async def list_nodes(self) -> list[NodeRecord]:
         return [NodeRecord.model_validate(d) async for d in self.nodes.find({}).sort([("_id", ASCENDING)])]
+
+    async def mark_node_lost(self, node_id: str, heard_before_ms: int) -> bool:
+        """Mark a node lost if it still has not been heard from since ``heard_before_ms`` (once)."""
+        result = await self.nodes.update_one(
+            {"_id": node_id, "lost": False, "heartbeat_ms": {"$lt": heard_before_ms}}, {"$set": {"lost": True}})
+        return result.modified_count == 1
+
+    # --- virtual clusters ------------------------------------------------------------------
+
+    async def list_vcs(self) -> list[VirtualCluster]:
+        return [VirtualCluster.model_validate({k: v for k, v in d.items() if k != "_id"})
+                async for d in self.vcs.find({}).sort([("_id", ASCENDING)])]
+
+    async def put_vc(self, vc: VirtualCluster) -> None:
+        await self.vcs.replace_one({"_id": vc.name}, {"_id": vc.name, **vc.model_dump(mode="json")}, upsert=True)
+
+    async def delete_vc(self, name: str) -> bool:
+        return (await self.vcs.delete_one({"_id": name})).deleted_count == 1
+
+    async def active_jobs_in_vc(self, name: str) -> int:
+        return await self.jobs.count_documents({"virtual_cluster": name,
+                                                "state": {"$in": list(ACTIVE_JOB_STATES)}})
+
+    # --- leases ------------------------------------------------------------------------------
+
+    async def hold_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
+        """Take or renew the lease ``name`` for ``holder``; False while someone else holds it."""
+        now = now_ms()
+        try:
+            doc = await self.leases.find_one_and_update(
+                {"_id": name, "$or": [{"holder": holder}, {"expires_ms": {"$lt": now}}]},
+                {"$set": {"holder": holder, "expires_ms": now + ttl_ms}}, upsert=True,
+                return_document=ReturnDocument.AFTER)
+        except DuplicateKeyError:
+            return False  # held by another: the upsert tried to create a second one
+        return doc is not None and doc.get("holder") == holder
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self.leases.delete_one({"_id": name, "holder": holder})
 
     async def ping(self) -> None:
         await self._client.admin.command("ping")

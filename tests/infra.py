@@ -110,6 +110,7 @@ class Platform:
     workdir: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)  # service -> its /healthz and /metrics base URL
+    extra_nodes: list[str] = field(default_factory=list)
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("*.log")))
@@ -183,6 +184,17 @@ def _wait_healthy(platform: Platform, limit_s: float = 60) -> None:
     raise RuntimeError(f"paiq did not become healthy within {limit_s}s:\n{platform.logs()[-4000:]}")
 
 
+def start_extra_launcher(platform: Platform, node_id: str, port_range: str, **extra: str) -> subprocess.Popen[bytes]:
+    """Another launcher agent (another node) of a separate-shape platform, on this same Docker host."""
+    env = {**platform.env, "PAIQ_NODE_ID": node_id, "PAIQ_NODE_PORT_RANGE": port_range,
+           "PAIQ_LAUNCHER_OPS_PORT": str(free_port()), **extra}
+    with (platform.workdir / f"launcher-{node_id}.log").open("wb") as out:
+        proc = subprocess.Popen([PYTHON, "-m", "services.launcher"], env=env, cwd=REPO, stdout=out, stderr=out)
+    platform.procs.append(proc)
+    platform.extra_nodes.append(node_id)
+    return proc
+
+
 def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
     for p in platform.procs:
         if p.poll() is None:
@@ -193,8 +205,9 @@ def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-    for c in client.containers.list(all=True, filters={"label": f"paiq.node={platform.node_id}"}):
-        c.remove(force=True)
+    for node in (platform.node_id, *platform.extra_nodes):
+        for c in client.containers.list(all=True, filters={"label": f"paiq.node={node}"}):
+            c.remove(force=True)
 
 
 # --- watching jobs and what tasks saw ---------------------------------------------------------------

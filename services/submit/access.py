@@ -72,12 +72,16 @@ async def put_user(request: web.Request) -> web.Response:
     admin = body.get("admin")
     if admin is not None and not isinstance(admin, bool):
         raise ApiError("InvalidParametersError", "admin: must be true or false")
+    groups = body.get("groups")
+    if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) and g for g in groups)):
+        raise ApiError("InvalidParametersError", "groups: must be a list of non-empty strings")
     users = request.app[DEPS].users
     if body.get("modify") is True:
         password = body.get("password")
-        await users.update(user, password=str(password) if password is not None else None, admin=admin)
+        await users.update(user, password=str(password) if password is not None else None, admin=admin,
+                           groups=tuple(groups) if groups is not None else None)
         return web.json_response({"message": f"update user {user} successfully"})
-    await users.create(user, _string(body, "password"), admin=bool(admin))
+    await users.create(user, _string(body, "password"), admin=bool(admin), groups=tuple(groups or ()))
     return web.json_response({"message": f"create user {user} successfully"}, status=201)
 
 

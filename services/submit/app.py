@@ -25,6 +25,7 @@ from shared.metrics import metrics
 from shared.settings import Settings
 from shared.store import Store
 from shared.validation import MAX_CONFIG_BYTES
+from shared.vclusters import load_config
 
 log = structlog.get_logger("paiq.submit")
 
@@ -106,6 +107,10 @@ def _write_private(path: Path, text: str) -> None:
 
 
 async def start_submit(settings: Settings, store: Store, bus: Bus) -> web.AppRunner:
+    if settings.virtual_clusters_path:
+        for vc in load_config(Path(settings.virtual_clusters_path)):
+            await store.put_vc(vc)
+        log.info("virtual clusters loaded", path=settings.virtual_clusters_path)
     users = Users(store)
     await bootstrap_admin(users, settings)
     runner = web.AppRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users)),

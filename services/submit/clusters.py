@@ -1,41 +1,43 @@
-"""Virtual cluster routes: capacity, what is used, and jobs per state."""
+"""Virtual cluster routes: quotas, capacity, what is used and jobs per state; admins define them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from aiohttp import web
+from pydantic import ValidationError
 
+from services.submit.access import require_admin
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
+from shared.queueing import usage_by_vc
 from shared.records import JobState
+from shared.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
+
+
+def _resources(r: Resources) -> dict[str, int]:
+    return {"cpus": int(r.cpus), "memoryMB": int(r.memory_mb), "gpus": int(r.gpus)}
 
 
 async def _summaries(request: web.Request) -> dict[str, dict[str, Any]]:
     store = request.app[DEPS].store
+    vcs = with_default(await store.list_vcs())
     nodes = [n for n in await store.list_nodes() if not n.lost]
-    capacity = {"cpus": sum(n.cpus for n in nodes), "memoryMB": sum(n.memory_mb for n in nodes),
-                "gpus": sum(len(n.gpus) for n in nodes)}
-    used: dict[str, dict[str, int]] = {}
-    for job in await store.jobs_holding_resources():
-        u = used.setdefault(job.virtual_cluster, {"cpus": 0, "memoryMB": 0, "gpus": 0})
-        roles = {r.name: r for r in job.config.task_roles}
-        for task in job.tasks:
-            if task.state.is_final or task.node_id is None or task.role not in roles:
-                continue
-            u["cpus"] += roles[task.role].cpu_number
-            u["memoryMB"] += roles[task.role].memory_mb
-            u["gpus"] += len(task.gpus)
+    capacity = Resources(cpus=sum(n.cpus for n in nodes), memory_mb=sum(n.memory_mb for n in nodes),
+                         gpus=sum(len(n.gpus) for n in nodes))
+    used = usage_by_vc(await store.jobs_holding_resources())
     counts = await store.job_counts_by_vc_and_state()
-    names = {"default", *counts}
     return {
-        vc: {
-            "name": vc,
-            "capacity": capacity,
-            "used": used.get(vc, {"cpus": 0, "memoryMB": 0, "gpus": 0}),
-            "jobs": {state.value: counts.get(vc, {}).get(state.value, 0) for state in JobState},
+        vc.name: {
+            "name": vc.name,
+            "quota": vc.quota.model_dump(),
+            "users": list(vc.users),
+            "groups": list(vc.groups),
+            "capacity": _resources(limit(vc, capacity)),
+            "used": _resources(used.get(vc.name, Resources())),
+            "jobs": {state.value: counts.get(vc.name, {}).get(state.value, 0) for state in JobState},
         }
-        for vc in sorted(names)
+        for vc in vcs.values()
     }
 
 
@@ -51,6 +53,43 @@ async def get_virtual_cluster(request: web.Request) -> web.Response:
     return web.json_response(summaries[name])
 
 
+async def put_virtual_cluster(request: web.Request) -> web.Response:
+    """Admins create or replace a VC: ``{"quota": {"cpus": 25, "memory": 25, "gpus": 50}, "users": [...],
+    "groups": [...]}`` (percentages of the cluster; ``default`` gets what the others leave)."""
+    await require_admin(request)
+    name = request.match_info["vc"]
+    if name == DEFAULT_VC:
+        raise ApiError("InvalidParametersError", "the default virtual cluster's quota is what the others leave; "
+                                                 "change theirs instead")
+    try:
+        body = await request.json()
+        vc = VirtualCluster.model_validate({**(body if isinstance(body, dict) else {}), "name": name})
+    except (ValueError, ValidationError) as e:
+        raise ApiError("InvalidParametersError", f"invalid virtual cluster: {e}") from e
+    store = request.app[DEPS].store
+    others = [v for v in await store.list_vcs() if v.name != name]
+    problem = total_problem([*others, vc])
+    if problem:
+        raise ApiError("InvalidParametersError", problem)
+    await store.put_vc(vc)
+    return web.json_response({"message": f"virtual cluster {name} saved"})
+
+
+async def delete_virtual_cluster(request: web.Request) -> web.Response:
+    await require_admin(request)
+    name = request.match_info["vc"]
+    store = request.app[DEPS].store
+    if name == DEFAULT_VC:
+        raise ApiError("InvalidParametersError", "the default virtual cluster always exists")
+    if await store.active_jobs_in_vc(name):
+        raise ApiError("ConflictVirtualClusterError", f"virtual cluster {name} still has waiting or running jobs")
+    if not await store.delete_vc(name):
+        raise ApiError("NoVirtualClusterError", f"virtual cluster {name} does not exist")
+    return web.json_response({"message": f"virtual cluster {name} deleted"})
+
+
 def add_cluster_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/virtual-clusters", list_virtual_clusters)
     app.router.add_get("/api/v1/virtual-clusters/{vc}", get_virtual_cluster)
+    app.router.add_put("/api/v1/virtual-clusters/{vc}", put_virtual_cluster)
+    app.router.add_delete("/api/v1/virtual-clusters/{vc}", delete_virtual_cluster)

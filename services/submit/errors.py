@@ -17,6 +17,7 @@ STATUS_OF = {
     "NoJobSshInfoError": 404,
     "ConflictJobError": 409,
     "ConflictUserError": 409,
+    "ConflictVirtualClusterError": 409,
     "NoApiError": 404,
     "MethodNotAllowedError": 405,
     "PayloadTooLargeError": 413,

@@ -17,6 +17,7 @@ from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.records import ACTIVE_JOB_STATES, JobRecord, initial_tasks, new_job_id, now_ms
 from shared.validation import Accepted, parse_job_json, validate_job_config
+from shared.vclusters import VirtualCluster, with_default
 
 log = structlog.get_logger("paiq.submit")
 
@@ -45,8 +46,11 @@ async def submit_job(request: web.Request) -> web.Response:
     if not isinstance(result, Accepted):
         raise ApiError("InvalidParametersError", result.message)
     config = result.config
-    if config.virtual_cluster not in await known_virtual_clusters(request):
+    vc = (await virtual_clusters(request)).get(config.virtual_cluster)
+    if vc is None:
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
+    if not vc.admits(principal.user, principal.groups):
+        raise ApiError("ForbiddenUserError", f"user {user} may not use virtual cluster {vc.name}")
     job = JobRecord(
         id=new_job_id(user, config.job_name), user=user, name=config.job_name,
         virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
@@ -67,8 +71,8 @@ async def submit_job(request: web.Request) -> web.Response:
     return web.json_response(body, status=202, headers=headers)
 
 
-async def known_virtual_clusters(request: web.Request) -> set[str]:
-    return {"default"}
+async def virtual_clusters(request: web.Request) -> dict[str, VirtualCluster]:
+    return with_default(await request.app[DEPS].store.list_vcs())
 
 
 async def _job_or_404(request: web.Request) -> JobRecord:

@@ -99,8 +99,13 @@ SCHEMAS: dict[str, Any] = {
     },
     "Resources": {"type": "object", "required": ["cpus", "memoryMB", "gpus"],
                   "properties": {k: {"type": "integer"} for k in ("cpus", "memoryMB", "gpus")}},
-    "VirtualCluster": {"type": "object", "required": ["name", "capacity", "used", "jobs"],
-                       "properties": {"name": {"type": "string"}, "capacity": _ref("Resources"),
+    "Quota": {"type": "object", "properties": {k: {"type": "number", "minimum": 0, "maximum": 100}
+                                               for k in ("cpus", "memory", "gpus")}},
+    "VirtualCluster": {"type": "object", "required": ["name", "quota", "users", "groups", "capacity", "used", "jobs"],
+                       "properties": {"name": {"type": "string"}, "quota": _ref("Quota"),
+                                      "users": {"type": "array", "items": {"type": "string"}},
+                                      "groups": {"type": "array", "items": {"type": "string"}},
+                                      "capacity": _ref("Resources"),
                                       "used": _ref("Resources"),
                                       "jobs": {"type": "object", "additionalProperties": {"type": "integer"}}}},
     "JobConfig": {"type": "object", "description": "The OpenPAI v1 job config (see README: The job protocol).",
@@ -120,6 +125,7 @@ _AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 _JOB_PARAMS = [{"name": "user", "in": "path", "required": True, "schema": {"type": "string"}},
                {"name": "job", "in": "path", "required": True, "schema": {"type": "string"}}]
 _USER_PARAM = [_JOB_PARAMS[0]]
+_VC_PARAM = [{"name": "vc", "in": "path", "required": True, "schema": {"type": "string"}}]
 
 PATHS: dict[str, Any] = {
     "/healthz": {"get": {"summary": "liveness and store reachability",
@@ -180,10 +186,18 @@ PATHS: dict[str, Any] = {
         "summary": "virtual clusters: capacity, used, jobs per state",
         "responses": {"200": _json({"type": "object", "additionalProperties": _ref("VirtualCluster")}, "")}}},
     **LOG_PATHS,
-    "/api/v1/virtual-clusters/{vc}": {"get": {
-        "summary": "one virtual cluster",
-        "parameters": [{"name": "vc", "in": "path", "required": True, "schema": {"type": "string"}}],
-        "responses": {"200": _json(_ref("VirtualCluster"), ""), **_errors(404)}}},
+    "/api/v1/virtual-clusters/{vc}": {
+        "get": {"summary": "one virtual cluster", "parameters": _VC_PARAM,
+                "responses": {"200": _json(_ref("VirtualCluster"), ""), **_errors(404)}},
+        "put": {"summary": "admin: create or replace a virtual cluster (quota in % of the cluster, users, groups)",
+                "security": _AUTH, "parameters": _VC_PARAM,
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "quota": _ref("Quota"), "users": {"type": "array", "items": {"type": "string"}},
+                    "groups": {"type": "array", "items": {"type": "string"}}}}}}},
+                "responses": {"200": _json(_ref("Message"), "saved"), **_errors(400, 401, 403)}},
+        "delete": {"summary": "admin: delete a virtual cluster without active jobs", "security": _AUTH,
+                   "parameters": _VC_PARAM,
+                   "responses": {"200": _json(_ref("Message"), "deleted"), **_errors(400, 401, 403, 404, 409)}}},
 }
 
 

@@ -32,6 +32,7 @@ MIN_PASSWORD_LENGTH = 6
 class Principal:
     user: str
     admin: bool
+    groups: tuple[str, ...] = ()
 
 
 def check_user_name(user: str) -> str:
@@ -63,19 +64,20 @@ class Users:
         self._users = store.users
         self._tokens = store.tokens
 
-    async def create(self, user: str, password: str, *, admin: bool) -> None:
+    async def create(self, user: str, password: str, *, admin: bool, groups: tuple[str, ...] = ()) -> None:
         problem = _password_problem(password)
         if problem:
             raise ApiError("InvalidParametersError", problem)
         hashed = await asyncio.to_thread(_hash_password, password)
         try:
             await self._users.insert_one({"_id": check_user_name(user), "password_hash": hashed.decode(),
-                                          "admin": admin, "created_ms": now_ms()})
+                                          "admin": admin, "groups": list(groups), "created_ms": now_ms()})
         except DuplicateKeyError as e:
             raise ApiError("ConflictUserError", f"user {user} already exists") from e
         log.info("user created", user=user, admin=admin)
 
-    async def update(self, user: str, *, password: str | None, admin: bool | None) -> None:
+    async def update(self, user: str, *, password: str | None, admin: bool | None,
+                     groups: tuple[str, ...] | None = None) -> None:
         changes: dict[str, object] = {}
         if password is not None:
             problem = _password_problem(password)
@@ -84,6 +86,8 @@ class Users:
             changes["password_hash"] = (await asyncio.to_thread(_hash_password, password)).decode()
         if admin is not None:
             changes["admin"] = admin
+        if groups is not None:
+            changes["groups"] = list(groups)
         if not await self.exists(user):
             raise ApiError("NoUserError", f"user {user} does not exist")
         if changes:
@@ -125,8 +129,11 @@ class Users:
             expires = expires.replace(tzinfo=UTC)
         if expires <= datetime.now(UTC):
             return None
-        user = await self._users.find_one({"_id": doc["user"]}, {"admin": 1})
-        return Principal(user=str(doc["user"]), admin=bool(user.get("admin"))) if user else None
+        user = await self._users.find_one({"_id": doc["user"]}, {"admin": 1, "groups": 1})
+        if user is None:
+            return None
+        return Principal(user=str(doc["user"]), admin=bool(user.get("admin")),
+                         groups=tuple(str(g) for g in user.get("groups") or ()))
 
     async def ensure_admin(self, user: str, password: str) -> bool:
         """Create the configured admin if missing; True when created."""

@@ -99,7 +99,7 @@ async def test_the_webhook_notifier_posts_signed_job_completions(
     queue_name = unique("notifier-")
     env = {**os.environ, "WEBHOOK_SECRET": secret}
     with (tmp_path / "notifier.log").open("wb") as notifier_log:
-        notifier = subprocess.Popen(
+        notifier = subprocess.Popen(  # noqa: ASYNC220 - a child that runs beside the test, not awaited
             [sys.executable, "examples/webhook_notifier.py", "--url", f"http://127.0.0.1:{port}/hook",
              "--amqp-url", amqp_url, "--exchange", rabbit_platform.env["PAIQ_EXCHANGE"], "--queue", queue_name],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=notifier_log)

@@ -1,0 +1,103 @@
+"""The waiting queue as a pure decision: which queued jobs start now, and why each other one waits.
+
+Each virtual cluster has its own queue, oldest first. A job starts when its VC's quota allows it and
+the placement finds room for every task. A later, smaller job may start past one that is blocked
+(backfill) only while that blocked head of the queue has waited less than ``backfill_bound_ms``;
+after that the VC starts nothing else until its head starts, so a big gang job is never starved by
+a stream of small ones. Every waiting job gets its position in its VC's queue and a reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from shared.placement import ClusterSnapshot, Plan, place
+from shared.records import JobRecord
+from shared.vclusters import Resources, VirtualCluster, quota_problem
+
+
+@dataclass(frozen=True)
+class Waiting:
+    position: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class QueueDecision:
+    start: list[tuple[JobRecord, Plan]]
+    waiting: dict[str, Waiting]
+
+
+def request_of(job: JobRecord) -> Resources:
+    c = job.config
+    return Resources(cpus=sum(r.task_number * r.cpu_number for r in c.task_roles),
+                     memory_mb=sum(r.task_number * r.memory_mb for r in c.task_roles),
+                     gpus=c.total_gpus)
+
+
+def usage_by_vc(jobs: list[JobRecord]) -> dict[str, Resources]:
+    """What the not-yet-ended tasks of placed jobs hold, per virtual cluster."""
+    used: dict[str, Resources] = defaultdict(Resources)
+    for job in jobs:
+        roles = {r.name: r for r in job.config.task_roles}
+        for t in job.tasks:
+            if t.node_id is None or t.state.is_final or t.role not in roles:
+                continue
+            r = roles[t.role]
+            used[job.virtual_cluster] = used[job.virtual_cluster] + Resources(
+                cpus=r.cpu_number, memory_mb=r.memory_mb, gpus=len(t.gpus))
+    return used
+
+
+def capacity_of(snapshot: ClusterSnapshot) -> Resources:
+    return Resources(cpus=sum(n.cpus for n in snapshot.nodes), memory_mb=sum(n.memory_mb for n in snapshot.nodes),
+                     gpus=sum(len(n.gpus) for n in snapshot.nodes))
+
+
+def _queued_since(job: JobRecord) -> int:
+    return job.queued_ms or job.created_ms
+
+
+def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str, VirtualCluster],
+               used: dict[str, Resources], now_ms: int, backfill_bound_ms: int) -> QueueDecision:
+    """Decide the queue; ``snapshot`` and ``used`` are updated with the jobs that start."""
+    capacity = capacity_of(snapshot)
+    by_vc: dict[str, list[JobRecord]] = defaultdict(list)
+    for job in sorted(queued, key=lambda j: (_queued_since(j), j.id)):
+        by_vc[job.virtual_cluster].append(job)
+    start: list[tuple[JobRecord, Plan]] = []
+    waiting: dict[str, Waiting] = {}
+    for vc_name, jobs in sorted(by_vc.items()):
+        vc = vcs.get(vc_name)
+        head: JobRecord | None = None  # the oldest job of this VC that could not start
+        position = 0
+        for job in jobs:
+            position += 1
+            if vc is None:
+                waiting[job.id] = Waiting(position, f"virtual cluster {vc_name} no longer exists")
+                continue
+            if head is not None and now_ms - _queued_since(head) > backfill_bound_ms:
+                waiting[job.id] = Waiting(position, (
+                    f"position {position} in virtual cluster {vc_name}'s queue, behind {head.name}, which has "
+                    f"waited over {backfill_bound_ms // 1000}s: nothing else in the VC starts before it"))
+                continue
+            why = _why_not(snapshot, vc, capacity, used.get(vc_name, Resources()), job)
+            if isinstance(why, Plan):
+                snapshot.hold(why, job.config)
+                used[vc_name] = used.get(vc_name, Resources()) + request_of(job)
+                start.append((job, why))
+                position -= 1  # it leaves the queue
+                continue
+            waiting[job.id] = Waiting(position, f"position {position} in virtual cluster {vc_name}'s queue: {why}")
+            head = head or job
+    return QueueDecision(start=start, waiting=waiting)
+
+
+def _why_not(snapshot: ClusterSnapshot, vc: VirtualCluster, capacity: Resources, used: Resources,
+             job: JobRecord) -> Plan | str:
+    problem = quota_problem(vc, capacity, used, request_of(job))
+    if problem:
+        return problem
+    result = place(snapshot, job.config)
+    return result if isinstance(result, Plan) else result.reason

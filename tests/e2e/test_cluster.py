@@ -1,0 +1,130 @@
+"""Scheduling a real (small) cluster: three launcher agents on this Docker host, each its own node."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+
+import docker
+import pytest
+
+from shared.client import PaiqClient, paiq_client
+from tests.e2e.conftest import job_config, logged_in
+from tests.infra import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    Platform,
+    start_extra_launcher,
+    start_platform,
+    stop_platform,
+    wait_final,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+RANGES = {"a": (41000, 41009), "b": (41100, 41109), "c": (41200, 41209)}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, mongo_uri: str, amqp_url: str,
+            docker_client: docker.DockerClient) -> Iterator[tuple[Platform, dict[str, subprocess.Popen[bytes]]]]:
+    """Node ``<platform>`` plus two more; each 2 CPUs, 2 declared V100s and its own port range."""
+    small = {"PAIQ_NODE_CPUS": "2", "PAIQ_NODE_GPUS": "2xV100", "PAIQ_NODE_TIMEOUT_SECONDS": "4",
+             "PAIQ_RECONCILE_SECONDS": "1"}
+    p = start_platform("separate", tmp_path_factory.mktemp("cluster"), mongo_uri=mongo_uri, amqp_url=amqp_url,
+                       PAIQ_NODE_PORT_RANGE="{}-{}".format(*RANGES["a"]), **small)
+    extra = {name: start_extra_launcher(p, f"{p.node_id}-{name}", "{}-{}".format(*RANGES[name]), **small)
+             for name in ("b", "c")}
+    try:
+        yield p, extra
+    finally:
+        stop_platform(p, docker_client)
+
+
+@pytest.fixture
+async def api(cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]], user: str) -> AsyncIterator[PaiqClient]:
+    platform, _ = cluster
+    async with paiq_client(platform.api) as anonymous:
+        admin = anonymous.with_token((await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"])
+        await _wait_nodes(admin, 3)
+        yield await logged_in(admin, user)
+
+
+async def _wait_nodes(client: PaiqClient, count: int) -> None:
+    for _ in range(100):
+        if (await client.virtual_clusters())["default"]["capacity"]["cpus"] >= 2 * count:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{count} nodes did not register")
+
+
+def spread_job(name: str, command: str, tasks: int = 3, **extra: object) -> bytes:
+    role = {"name": "w", "taskNumber": tasks, "cpuNumber": 2, "memoryMB": 128, "command": command,
+            "portList": [{"label": "http", "beginAt": 0, "portNumber": 1}]}
+    return json.dumps(job_config(name, command=command, roles=[role], **extra)).encode()
+
+
+async def _until(api: PaiqClient, user: str, name: str, predicate: object, limit_s: float = 60) -> dict[str, object]:
+    for _ in range(int(limit_s * 10)):
+        status = (await api.job(user, name))["jobStatus"]
+        if predicate(status):  # type: ignore[operator]
+            return dict(status)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never reached the expected state: {status}")
+
+
+async def test_a_gang_job_spreads_over_the_nodes_with_ports_from_each_nodes_range(
+        api: PaiqClient, user: str) -> None:
+    await api.submit(user, spread_job("spread", "true"))
+    detail, _ = await wait_final(api, user, "spread")
+    tasks = detail["taskRoles"]["w"]["taskStatuses"]
+    assert detail["jobStatus"]["state"] == "SUCCEEDED"
+    nodes = {t["containerNodeId"] for t in tasks}
+    assert len(nodes) == 3, "2 CPUs per node: one task per node"
+    for t in tasks:
+        suffix = t["containerNodeId"].rsplit("-", 1)[-1]
+        lo, hi = RANGES.get(suffix, RANGES["a"])
+        assert lo <= int(t["containerPorts"]["http"]) <= hi
+
+
+async def test_a_job_that_does_not_fit_waits_with_its_reason_and_starts_when_capacity_frees(
+        api: PaiqClient, user: str) -> None:
+    await api.submit(user, spread_job("first", "sleep 3"))
+    await _until(api, user, "first", lambda s: s["state"] == "RUNNING")
+    await api.submit(user, spread_job("second", "true", tasks=1))
+    waiting = await _until(api, user, "second", lambda s: "fits on no node" in s.get("reason", ""))
+    assert waiting["state"] == "WAITING" and waiting["subState"] == "queued"
+    assert "3 nodes lack 2 free CPUs" in str(waiting["reason"])
+    assert str(waiting["reason"]).startswith("position 1 in virtual cluster default's queue")
+    first, _ = await wait_final(api, user, "first")
+    second, _ = await wait_final(api, user, "second")
+    assert second["jobStatus"]["state"] == "SUCCEEDED"
+    assert second["jobStatus"]["appLaunchedTime"] >= first["jobStatus"]["appCompletedTime"]
+
+
+async def test_a_killed_agents_tasks_end_with_node_lost_and_are_retried_without_using_retry_count(
+        api: PaiqClient, user: str, cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]]) -> None:
+    platform, extra = cluster
+    await api.submit(user, spread_job("survivor", "sleep 60", retryCount=0))
+    await _until(api, user, "survivor", lambda s: s["state"] == "RUNNING")
+    extra["c"].send_signal(signal.SIGKILL)
+    extra["c"].wait(10)
+    pending = await _until(api, user, "survivor", lambda s: s["retryDetails"]["platform"] == 1, limit_s=30)
+    assert pending["state"] == "WAITING" and "exit -1001 (NodeLost" in str(pending["reason"])
+    # The attempt is over once its tasks on the live nodes are stopped too; then the next one queues.
+    retried = await _until(api, user, "survivor", lambda s: len(s["attempts"]) == 1, limit_s=30)
+    assert retried["retryDetails"] == {"user": 0, "platform": 1, "resource": 0}
+    [past] = retried["attempts"]  # type: ignore[misc]
+    assert past["exitCode"] == -1001 and past["exitPhrase"] == "NodeLost"
+    assert f"node {platform.node_id}-c was lost" in past["exitReason"]
+    lost_task = [t for t in past["taskStatuses"] if t["containerNodeId"] == f"{platform.node_id}-c"]
+    assert [t["containerExitCode"] for t in lost_task] == [-1001]
+    # Two nodes are left for a three-node gang job: the next attempt waits, saying why.
+    waiting = await _until(api, user, "survivor", lambda s: "fits on no node" in s.get("reason", ""), limit_s=30)
+    assert "fits on no node: 2 nodes lack 2 free CPUs" in str(waiting["reason"])
+    await api.stop(user, "survivor")
+    detail, _ = await wait_final(api, user, "survivor")
+    assert detail["jobStatus"]["state"] == "STOPPED"

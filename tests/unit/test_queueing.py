@@ -1,0 +1,156 @@
+"""The waiting queue: per-VC order, quotas, positions and reasons, bounded backfill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.errors import SettingsError
+from shared.placement import ClusterSnapshot
+from shared.queueing import plan_queue, request_of, usage_by_vc
+from shared.records import JobRecord, JobState
+from shared.vclusters import (
+    Quota,
+    Resources,
+    VirtualCluster,
+    load_config,
+    quota_problem,
+    with_default,
+)
+from tests.unit.factories import make_config, make_job, make_node, role_dict
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_800_000_000_000
+BOUND = 600_000
+
+
+def queued(name: str, *, cpus: int = 1, tasks: int = 1, gpus: int = 0, vc: str = "default",
+           age_s: int = 10) -> JobRecord:
+    config = make_config(role_dict("main", taskNumber=tasks, cpuNumber=cpus, gpuNumber=gpus),
+                         jobName=name, virtualCluster=vc)
+    job = make_job(config, state=JobState.WAITING)
+    return job.model_copy(update={"id": f"alice~{name}~0", "sub_state": "queued", "created_ms": NOW - age_s * 1000})
+
+
+def decide(jobs: list[JobRecord], *, nodes: int = 1, cpus: int = 4, gpus: int = 0,
+           vcs: list[VirtualCluster] | None = None, bound: int = BOUND) -> tuple[list[str], dict[str, tuple[int, str]]]:
+    snapshot = ClusterSnapshot.build([make_node(f"n{i}", cpus=cpus, gpus=["V100"] * gpus) for i in range(nodes)], [])
+    decision = plan_queue(snapshot, jobs, with_default(vcs or []), {}, NOW, bound)
+    return ([j.name for j, _ in decision.start],
+            {job_id.split("~")[1]: (w.position, w.reason) for job_id, w in decision.waiting.items()})
+
+
+def test_jobs_start_oldest_first_while_they_fit() -> None:
+    started, waiting = decide([queued("young", cpus=2, age_s=1), queued("old", cpus=2, age_s=9),
+                               queued("third", cpus=2, age_s=0)])
+    assert started == ["old", "young"]
+    assert waiting == {"third": (1, waiting["third"][1])}
+    assert waiting["third"][1].startswith("position 1 in virtual cluster default's queue: task main[0] fits on no node")
+
+
+def test_a_small_job_backfills_past_a_blocked_head_within_the_bound() -> None:
+    started, waiting = decide([queued("big", cpus=8, age_s=60), queued("small", cpus=1, age_s=5)])
+    assert started == ["small"]
+    assert waiting["big"][0] == 1 and "lacks 8 free CPUs" in waiting["big"][1]
+
+
+def test_no_backfill_once_the_head_waited_past_the_bound() -> None:
+    started, waiting = decide([queued("big", cpus=8, age_s=700), queued("small", cpus=1, age_s=5)])
+    assert started == []
+    assert waiting["small"][0] == 2
+    assert "behind big" in waiting["small"][1] and "nothing else in the VC starts before it" in waiting["small"][1]
+
+
+def test_positions_count_only_the_jobs_still_waiting() -> None:
+    _, waiting = decide([queued("a", cpus=5, age_s=30), queued("fits", cpus=1, age_s=20),
+                         queued("b", cpus=5, age_s=10), queued("c", cpus=6, age_s=5)])
+    assert {name: pos for name, (pos, _) in waiting.items()} == {"a": 1, "b": 2, "c": 3}
+
+
+def test_gang_jobs_that_do_not_fit_whole_hold_nothing() -> None:
+    started, waiting = decide([queued("gang", cpus=2, tasks=4, age_s=20), queued("after", cpus=2, tasks=3, age_s=10)],
+                              nodes=3, cpus=2)
+    assert started == ["after"], "the 4-task job holds nothing, so the 3-task job gets the three nodes"
+    assert "task main[3] fits on no node" in waiting["gang"][1]
+
+
+def test_a_vc_quota_caps_what_its_jobs_hold() -> None:
+    team = VirtualCluster(name="team", quota=Quota(cpus=50, memory=50, gpus=50), users=("alice",))
+    started, waiting = decide([queued("one", cpus=2, vc="team", age_s=9), queued("two", cpus=2, vc="team", age_s=8),
+                               queued("three", cpus=1, vc="team", age_s=7)], nodes=2, cpus=4, vcs=[team])
+    assert started == ["one", "two"]
+    assert "virtual cluster team would exceed its quota: the job needs 1 CPUs, 0 of 4 are free" in waiting["three"][1]
+
+
+def test_a_job_larger_than_its_whole_quota_says_so() -> None:
+    team = VirtualCluster(name="team", quota=Quota(cpus=25, memory=100, gpus=100))
+    _, waiting = decide([queued("huge", cpus=4, tasks=2, vc="team")], nodes=2, cpus=8, vcs=[team])
+    assert "team's quota is 4 in all (25% of the cluster): it cannot start until the quota grows" in waiting["huge"][1]
+
+
+def test_queues_of_different_vcs_do_not_block_each_other() -> None:
+    team = VirtualCluster(name="team", quota=Quota(cpus=50, memory=50, gpus=50))
+    started, waiting = decide([queued("stuck", cpus=4, vc="team", age_s=900), queued("free", cpus=1, age_s=1)],
+                              nodes=1, cpus=4, vcs=[team])
+    assert started == ["free"] and "stuck" in waiting
+
+
+def test_a_job_of_a_deleted_vc_waits_and_says_why() -> None:
+    _, waiting = decide([queued("orphan", vc="gone")])
+    assert waiting["orphan"] == (1, "virtual cluster gone no longer exists")
+
+
+def test_usage_counts_only_tasks_that_hold_resources() -> None:
+    job = make_job(make_config(role_dict("main", taskNumber=2, cpuNumber=3, gpuNumber=1)), state=JobState.RUNNING)
+    tasks = (job.tasks[0].model_copy(update={"node_id": "n1", "gpus": (0,)}), job.tasks[1])
+    used = usage_by_vc([job.model_copy(update={"tasks": tasks})])
+    assert used["default"] == Resources(cpus=3, memory_mb=100, gpus=1)
+    assert request_of(job) == Resources(cpus=6, memory_mb=200, gpus=2)
+
+
+def test_default_gets_what_the_other_vcs_leave() -> None:
+    vcs = with_default([VirtualCluster(name="a", quota=Quota(cpus=30, memory=20, gpus=50)),
+                        VirtualCluster(name="b", quota=Quota(cpus=20, memory=0, gpus=50))])
+    assert vcs["default"].quota == Quota(cpus=50, memory=80, gpus=0)
+    assert vcs["default"].admits("anyone")
+
+
+@pytest.mark.parametrize(("vc", "user", "groups", "admitted"), [
+    (VirtualCluster(name="x", users=("alice",)), "alice", (), True),
+    (VirtualCluster(name="x", users=("alice",)), "bob", (), False),
+    (VirtualCluster(name="x", users=(), groups=("ml",)), "bob", ("ml",), True),
+    (VirtualCluster(name="x", users=(), groups=("ml",)), "bob", ("ops",), False),
+    (VirtualCluster(name="x"), "anyone", (), True),
+])
+def test_who_a_vc_admits(vc: VirtualCluster, user: str, groups: tuple[str, ...], admitted: bool) -> None:
+    assert vc.admits(user, groups) is admitted
+
+
+def test_quota_check_passes_when_it_fits() -> None:
+    vc = VirtualCluster(name="t", quota=Quota(cpus=50, memory=50, gpus=50))
+    cap = Resources(cpus=8, memory_mb=1000, gpus=4)
+    assert quota_problem(vc, cap, Resources(gpus=1), Resources(gpus=1)) is None
+    assert "GPUs" in (quota_problem(vc, cap, Resources(gpus=2), Resources(gpus=1)) or "")
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("- {name: a, quota: {cpus: 60}}\n- {name: b, quota: {cpus: 50}}", "add up to 110%"),
+    ("- {name: a}\n- {name: a}", "listed twice"),
+    ("- {name: 'bad name'}", "not a valid virtual cluster list"),
+    ("name: a", "must be a YAML list"),
+])
+def test_the_operator_file_is_checked(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "vcs.yaml"
+    path.write_text(text)
+    with pytest.raises(SettingsError) as refused:
+        load_config(path)
+    assert refused.value.name == "PAIQ_VIRTUAL_CLUSTERS" and problem in str(refused.value)
+
+
+def test_a_good_operator_file_loads(tmp_path: Path) -> None:
+    path = tmp_path / "vcs.yaml"
+    path.write_text("- name: vision\n  quota: {cpus: 40, memory: 40, gpus: 60}\n  users: [alice]\n  groups: [cv]\n")
+    [vc] = load_config(path)
+    assert vc.name == "vision" and vc.quota.gpus == 60 and vc.admits("carol", ("cv",))
