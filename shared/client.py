@@ -75,6 +75,16 @@ class PaiqClient:
         answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/config")
         return dict(answer)
 
+    async def put_virtual_cluster(self, name: str, quota: dict[str, float], users: list[str],
+                                  groups: list[str] | None = None) -> dict[str, Any]:
+        answer, _ = await self._call("PUT", f"/api/v1/virtual-clusters/{quote(name)}",
+                                     json={"quota": quota, "users": users, "groups": groups or []})
+        return dict(answer)
+
+    async def delete_virtual_cluster(self, name: str) -> dict[str, Any]:
+        answer, _ = await self._call("DELETE", f"/api/v1/virtual-clusters/{quote(name)}")
+        return dict(answer)
+
     async def virtual_clusters(self) -> dict[str, Any]:
         answer, _ = await self._call("GET", "/api/v1/virtual-clusters")
         return dict(answer)

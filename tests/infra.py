@@ -195,6 +195,16 @@ def start_extra_launcher(platform: Platform, node_id: str, port_range: str, **ex
     return proc
 
 
+def start_extra_process(platform: Platform, name: str, module: str, **extra: str) -> subprocess.Popen[bytes]:
+    """One more service process of a separate-shape platform (e.g. a standby scheduler)."""
+    env = {**platform.env, **{f"PAIQ_{s.upper()}_OPS_PORT": str(free_port()) for s in ("scheduler", "status")},
+           **extra}
+    with (platform.workdir / f"{name}.log").open("wb") as out:
+        proc = subprocess.Popen([PYTHON, "-m", module], env=env, cwd=REPO, stdout=out, stderr=out)
+    platform.procs.append(proc)
+    return proc
+
+
 def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
     for p in platform.procs:
         if p.poll() is None:

@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator, Iterator
 import docker
 import pytest
 
-from shared.client import PaiqClient, paiq_client
+from shared.client import ApiCallError, PaiqClient, paiq_client
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import (
     ADMIN_PASSWORD,
     ADMIN_USER,
     Platform,
     start_extra_launcher,
+    start_extra_process,
     start_platform,
     stop_platform,
     wait_final,
@@ -33,7 +34,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, mongo_uri: str, amqp_url: 
             docker_client: docker.DockerClient) -> Iterator[tuple[Platform, dict[str, subprocess.Popen[bytes]]]]:
     """Node ``<platform>`` plus two more; each 2 CPUs, 2 declared V100s and its own port range."""
     small = {"PAIQ_NODE_CPUS": "2", "PAIQ_NODE_GPUS": "2xV100", "PAIQ_NODE_TIMEOUT_SECONDS": "4",
-             "PAIQ_RECONCILE_SECONDS": "1"}
+             "PAIQ_RECONCILE_SECONDS": "1", "PAIQ_LEASE_SECONDS": "3"}
     p = start_platform("separate", tmp_path_factory.mktemp("cluster"), mongo_uri=mongo_uri, amqp_url=amqp_url,
                        PAIQ_NODE_PORT_RANGE="{}-{}".format(*RANGES["a"]), **small)
     extra = {name: start_extra_launcher(p, f"{p.node_id}-{name}", "{}-{}".format(*RANGES[name]), **small)
@@ -55,7 +56,8 @@ async def api(cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]], user
 
 async def _wait_nodes(client: PaiqClient, count: int) -> None:
     for _ in range(100):
-        if (await client.virtual_clusters())["default"]["capacity"]["cpus"] >= 2 * count:
+        vcs = await client.virtual_clusters()
+        if sum(vc["capacity"]["cpus"] for vc in vcs.values()) >= 2 * count - 1:  # quotas round down
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"{count} nodes did not register")
@@ -103,6 +105,49 @@ async def test_a_job_that_does_not_fit_waits_with_its_reason_and_starts_when_cap
     second, _ = await wait_final(api, user, "second")
     assert second["jobStatus"]["state"] == "SUCCEEDED"
     assert second["jobStatus"]["appLaunchedTime"] >= first["jobStatus"]["appCompletedTime"]
+
+
+async def test_virtual_clusters_admit_only_their_users_and_hold_jobs_to_their_quota(
+        cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]], user: str) -> None:
+    platform, _ = cluster
+    async with paiq_client(platform.api) as anonymous:
+        admin = anonymous.with_token((await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"])
+        member = await logged_in(admin, user)
+        outsider_name = f"{user}-out"
+        outsider = await logged_in(admin, outsider_name)
+        team = f"team{user[-6:]}"
+        await admin.put_virtual_cluster(team, {"cpus": 34, "memory": 50, "gpus": 50}, [user])
+        vcs = await member.virtual_clusters()
+        assert vcs[team]["quota"]["cpus"] == 34 and vcs[team]["capacity"]["cpus"] == 2
+        assert vcs["default"]["quota"]["cpus"] == 66
+        with pytest.raises(ApiCallError) as refused:
+            await outsider.submit(outsider_name, spread_job("sneak", "true", tasks=1, virtualCluster=team))
+        assert refused.value.status == 403 and f"may not use virtual cluster {team}" in refused.value.message
+        await member.submit(user, spread_job("in-quota", "sleep 2", tasks=1, virtualCluster=team))
+        await member.submit(user, spread_job("over-quota", "true", tasks=1, virtualCluster=team))
+        waiting = await _until(member, user, "over-quota", lambda s: "quota" in s.get("reason", ""))
+        assert f"virtual cluster {team} would exceed its quota" in str(waiting["reason"])
+        assert waiting["queuePosition"] == 1
+        done, _ = await wait_final(member, user, "over-quota")
+        assert done["jobStatus"]["state"] == "SUCCEEDED", "it starts once the first job frees the quota"
+        assert "deleted" in (await admin.delete_virtual_cluster(team))["message"]
+
+
+async def test_a_standby_scheduler_takes_over_when_the_leader_dies(
+        api: PaiqClient, user: str, cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]]) -> None:
+    platform, _ = cluster
+    leader = platform.procs[1]  # start_platform starts status, scheduler, launcher, submit in that order
+    assert leader.args[-1] == "services.scheduler"  # type: ignore[index]
+    standby = start_extra_process(platform, "scheduler-standby", "services.scheduler")
+    await asyncio.sleep(1.5)
+    assert "standing by: another scheduler holds the lease" in (platform.workdir / "scheduler-standby.log").read_text()
+    leader.send_signal(signal.SIGKILL)
+    leader.wait(10)
+    await api.submit(user, spread_job("after-failover", "true", tasks=1))
+    detail, _ = await wait_final(api, user, "after-failover", limit_s=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED"
+    assert "this scheduler leads now" in (platform.workdir / "scheduler-standby.log").read_text()
+    assert standby.poll() is None
 
 
 async def test_a_killed_agents_tasks_end_with_node_lost_and_are_retried_without_using_retry_count(
