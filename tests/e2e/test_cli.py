@@ -82,3 +82,32 @@ async def test_no_password_or_token_reaches_the_logs(platform: Platform, admin: 
     assert "very-secret-password" not in logs
     assert token not in logs
     assert ADMIN_PASSWORD not in logs
+
+
+async def test_paiq_events_tails_one_jobs_lifecycle(platform: Platform, admin: PaiqClient, user: str,
+                                                    tmp_path: Path) -> None:
+    await admin.put_user(user, "cli-secret")
+    await paiq(platform, tmp_path, "--user", user, "login", "--password-stdin", stdin="cli-secret\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
+    env.update({"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_API": platform.api})
+    tail = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli", "events", "--job", "tailed", env=env, cwd=REPO,
+        stdout=asyncio.subprocess.PIPE)
+    try:
+        await asyncio.sleep(1.0)  # connected before the job exists
+        config = tmp_path / "tailed.json"
+        config.write_text(json.dumps(job_config("tailed", command="exit 2")))
+        await paiq(platform, tmp_path, "submit", str(config))
+        lines: list[str] = []
+        assert tail.stdout is not None
+        while not lines or "job.completed" not in lines[-1]:
+            lines.append((await asyncio.wait_for(tail.stdout.readline(), 60)).decode().rstrip())
+    finally:
+        tail.terminate()
+        await tail.wait()
+    kinds = [line.split()[1] for line in lines]
+    assert [k for k in kinds if k != "task.progress"] == [
+        "job.submitted", "job.scheduled", "task.started", "task.exited", "job.completed"]
+    assert all(f"{user}~tailed~" in line for line in lines)
+    assert "main[0] exit_code=2" in lines[kinds.index("task.exited")]
+    assert "state=FAILED exit_code=2" in lines[-1]
