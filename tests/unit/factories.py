@@ -154,3 +154,8 @@ def placement(role: str, index: int, node: NodeRecord, *, gpus: Iterable[int] = 
               ports: dict[str, tuple[int, ...]] | None = None) -> TaskPlacement:
     return TaskPlacement(role=role, index=index, node_id=node.id, ip=node.ip, gpus=tuple(gpus),
                          ports=ports or {})
+
+
+def make_nodes(count: int, *, prefix: str = "n", **node: Any) -> list[NodeRecord]:
+    """``count`` alike nodes ``n0``, ``n1``, ...; keywords as :func:`make_node`."""
+    return [make_node(f"{prefix}{i}", **node) for i in range(count)]
