@@ -15,6 +15,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,7 @@ class Figures:
     unplaceable_max_ms: float
     seed: int
     strategy: str
+    audit: str
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -140,6 +142,7 @@ def run(o: Options) -> Figures:
     placed_ms: list[float] = []
     unplaceable_ms: list[float] = []
     tasks_placed = 0
+    plans: list[tuple[Plan, JobConfig]] = []
     t0 = time.perf_counter()
     for n, config in enumerate(queue):
         start = time.perf_counter_ns()
@@ -147,6 +150,7 @@ def run(o: Options) -> Figures:
         took_ms = (time.perf_counter_ns() - start) / 1e6
         if isinstance(result, Plan):
             snapshot.hold(result, config)
+            plans.append((result, config))
             placed_ms.append(took_ms)
             tasks_placed += len(result.tasks)
         else:
@@ -163,7 +167,33 @@ def run(o: Options) -> Figures:
         unplaceable_p99_ms=round(_pct(unplaceable_ms, 0.99), 3),
         unplaceable_max_ms=round(max(unplaceable_ms, default=0.0), 3),
         seed=o.seed, strategy=o.strategy or "default (pack GPU jobs, spread CPU-only jobs)",
+        audit=audit(nodes, plans),
     )
+
+
+def audit(nodes: list[NodeRecord], plans: list[tuple[Plan, JobConfig]]) -> str:
+    """Tally the plans alone: no node over its CPUs or memory, no GPU or port given twice, GPUs of the type."""
+    by_id = {n.id: n for n in nodes}
+    cpus: Counter[str] = Counter()
+    memory: Counter[str] = Counter()
+    gpus: set[tuple[str, int]] = set()
+    ports: set[tuple[str, int]] = set()
+    for plan, config in plans:
+        for t in plan.tasks:
+            role, node = config.role(t.role), by_id[t.node_id]
+            cpus[t.node_id] += role.cpu_number
+            memory[t.node_id] += role.memory_mb
+            kinds = {g.index: g.type for g in node.gpus}
+            for g in t.gpus:
+                if (t.node_id, g) in gpus or g not in kinds or (config.gpu_type and kinds[g] != config.gpu_type):
+                    return f"FAILED: GPU {g} of {t.node_id}"
+                gpus.add((t.node_id, g))
+            for p in (p for ps in t.ports.values() for p in ps):
+                if (t.node_id, p) in ports:
+                    return f"FAILED: port {p} of {t.node_id} given twice"
+                ports.add((t.node_id, p))
+    over = [i for i in cpus if cpus[i] > by_id[i].cpus or memory[i] > by_id[i].memory_mb]
+    return f"FAILED: over capacity on {over[:3]}" if over else "ok"
 
 
 def table(f: Figures) -> str:
@@ -179,6 +209,7 @@ def table(f: Figures) -> str:
         ("decision ms, placed p50/p99/max", f"{f.placed_p50_ms:.3f} / {f.placed_p99_ms:.3f} / {f.placed_max_ms:.3f}"),
         ("decision ms, unplaceable p50/p99/max",
          f"{f.unplaceable_p50_ms:.3f} / {f.unplaceable_p99_ms:.3f} / {f.unplaceable_max_ms:.3f}"),
+        ("audit of the plans", f.audit),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
