@@ -5,7 +5,7 @@ the one thing both already reach (and the truth of everything else), so logs nee
 system, no extra port on the nodes, and survive a node's disk. Each task keeps at most a configured
 number of bytes (``PAIQ_TASK_LOG_MAX_BYTES``); the last kept line says so when output was cut.
 
-- ``task_runs``: one document per task of an attempt (``<job>/<created>/<attempt>/<role>/<index>``): the node and
+- ``task_runs``: one document per task of an attempt (``<job>/<attempt>/<role>/<index>``): the node and
   container, the phase (``launching`` -> ``running`` -> ``ended``), the exit as reported, and whether the
   log is complete or was truncated. A launcher claims a run before it creates the container, so after a
   crash it can tell "never started" (relaunch) from "already ran" (never again).
@@ -32,19 +32,17 @@ STREAM_NAMES = {v: k for k, v in STREAM_CODES.items()}
 
 
 class RunKey(BaseModel):
-    """One task of one attempt of one job. A job deleted and submitted again under its name is another
-    job: ``job_created_ms`` (the job's creation time) tells them apart."""
+    """One task of one attempt of one job (job ids are unique per submission)."""
 
     model_config = ConfigDict(frozen=True)
     job_id: str
-    job_created_ms: int
     attempt: int
     role: str
     index: int
 
     @property
     def id(self) -> str:
-        return f"{self.job_id}/{self.job_created_ms}/{self.attempt}/{self.role}/{self.index}"
+        return f"{self.job_id}/{self.attempt}/{self.role}/{self.index}"
 
 
 class RunPhase(StrEnum):
@@ -57,7 +55,6 @@ class TaskRun(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
     id: str = Field(alias="_id")
     job_id: str
-    job_created_ms: int
     attempt: int
     role: str
     index: int
@@ -74,8 +71,7 @@ class TaskRun(BaseModel):
 
     @property
     def key(self) -> RunKey:
-        return RunKey(job_id=self.job_id, job_created_ms=self.job_created_ms, attempt=self.attempt, role=self.role,
-                      index=self.index)
+        return RunKey(job_id=self.job_id, attempt=self.attempt, role=self.role, index=self.index)
 
 
 class LogLineRecord(BaseModel):
@@ -181,12 +177,11 @@ class LogStore:
         await self.chunks.delete_many({"run": key.id})
         await self.runs.delete_one({"_id": key.id})
 
-    async def delete_job(self, job_id: str, job_created_ms: int) -> None:
+    async def delete_job(self, job_id: str) -> None:
         """Forget every log and run of a job (when the job itself is deleted)."""
-        query = {"job_id": job_id, "job_created_ms": job_created_ms}
-        ids = [d["_id"] async for d in self.runs.find(query, {"_id": 1})]
+        ids = [d["_id"] async for d in self.runs.find({"job_id": job_id}, {"_id": 1})]
         await self.chunks.delete_many({"run": {"$in": ids}})
-        await self.runs.delete_many(query)
+        await self.runs.delete_many({"job_id": job_id})
 
 
 def _chunk(doc: Doc) -> LogChunk:

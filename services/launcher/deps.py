@@ -72,6 +72,9 @@ class LauncherDeps:
             log.warning("could not publish; the next reconcile pass reports it again", error=str(e))
 
     async def close(self) -> None:
-        for task in [*self.background, *self.recorders.values()]:
+        """Cancel the work in flight (containers keep running; the next start picks everything up)."""
+        work: list[asyncio.Task[Any]] = [*self.background, *self.recorders.values(), *self.launching.values(),
+                                          *self.finishing.values(), *self.pulls.values()]
+        for task in work:
             task.cancel()
-        await asyncio.gather(*self.background, *self.recorders.values(), return_exceptions=True)
+        await asyncio.gather(*work, return_exceptions=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import struct
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import Any
 import docker
 import docker.errors
 import structlog
-from docker.types import DeviceRequest, LogConfig
+from docker.types import CancellableStream, DeviceRequest, LogConfig
 from docker.utils import parse_repository_tag
 
 from services.launcher.driver import (
@@ -108,9 +109,20 @@ class DockerDriver:
         return await self._inspect(container_id)
 
     async def list_managed(self, node_id: str) -> list[ContainerInfo]:
-        containers = await asyncio.to_thread(
-            self._client.containers.list, all=True, filters={"label": f"{LABEL_PREFIX}node={node_id}"})
-        return [_info(c.attrs) for c in containers]
+        # The engine's summaries, not the SDK's models: those inspect each container after listing,
+        # and fail when one is removed in between. Ended ones are inspected for their exit.
+        summaries = await asyncio.to_thread(
+            self._client.api.containers, all=True, filters={"label": f"{LABEL_PREFIX}node={node_id}"})
+        found: list[ContainerInfo] = []
+        for s in summaries:
+            if s.get("State") in ("running", "created"):
+                found.append(ContainerInfo(
+                    id=s["Id"], name=str((s.get("Names") or [""])[0]).lstrip("/"), status=s["State"],
+                    running=s["State"] == "running",
+                    labels={k: v for k, v in (s.get("Labels") or {}).items() if k.startswith(LABEL_PREFIX)}))
+            elif (info := await self._inspect(s["Id"])) is not None:
+                found.append(info)
+        return found
 
     async def exits(self) -> AsyncIterator[ContainerExit]:
         loop = asyncio.get_running_loop()
@@ -287,8 +299,9 @@ class _LogPump:
     """Reads one log answer in its own thread and hands its lines to the event loop (None: the end)."""
 
     def __init__(self, api: Any, response: Any, since_ns: int, loop: asyncio.AbstractEventLoop) -> None:
-        self._api = api
-        self._response = response
+        # The SDK's cancellable wrapper: closing it shuts the socket down, which wakes the blocked read
+        # (closing the response would wait for that read to return: until the container writes or ends).
+        self._frames = CancellableStream(_frames(api, response), response)
         self._since_ns = since_ns
         self._loop = loop
         self._closed = threading.Event()
@@ -302,7 +315,7 @@ class _LogPump:
 
     def run(self) -> None:
         try:
-            for stream, payload in _frames(self._api, self._response):
+            for stream, payload in self._frames:
                 if self._closed.is_set():
                     return
                 line = _log_line(stream, payload, self._since_ns)
@@ -316,7 +329,8 @@ class _LogPump:
 
     def close(self) -> None:
         self._closed.set()
-        self._response.close()
+        with contextlib.suppress(Exception):
+            self._frames.close()
 
 
 def _frames(api: Any, response: Any) -> Iterator[tuple[int, bytes]]:

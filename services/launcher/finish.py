@@ -16,7 +16,7 @@ from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerExit, ContainerInfo, LogLine
 from services.launcher.exits import classify_exit
 from services.launcher.recorder import LogRecorder
-from services.launcher.taskcontainer import LABEL_JOB, LABEL_JOB_CREATED, parse_debug_marker, same_job
+from services.launcher.taskcontainer import LABEL_JOB, parse_debug_marker
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.launchspec import container_name
 from shared.logstore import RunKey
@@ -30,8 +30,8 @@ RECORDER_DRAIN_SECONDS = 15
 def run_key(labels: dict[str, str]) -> RunKey | None:
     """The task a container belongs to, from its labels (None: not a paiq task container)."""
     try:
-        return RunKey(job_id=labels[LABEL_JOB], job_created_ms=int(labels.get(LABEL_JOB_CREATED, "0")),
-                      attempt=int(labels["paiq.attempt"]), role=labels["paiq.role"], index=int(labels["paiq.index"]))
+        return RunKey(job_id=labels[LABEL_JOB], attempt=int(labels["paiq.attempt"]), role=labels["paiq.role"],
+                      index=int(labels["paiq.index"]))
     except (KeyError, ValueError):
         return None
 
@@ -110,7 +110,7 @@ async def _finish(deps: LauncherDeps, ended: ContainerExit | ContainerInfo) -> N
     if key is None:
         return
     job = await deps.store.get_job(key.job_id)
-    if job is None or not same_job(ended.labels, job.created_ms):
+    if job is None:
         log.info("a container of a deleted job ended; removed without a report", job_id=key.job_id,
                  container=ended.id[:12])
         await deps.logs.forget_run(key)

@@ -19,7 +19,7 @@ from services.launcher.codedir import CodeDir, resolve_code_dir
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import PullError
 from services.launcher.finish import exited_event, started_event, watch
-from services.launcher.taskcontainer import container_spec, same_job, wants_pull
+from services.launcher.taskcontainer import container_spec, wants_pull
 from shared import exitcodes
 from shared.errors import DriverError
 from shared.events import CloudEvent, TaskProgress, TaskProgressData
@@ -60,13 +60,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEv
     if job is None or job.state.is_final or job.attempt != spec.attempt:
         log.info("launch skipped: the job is gone, over, or on another attempt", job_id=spec.job_id)
         return []
-    key = RunKey(job_id=spec.job_id, job_created_ms=job.created_ms, attempt=spec.attempt, role=spec.role,
-                 index=spec.index)
-    if existing is not None and not same_job(existing.labels, job.created_ms):
-        log.info("removing the container of a deleted job of the same name", job_id=spec.job_id,
-                 container=existing.id[:12])
-        await deps.driver.remove(existing.id)
-        existing = None
+    key = RunKey(job_id=spec.job_id, attempt=spec.attempt, role=spec.role, index=spec.index)
     if existing is not None and existing.status != "created":
         if not existing.running:
             return []  # it ran and ended: the exit path reports it
@@ -92,8 +86,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEv
     try:
         await ensure_image(deps, spec, key)
         container_id = await deps.driver.run(container_spec(
-            spec, name=name, node_id=node_id, job_created_ms=job.created_ms, code_dir=code_dir,
-            settings=deps.options))
+            spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once

@@ -20,7 +20,6 @@ from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerInfo
 from services.launcher.finish import exited_event, finish, run_key, started_event, watch
 from services.launcher.launch import launch_task
-from services.launcher.taskcontainer import same_job
 from shared.launchspec import container_name, task_specs
 from shared.logstore import RunKey, RunPhase
 from shared.placement import Plan, TaskPlacement
@@ -58,7 +57,7 @@ async def _settle(deps: LauncherDeps, c: ContainerInfo, job: JobRecord | None) -
         if c.id not in deps.finishing:
             deps.spawn(f"finish-{c.id[:12]}", finish(deps, c))
         return
-    if job is None or not same_job(c.labels, job.created_ms) or job.state.is_final or job.attempt != key.attempt:
+    if job is None or job.state.is_final or job.attempt != key.attempt:
         log.info("stopping a container whose job is over or gone", job_id=key.job_id, role=key.role,
                  index=key.index, container=c.id[:12])
         deps.spawn(f"stop-{c.id[:12]}", stop_container(
@@ -86,8 +85,7 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
         name = container_name(job.id, job.attempt, task.role, task.index)
         if name in containers or name in deps.launching:
             continue
-        run = await deps.logs.get_run(RunKey(job_id=job.id, job_created_ms=job.created_ms, attempt=job.attempt,
-                                             role=task.role, index=task.index))
+        run = await deps.logs.get_run(RunKey(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index))
         if run is not None and run.phase is RunPhase.ENDED:
             stale = now_ms() - (run.ended_ms or 0) > deps.settings.reconcile_seconds * 1000
             if stale and run.exit_code is not None:

@@ -17,7 +17,6 @@ from shared.records import TaskSpec
 from shared.settings import LauncherSettings
 
 LABEL_JOB = "paiq.job"
-LABEL_JOB_CREATED = "paiq.job_created"  # a job deleted and submitted again under its name is another job
 
 DEBUG_WRAPPER = (
     '/bin/sh -c "$1"; code=$?; '
@@ -28,9 +27,9 @@ DEBUG_WRAPPER = (
 _DEBUG_MARKER = re.compile(r"^\[paiq\] debug: exit code (\d+); container kept for (\d+) s$")
 
 
-def labels(spec: TaskSpec, node_id: str, job_created_ms: int) -> dict[str, str]:
+def labels(spec: TaskSpec, node_id: str) -> dict[str, str]:
     return {
-        LABEL_JOB: spec.job_id, LABEL_JOB_CREATED: str(job_created_ms), "paiq.user": spec.user,
+        LABEL_JOB: spec.job_id, "paiq.user": spec.user,
         "paiq.vc": spec.virtual_cluster,
         "paiq.role": spec.role, "paiq.index": str(spec.index), "paiq.attempt": str(spec.attempt),
         "paiq.node": node_id, "paiq.debug": "1" if spec.is_debug else "0",
@@ -56,13 +55,7 @@ def parse_debug_marker(line: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def same_job(labels: dict[str, str], job_created_ms: int) -> bool:
-    """Whether a container with ``labels`` belongs to the job created at ``job_created_ms`` (and not to an
-    earlier job of the same name, since deleted)."""
-    return labels.get(LABEL_JOB_CREATED) in (None, str(job_created_ms))
-
-
-def container_spec(spec: TaskSpec, *, name: str, node_id: str, job_created_ms: int, code_dir: str,
+def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str,
                    settings: LauncherSettings) -> ContainerSpec:
     command: str = spec.command
     args: tuple[str, ...] = ()
@@ -71,7 +64,7 @@ def container_spec(spec: TaskSpec, *, name: str, node_id: str, job_created_ms: i
     bridge = settings.network == "bridge"
     return ContainerSpec(
         name=name, image=spec.image, command=command, command_args=args, env=spec.env,
-        labels=labels(spec, node_id, job_created_ms), cpus=spec.cpus, memory_mb=spec.memory_mb, shm_mb=spec.shm_mb,
+        labels=labels(spec, node_id), cpus=spec.cpus, memory_mb=spec.memory_mb, shm_mb=spec.shm_mb,
         gpus=spec.gpus, code_dir=code_dir, network_mode=settings.network,
         published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),
         log_max_bytes=max(settings.task_log_max_bytes, 1024 * 1024),

@@ -54,7 +54,7 @@ async def _task_key(request: web.Request) -> RunKey:
             t.role == role and t.index == int(raw_index) for t in job.tasks):
         raise ApiError("NoJobError", f"job {name} has no task {role}[{raw_index}]")
     attempt = _int_query(request, "attempt")
-    return RunKey(job_id=job.id, job_created_ms=job.created_ms, role=role, index=int(raw_index),
+    return RunKey(job_id=job.id, role=role, index=int(raw_index),
                   attempt=job.attempt if attempt is None else attempt)
 
 

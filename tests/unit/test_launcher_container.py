@@ -12,7 +12,6 @@ from services.launcher.taskcontainer import (
     container_spec,
     is_latest,
     parse_debug_marker,
-    same_job,
     wants_pull,
 )
 from shared.records import TaskSpec
@@ -51,19 +50,15 @@ def test_pull_only_when_absent_or_latest(image: str, present: bool, pull_latest:
     assert wants_pull(image, present=present, pull_latest=pull_latest) is pull
 
 
-def test_labels_name_the_task_and_its_job_incarnation() -> None:
-    spec = container_spec(make_spec(), name="c1", node_id="n1", job_created_ms=1234, code_dir="",
-                          settings=LauncherSettings())
+def test_labels_name_the_task() -> None:
+    spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="", settings=LauncherSettings())
     assert spec.labels == {
-        "paiq.job": "alice~job1", "paiq.job_created": "1234", "paiq.user": "alice", "paiq.vc": "default",
-        "paiq.role": "worker", "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0",
-        "paiq.memory_mb": "512"}
-    assert same_job(spec.labels, 1234) and not same_job(spec.labels, 1235)
-    assert same_job({}, 1), "containers from before the label existed are not disowned"
+        "paiq.job": "alice~job1", "paiq.user": "alice", "paiq.vc": "default", "paiq.role": "worker",
+        "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0", "paiq.memory_mb": "512"}
 
 
 def test_a_plain_task_runs_its_command_under_sh_with_host_networking() -> None:
-    spec = container_spec(make_spec(), name="c1", node_id="n1", job_created_ms=1, code_dir="/fs/code",
+    spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="/fs/code",
                           settings=LauncherSettings())
     args = create_args(spec)
     assert args["entrypoint"] == ["/bin/sh", "-c"] and args["command"] == ["python train.py"]
@@ -75,7 +70,7 @@ def test_a_plain_task_runs_its_command_under_sh_with_host_networking() -> None:
 
 
 def test_bridge_networking_publishes_every_task_port_one_to_one() -> None:
-    spec = container_spec(make_spec(), name="c1", node_id="n1", job_created_ms=1, code_dir="",
+    spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="",
                           settings=LauncherSettings(network="bridge"))
     args = create_args(spec)
     assert args["network_mode"] == "bridge"
@@ -83,7 +78,7 @@ def test_bridge_networking_publishes_every_task_port_one_to_one() -> None:
 
 
 def test_an_isdebug_task_runs_under_the_keeping_wrapper() -> None:
-    spec = container_spec(make_spec(is_debug=True), name="c1", node_id="n1", job_created_ms=1, code_dir="",
+    spec = container_spec(make_spec(is_debug=True), name="c1", node_id="n1", code_dir="",
                           settings=LauncherSettings(debug_keep_seconds=600))
     assert create_args(spec)["command"] == [DEBUG_WRAPPER, "paiq-debug", "python train.py", "600"]
     assert spec.labels["paiq.debug"] == "1"
