@@ -1,0 +1,320 @@
+"""Benchmark: submit -> scheduled, through the real RabbitMQ and a MongoDB-wire server.
+
+    .venv/bin/python tests/benchmarks/submit_to_scheduled.py [--jobs 500 --concurrency 32]
+
+Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate
+processes over RabbitMQ, as tests/infra.py's ``start_platform("separate", ...)`` does; the launcher's
+node declares a large capacity so every job fits at once. Logs in as a fresh user, follows
+``GET /api/v1/events`` and submits --jobs one-task jobs (``true`` on local/busybox:latest) over HTTP,
+--concurrency requests in flight, timing each job from the start of its POST to its ``job.scheduled``
+event. Once its node has registered (a warm-up job was scheduled), the launcher is paused (SIGSTOP)
+until the end, so no container starts during the measurement: the figure is the control plane's
+(submit, bus, scheduler, store), not Docker's; --with-launches lets the containers run.
+
+Prints a table (with each process's CPU seconds during the run, which names the bottleneck), then, as
+its last line, one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import aio_pika
+import docker
+
+from shared.client import PaiqClient, paiq_client
+from shared.embedded_mongo import embedded_mongo
+from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, unique
+
+IMAGE = "local/busybox:latest"
+WARMUP = 3
+
+
+@dataclass(frozen=True)
+class Options:
+    jobs: int
+    concurrency: int
+    amqp_url: str
+    mongo_uri: str | None
+    with_launches: bool
+    timeout_s: float
+    keep: bool
+
+
+def parse(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=500)
+    p.add_argument("--concurrency", type=int, default=32, help="POSTs in flight at once")
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
+                   help="default: a private in-memory SecantusDB")
+    p.add_argument("--with-launches", action="store_true", help="let the launcher start the containers meanwhile")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every job.scheduled")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
+    a = p.parse_args(argv)
+    return Options(jobs=a.jobs, concurrency=a.concurrency, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri,
+                   with_launches=a.with_launches, timeout_s=a.timeout, keep=a.keep)
+
+
+def job_config(name: str) -> bytes:
+    return json.dumps({"jobName": name, "image": IMAGE, "taskRoles": [
+        {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 100, "command": "true"}]}).encode()
+
+
+# --- what each process spent --------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def find_pid(pattern: str) -> int | None:
+    """The first process whose command line matches ``pattern`` (SecantusDB and RabbitMQ are not ours
+    to hold a handle on)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if re.search(pattern, cmdline):
+                return int(entry.name)
+    return None
+
+
+def processes(platform: Platform, mongo_uri: str) -> dict[str, int]:
+    pids = {}
+    for proc in platform.procs:
+        args = [str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)]
+        name = next((a.split(".", 1)[1] for a in args if a.startswith("services.")), str(proc.pid))
+        pids[name] = proc.pid
+    port = re.search(r":(\d+)/", mongo_uri)
+    db = find_pid(rf"secantusd.*--port {port.group(1)}\b") if port else None
+    if db is not None:
+        pids["secantusdb"] = db
+    rabbit = find_pid(r"beam\.smp.*rabbit")
+    if rabbit is not None:
+        pids["rabbitmq (shared)"] = rabbit
+    return pids
+
+
+def scheduler_metrics(platform: Platform) -> tuple[float, int]:
+    """Seconds the scheduler spent deciding (paiq_scheduling_seconds sum) and how many decisions."""
+    base = platform.ops.get("scheduler")
+    if not base:
+        return 0.0, 0
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    total = re.search(r"^paiq_scheduling_seconds_sum (\S+)$", text, re.M)
+    count = re.search(r"^paiq_scheduling_seconds_count (\S+)$", text, re.M)
+    return (float(total.group(1)) if total else 0.0), (int(float(count.group(1))) if count else 0)
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Feed:
+    """job.scheduled events seen on the live feed: job name -> monotonic time."""
+
+    scheduled: dict[str, float] = field(default_factory=dict)
+    expected: set[str] = field(default_factory=set)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def follow(self, client: PaiqClient, user: str) -> None:
+        async for event in client.events(user=user):
+            if event.get("type") == "job.scheduled":
+                name = str(event.get("subject", "")).split("~")[1]
+                self.scheduled.setdefault(name, time.monotonic())
+                if self.expected and self.expected <= self.scheduled.keys():
+                    self.done.set()
+
+    async def wait_for(self, names: set[str], timeout_s: float) -> bool:
+        self.expected = names
+        self.done.clear()
+        if names <= self.scheduled.keys():
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.done.wait(), timeout_s)
+        return names <= self.scheduled.keys()
+
+
+@dataclass
+class Figures:
+    jobs: int
+    concurrency: int
+    launches: bool
+    submitted: int
+    scheduled: int
+    submit_s: float
+    submits_per_s: float
+    scheduled_s: float
+    scheduled_per_s: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    latency_max_ms: float
+    post_p50_ms: float
+    post_p99_ms: float
+    scheduler_decisions: int
+    scheduler_deciding_s: float
+    cpu_s: dict[str, float]
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+async def submit_all(client: PaiqClient, user: str, names: list[str], concurrency: int,
+                     started: dict[str, float], answered: dict[str, float]) -> int:
+    gate = asyncio.Semaphore(concurrency)
+    ok = 0
+
+    async def one(name: str) -> None:
+        nonlocal ok
+        async with gate:
+            started[name] = time.monotonic()
+            await client.submit(user, job_config(name))
+            answered[name] = time.monotonic()
+            ok += 1
+
+    await asyncio.gather(*(one(n) for n in names))
+    return ok
+
+
+async def measure(o: Options, platform: Platform, mongo_uri: str) -> Figures:
+    async with paiq_client(platform.api) as anonymous:
+        admin = anonymous.with_token((await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"])
+        user = unique("bench")
+        await admin.put_user(user, "bench-pass")
+        client = anonymous.with_token((await anonymous.login(user, "bench-pass"))["token"])
+        feed = Feed()
+        follower = asyncio.create_task(feed.follow(client, user))
+        launcher = None
+        try:
+            # Warm up: the feed is connected and the node registered once these are scheduled.
+            warm = [f"warm{i}" for i in range(WARMUP)]
+            await submit_all(client, user, warm, WARMUP, {}, {})
+            if not await feed.wait_for(set(warm), 120):
+                raise RuntimeError("the warm-up jobs were not scheduled within 120s:\n" + platform.logs()[-3000:])
+            launcher = next((p for p in platform.procs if "services.launcher" in str(p.args)), None)
+            if launcher is not None and not o.with_launches:
+                launcher.send_signal(signal.SIGSTOP)
+            pids = processes(platform, mongo_uri)
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            deciding_before, decisions_before = scheduler_metrics(platform)
+            names = [f"job{i}" for i in range(o.jobs)]
+            started: dict[str, float] = {}
+            answered: dict[str, float] = {}
+            t0 = time.monotonic()
+            submitted = await submit_all(client, user, names, o.concurrency, started, answered)
+            submit_s = time.monotonic() - t0
+            await feed.wait_for(set(names), o.timeout_s)
+            end = max((feed.scheduled[n] for n in names if n in feed.scheduled), default=time.monotonic())
+            cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
+            deciding, decisions = scheduler_metrics(platform)
+        finally:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await follower
+            if launcher is not None:
+                launcher.send_signal(signal.SIGCONT)
+    latencies = [(feed.scheduled[n] - started[n]) * 1000 for n in names if n in feed.scheduled]
+    posts = [(answered[n] - started[n]) * 1000 for n in names if n in answered]
+    scheduled = len(latencies)
+    return Figures(
+        jobs=o.jobs, concurrency=o.concurrency, launches=o.with_launches, submitted=submitted, scheduled=scheduled,
+        submit_s=round(submit_s, 3), submits_per_s=round(submitted / submit_s, 1),
+        scheduled_s=round(end - t0, 3), scheduled_per_s=round(scheduled / (end - t0), 1) if end > t0 else 0.0,
+        latency_p50_ms=round(statistics.median(latencies), 1) if latencies else 0.0,
+        latency_p99_ms=round(_pct(latencies, 0.99), 1), latency_max_ms=round(max(latencies, default=0.0), 1),
+        post_p50_ms=round(statistics.median(posts), 1) if posts else 0.0, post_p99_ms=round(_pct(posts, 0.99), 1),
+        scheduler_decisions=decisions - decisions_before, scheduler_deciding_s=round(deciding - deciding_before, 3),
+        cpu_s=cpu,
+    )
+
+
+async def cleanup_broker(amqp_url: str, env: dict[str, str], node_id: str) -> None:
+    """Delete the run's durable queues and exchanges (their prefix is unique to the run)."""
+    prefix, exchange = env["PAIQ_QUEUE_PREFIX"], env["PAIQ_EXCHANGE"]
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        for name in (f"{prefix}.scheduler", f"{prefix}.status", f"{prefix}.launcher.{node_id}", f"{prefix}.dead"):
+            channel = await connection.channel()
+            with contextlib.suppress(aio_pika.exceptions.AMQPError):
+                await channel.queue_delete(name)
+        for name in (exchange, f"{prefix}.dead"):
+            channel = await connection.channel()
+            with contextlib.suppress(aio_pika.exceptions.AMQPError):
+                await channel.exchange_delete(name)
+
+
+async def run(o: Options) -> Figures:
+    workdir = Path(tempfile.mkdtemp(prefix="paiq-bench-"))
+    async with contextlib.AsyncExitStack() as stack:
+        mongo_uri = o.mongo_uri
+        if mongo_uri is None:
+            mongo_uri = await stack.enter_async_context(embedded_mongo(None, cache_size="1G"))
+        platform = await asyncio.to_thread(
+            start_platform, "separate", workdir, mongo_uri=mongo_uri, amqp_url=o.amqp_url,
+            PAIQ_NODE_CPUS="100000", PAIQ_NODE_MEMORY_MB=str(100000 * 1024), PAIQ_NODE_PORT_RANGE="20000-60000",
+            PAIQ_LOG_LEVEL="info", PAIQ_NODE_TIMEOUT_SECONDS="3600")
+        try:
+            return await measure(o, platform, mongo_uri)
+        finally:
+            await asyncio.to_thread(stop_platform, platform, docker.from_env())
+            await cleanup_broker(o.amqp_url, platform.env, platform.node_id)
+            if o.keep:
+                print(f"logs kept in {workdir}", file=sys.stderr)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+    raise AssertionError("unreachable")
+
+
+def table(f: Figures) -> str:
+    rows = [
+        ("jobs / concurrency", f"{f.jobs} / {f.concurrency}"),
+        ("containers started meanwhile", "yes" if f.launches else "no (launcher paused)"),
+        ("submitted / scheduled", f"{f.submitted} / {f.scheduled}"),
+        ("all POSTs answered in", f"{f.submit_s:.2f} s ({f.submits_per_s:.1f} jobs/s)"),
+        ("all jobs scheduled in", f"{f.scheduled_s:.2f} s"),
+        ("submit -> scheduled", f"{f.scheduled_per_s:.1f} jobs/s"),
+        ("POST ms p50/p99", f"{f.post_p50_ms:.1f} / {f.post_p99_ms:.1f}"),
+        ("submit -> scheduled ms p50/p99/max",
+         f"{f.latency_p50_ms:.1f} / {f.latency_p99_ms:.1f} / {f.latency_max_ms:.1f}"),
+        ("scheduler decisions / s deciding", f"{f.scheduler_decisions} / {f.scheduler_deciding_s:.3f} s"),
+        *((f"CPU s: {name}", f"{s:.2f}") for name, s in sorted(f.cpu_s.items(), key=lambda kv: -kv[1])),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    figures = asyncio.run(run(parse(argv)))
+    print(table(figures))
+    print(json.dumps(asdict(figures)))
+
+
+if __name__ == "__main__":
+    main()
