@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import docker
 import docker.errors
@@ -240,16 +240,14 @@ async def wait_final(client: Any, user: str, name: str, limit_s: float = 90) -> 
         await asyncio.sleep(0.2)
 
 
-class EnvSink:
-    """A TCP listener on the host that tasks send their environment to (``env | nc 127.0.0.1 PORT``)."""
+class HostListener:
+    """A TCP listener on the host's loopback that tasks (host networking) reach with busybox ``nc``."""
 
     def __init__(self) -> None:
-        self.received: list[dict[str, str]] = []
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._arrived = asyncio.Condition()
 
-    async def __aenter__(self) -> EnvSink:
+    async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -258,6 +256,18 @@ class EnvSink:
         assert self._server is not None
         self._server.close()
         await self._server.wait_closed()
+
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class EnvSink(HostListener):
+    """Collects what tasks send it: their environment (``env | nc 127.0.0.1 PORT``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[dict[str, str]] = []
+        self._arrived = asyncio.Condition()
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         data = await reader.read()

@@ -25,10 +25,9 @@ def _attempt(a: AttemptRecord) -> dict[str, Any]:
             "taskStatuses": [{"taskRoleName": t.role, **_task_status(t)} for t in a.tasks]}
 
 
-def job_summary(job: JobRecord) -> dict[str, Any]:
+def _status(job: JobRecord) -> dict[str, Any]:
+    """The fields the list and the detail of a job both carry."""
     return {
-        "name": job.name,
-        "username": job.user,
         "state": job.state.value,
         "subState": job.sub_state,
         "reason": job.reason,
@@ -40,6 +39,14 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
         "completedTime": job.completed_ms,
         "appExitCode": job.exit_code,
         "virtualCluster": job.virtual_cluster,
+    }
+
+
+def job_summary(job: JobRecord) -> dict[str, Any]:
+    return {
+        "name": job.name,
+        "username": job.user,
+        **_status(job),
         "totalGpuNumber": job.config.total_gpus,
         "totalTaskNumber": job.config.total_tasks,
         "totalTaskRoleNumber": len(job.config.task_roles),
@@ -77,18 +84,9 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
         "name": job.name,
         "jobStatus": {
             "username": job.user,
-            "state": job.state.value,
-            "subState": job.sub_state,
-            "reason": job.reason,
-        "queuePosition": job.queue_position if job.sub_state == "queued" else None,
-            "executionType": "STOP" if job.stop_requested_by else "START",
-            "retries": job.retries,
-            "retryDetails": _retry_details(job),
-            "createdTime": job.created_ms,
-            "completedTime": job.completed_ms,
+            **_status(job),
             "appLaunchedTime": job.launched_ms,
             "appCompletedTime": job.completed_ms,
-            "appExitCode": job.exit_code,
             "appExitSpec": _exit_spec(job),
             "attempt": job.attempt,
             "attempts": [_attempt(a) for a in job.attempts],
@@ -97,7 +95,6 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
             "appExitTriggerMessage": job.exit_reason,
             "appExitTriggerTaskRoleName": job.trigger_role,
             "appExitTriggerTaskIndex": job.trigger_index,
-            "virtualCluster": job.virtual_cluster,
         },
         "taskRoles": roles,
     }

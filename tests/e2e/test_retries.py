@@ -9,28 +9,17 @@ import pytest
 
 from shared.client import PaiqClient
 from tests.e2e.conftest import job_config
-from tests.infra import wait_final
+from tests.infra import HostListener, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
-class AttemptCounter:
-    """A host listener that answers each connection with its number: 1, 2, 3, ..."""
+class AttemptCounter(HostListener):
+    """Answers each connection with its number: 1, 2, 3, ..."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.count = 0
-        self.port = 0
-        self._server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> AttemptCounter:
-        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.count += 1
