@@ -172,8 +172,10 @@ class DockerDriver:
         try:
             raw = await asyncio.to_thread(self._client.api.logs, container_id, stdout=not stderr_only,
                                           stderr=True, tail=lines)
-        except docker.errors.NotFound:
-            return ""
+        except docker.errors.APIError as e:
+            if e.status_code in (404, 409):  # gone, or being removed
+                return ""
+            raise
         return (raw if isinstance(raw, bytes) else b"".join(raw)).decode(errors="replace")
 
     async def follow_logs(self, container_id: str, since_ns: int = 0) -> AsyncIterator[LogLine]:
@@ -189,8 +191,10 @@ class DockerDriver:
         api: Any = self._client.api  # the SDK's request helpers are not part of its typed surface
         try:
             response = await asyncio.to_thread(_open_logs, api, container_id, params)
-        except docker.errors.NotFound:
-            return
+        except docker.errors.APIError as e:
+            if e.status_code in (404, 409):  # gone, or being removed
+                return
+            raise
         pump = _LogPump(api, response, since_ns, asyncio.get_running_loop())
         threading.Thread(target=pump.run, name=f"docker-logs-{container_id[:12]}", daemon=True).start()
         try:

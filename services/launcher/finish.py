@@ -119,7 +119,11 @@ async def _finish(deps: LauncherDeps, ended: ContainerExit | ContainerInfo) -> N
     launching = deps.launching.get(container_name(key.job_id, key.attempt, key.role, key.index))
     if launching is not None:
         await asyncio.wait({launching})  # it registers the recorder this container's log needs
-    await _save_log(deps, key, ended.id)
+    try:
+        await _save_log(deps, key, ended.id)
+    except Exception as e:  # the exit matters more than the last lines of its log
+        log.warning("could not save the end of a task's log; reporting its exit anyway", job_id=key.job_id,
+                    role=key.role, index=key.index, error=repr(e))
     stderr = await deps.driver.logs_tail(ended.id, DIAGNOSTIC_LINES, stderr_only=True)
     by_user = ended.id in deps.stopped_by_user or bool(job.attempt == key.attempt and job.stop_requested_by)
     verdict = classify_exit(
