@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -123,6 +124,7 @@ class Figures:
     seed: int
     strategy: str
     audit: str
+    load_average: float
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -167,7 +169,7 @@ def run(o: Options) -> Figures:
         unplaceable_p99_ms=round(_pct(unplaceable_ms, 0.99), 3),
         unplaceable_max_ms=round(max(unplaceable_ms, default=0.0), 3),
         seed=o.seed, strategy=o.strategy or "default (pack GPU jobs, spread CPU-only jobs)",
-        audit=audit(nodes, plans),
+        audit=audit(nodes, plans), load_average=round(os.getloadavg()[0], 2),
     )
 
 
@@ -210,6 +212,7 @@ def table(f: Figures) -> str:
         ("decision ms, unplaceable p50/p99/max",
          f"{f.unplaceable_p50_ms:.3f} / {f.unplaceable_p99_ms:.3f} / {f.unplaceable_max_ms:.3f}"),
         ("audit of the plans", f.audit),
+        ("load average (1 min)", f"{f.load_average:.2f} on {os.cpu_count()} CPUs"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

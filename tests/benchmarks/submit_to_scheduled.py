@@ -32,6 +32,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -90,37 +91,41 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def find_pid(pattern: str) -> int | None:
-    """The first process whose command line matches ``pattern`` (SecantusDB and RabbitMQ are not ours
-    to hold a handle on)."""
+def pid_listening_on(port: int) -> int | None:
+    """The process with a TCP socket listening on ``port`` on this host (SecantusDB, RabbitMQ): found
+    through the socket's inode, so other brokers and databases on the machine are never mistaken for it."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                f = line.split()
+                if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{f[9]}]")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if re.search(pattern, cmdline):
+            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
                 return int(entry.name)
     return None
 
 
-def processes(platform: Platform, mongo_uri: str) -> dict[str, int]:
+def processes(platform: Platform, mongo_uri: str, amqp_url: str) -> dict[str, int]:
     pids = {}
     for proc in platform.procs:
         args = [str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)]
         name = next((a.split(".", 1)[1] for a in args if a.startswith("services.")), str(proc.pid))
         pids[name] = proc.pid
-    port = re.search(r":(\d+)/", mongo_uri)
-    db = find_pid(rf"secantusd.*--port {port.group(1)}\b") if port else None
-    if db is not None:
-        pids["secantusdb"] = db
-    rabbit = find_pid(r"beam\.smp.*rabbit")
-    if rabbit is not None:
-        pids["rabbitmq (shared)"] = rabbit
+    for name, url in (("secantusdb", mongo_uri), ("rabbitmq", amqp_url)):
+        port = urlsplit(url).port
+        pid = pid_listening_on(port or 0)
+        if pid is not None:
+            pids[name] = pid
     return pids
 
 
 def scheduler_metrics(platform: Platform) -> tuple[float, int]:
-    """Seconds the scheduler spent deciding (paiq_scheduling_seconds sum) and how many decisions."""
+    """The scheduler's ``paiq_scheduling_seconds`` sum and count (it times each pass's queue decision)."""
     base = platform.ops.get("scheduler")
     if not base:
         return 0.0, 0
@@ -176,9 +181,10 @@ class Figures:
     latency_max_ms: float
     post_p50_ms: float
     post_p99_ms: float
-    scheduler_decisions: int
+    scheduler_passes: int
     scheduler_deciding_s: float
     cpu_s: dict[str, float]
+    load_average: float
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -221,7 +227,8 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> Figures:
             launcher = next((p for p in platform.procs if "services.launcher" in str(p.args)), None)
             if launcher is not None and not o.with_launches:
                 launcher.send_signal(signal.SIGSTOP)
-            pids = processes(platform, mongo_uri)
+            load = round(os.getloadavg()[0], 2)
+            pids = processes(platform, mongo_uri, o.amqp_url)
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             deciding_before, decisions_before = scheduler_metrics(platform)
             names = [f"job{i}" for i in range(o.jobs)]
@@ -250,8 +257,8 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> Figures:
         latency_p50_ms=round(statistics.median(latencies), 1) if latencies else 0.0,
         latency_p99_ms=round(_pct(latencies, 0.99), 1), latency_max_ms=round(max(latencies, default=0.0), 1),
         post_p50_ms=round(statistics.median(posts), 1) if posts else 0.0, post_p99_ms=round(_pct(posts, 0.99), 1),
-        scheduler_decisions=decisions - decisions_before, scheduler_deciding_s=round(deciding - deciding_before, 3),
-        cpu_s=cpu,
+        scheduler_passes=decisions - decisions_before, scheduler_deciding_s=round(deciding - deciding_before, 3),
+        cpu_s=cpu, load_average=load,
     )
 
 
@@ -303,7 +310,8 @@ def table(f: Figures) -> str:
         ("POST ms p50/p99", f"{f.post_p50_ms:.1f} / {f.post_p99_ms:.1f}"),
         ("submit -> scheduled ms p50/p99/max",
          f"{f.latency_p50_ms:.1f} / {f.latency_p99_ms:.1f} / {f.latency_max_ms:.1f}"),
-        ("scheduler decisions / s deciding", f"{f.scheduler_decisions} / {f.scheduler_deciding_s:.3f} s"),
+        ("scheduler passes / s in plan_queue", f"{f.scheduler_passes} / {f.scheduler_deciding_s:.3f} s"),
+        ("load average before the run (1 min)", f"{f.load_average:.2f} on {os.cpu_count()} CPUs"),
         *((f"CPU s: {name}", f"{s:.2f}") for name, s in sorted(f.cpu_s.items(), key=lambda kv: -kv[1])),
     ]
     width = max(len(k) for k, _ in rows)
