@@ -167,7 +167,7 @@ class ClusterSnapshot:
 
     def _reindex(self, node: NodeState, claim: Claim, change: Callable[[Claim], None]) -> None:
         cpus, memory = node.free_cpus, node.free_memory_mb
-        kinds = {node.gpu_kinds.get(g) for g in claim.gpus} | {ANY_GPU} if claim.gpus else set()
+        kinds = ({node.gpu_kinds.get(g) for g in claim.gpus} | {ANY_GPU}) if claim.gpus else set()
         gpus = {kind: node.gpu_count(kind) for kind in kinds}
         change(claim)
         self.cpu_index.move(cpus, node.free_cpus, node.pos)
