@@ -73,9 +73,12 @@ async def test_hello_world_succeeds_through_the_published_api(
 
 # ps tasks listen on their port; worker i connects to ps i through PAI_TASK_ROLE_ps_HOST_LIST (host IP
 # and host port) and says hello; a ps succeeds only when it heard its worker. So the job succeeds only
-# if task ports are real host ports that tasks reach each other on.
+# if task ports are real host ports that tasks reach each other on. The listener's stdin is a FIFO
+# held open: a task's stdin is at EOF, and busybox `nc -l` may quit on that EOF before reading what
+# arrived (measured: about 1 listen in 20).
 PS_COMMAND = (
-    'msg=$(nc -l -p "$PAI_CONTAINER_HOST_port_PORT_LIST"); echo "ps $PAI_TASK_INDEX got: $msg"; '
+    'mkfifo /tmp/hold && exec 3<>/tmp/hold; '
+    'msg=$(nc -l -p "$PAI_CONTAINER_HOST_port_PORT_LIST" <&3); echo "ps $PAI_TASK_INDEX got: $msg"; '
     '[ "$msg" = "hello from worker $PAI_TASK_INDEX" ]')
 WORKER_COMMAND = (
     'peer=$(echo "$PAI_TASK_ROLE_ps_HOST_LIST" | cut -d, -f$((PAI_TASK_INDEX + 1))); '
