@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 PS = ("mkdir -p /tmp/www && echo ps-$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX > /tmp/www/index.html && "
       "exec httpd -f -p $PAI_CONTAINER_HOST_http_PORT_LIST -h /tmp/www")
 WORKER = ("got=''; for host in $(echo $PAI_TASK_ROLE_ps_server_HOST_LIST | tr , ' '); do "
-          "  for i in $(seq 50); do r=$(wget -qO- http://$host/ 2>/dev/null) && break; sleep 0.2; done; "
+          "  for i in $(seq 150); do r=$(wget -qO- http://$host/ 2>/dev/null) && break; sleep 0.2; done; "
           "  got=\"$got $r\"; "
           "done; "
           "(echo WORKER=$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX; echo GOT=$got; env) | nc 127.0.0.1 SINK; "
