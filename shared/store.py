@@ -15,6 +15,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.errors import JobExistsError, StoreError
+from shared.logstore import LogStore
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, NodeRecord, TaskRecord, TaskState, now_ms
 from shared.vclusters import VirtualCluster
 
@@ -148,6 +149,7 @@ class Store:
 
     async def delete_job(self, job_id: str) -> bool:
         result = await self.jobs.delete_one({"_id": job_id})
+        await LogStore(self.jobs.database).delete_job(job_id)  # its tasks' logs and runs go with it
         return result.deleted_count == 1
 
     # --- nodes -----------------------------------------------------------------------------

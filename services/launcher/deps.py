@@ -38,6 +38,7 @@ class LauncherDeps:
     recorders: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # by container id
     finishing: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # by container id
     stopped_by_user: set[str] = field(default_factory=set)  # container ids
+    stopping: set[str] = field(default_factory=set)  # container ids
     kept_announced: set[str] = field(default_factory=set)  # container ids
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 

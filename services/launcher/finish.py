@@ -113,6 +113,10 @@ async def _finish(deps: LauncherDeps, ended: ContainerExit | ContainerInfo) -> N
     if job is None:
         log.info("a container of a deleted job ended; removed without a report", job_id=key.job_id,
                  container=ended.id[:12])
+        recorder = deps.recorders.pop(ended.id, None)
+        if recorder is not None:
+            recorder.cancel()
+            await asyncio.gather(recorder, return_exceptions=True)
         await deps.logs.forget_run(key)
         await deps.driver.remove(ended.id)
         return

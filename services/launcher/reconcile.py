@@ -58,16 +58,17 @@ async def _settle(deps: LauncherDeps, c: ContainerInfo, job: JobRecord | None) -
             deps.spawn(f"finish-{c.id[:12]}", finish(deps, c))
         return
     if job is None or job.state.is_final or job.attempt != key.attempt:
-        log.info("stopping a container whose job is over or gone", job_id=key.job_id, role=key.role,
-                 index=key.index, container=c.id[:12])
-        deps.spawn(f"stop-{c.id[:12]}", stop_container(
-            deps, c.id, by_user=bool(job and job.stop_requested_by and job.attempt == key.attempt)))
+        if c.id not in deps.stopping:
+            log.info("stopping a container whose job is over or gone", job_id=key.job_id, role=key.role,
+                     index=key.index, container=c.id[:12])
+            deps.spawn(f"stop-{c.id[:12]}", stop_container(
+                deps, c.id, by_user=bool(job and job.stop_requested_by and job.attempt == key.attempt)))
         return
     if c.id not in deps.recorders:
         log.info("adopted a running task container", job_id=key.job_id, role=key.role, index=key.index,
                  container=c.id[:12])
-    watch(deps, key, c.id, is_debug=c.labels.get("paiq.debug") == "1")
-    await deps.logs.set_running(key, c.id)
+        watch(deps, key, c.id, is_debug=c.labels.get("paiq.debug") == "1")
+        await deps.logs.set_running(key, c.id)
     task = job.tasks[job.task_slot(key.role, key.index)]
     if task.state is TaskState.WAITING:
         await deps.publish([started_event(key, deps.node.node_id, c.id)])
@@ -77,10 +78,6 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
     mine = [t for t in job.tasks if t.node_id == deps.node.node_id and not t.state.is_final]
     if not mine:
         return
-    plan = plan_of(job)
-    if plan is None:
-        return
-    specs = {(s.role, s.index): s for s in task_specs(job, plan, deps.settings.default_fs_uri)}
     for task in mine:
         name = container_name(job.id, job.attempt, task.role, task.index)
         if name in containers or name in deps.launching:
@@ -96,9 +93,19 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
         # Never launched, or a launch cut short: launch. Started once but its container is gone: the
         # launch reports that. A task the job shows running with no run at all is left alone.
         if task.state is TaskState.WAITING or (run is not None and run.phase is RunPhase.RUNNING):
-            log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
-                     index=task.index)
-            deps.spawn(f"relaunch-{name}", _launch_and_publish(deps, specs[(task.role, task.index)]))
+            spec = _spec(job, deps.settings.default_fs_uri, task.role, task.index)
+            if spec is not None:
+                log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
+                         index=task.index)
+                deps.spawn(f"relaunch-{name}", _launch_and_publish(deps, spec))
+
+
+def _spec(job: JobRecord, default_fs_uri: str, role: str, index: int) -> TaskSpec | None:
+    """The task's launch spec rebuilt from the job as stored (what the scheduler sent, derived the same way)."""
+    plan = plan_of(job)
+    if plan is None:
+        return None
+    return next((s for s in task_specs(job, plan, default_fs_uri) if (s.role, s.index) == (role, index)), None)
 
 
 async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec) -> None:
@@ -110,7 +117,11 @@ async def stop_container(deps: LauncherDeps, container_id: str, *, by_user: bool
     (stopped by user) whatever code the signal left; the exit itself is reported by the exit path."""
     if by_user:
         deps.stopped_by_user.add(container_id)
-    await deps.driver.stop(container_id, deps.settings.stop_grace_seconds)
+    deps.stopping.add(container_id)
+    try:
+        await deps.driver.stop(container_id, deps.settings.stop_grace_seconds)
+    finally:
+        deps.stopping.discard(container_id)
 
 
 async def stop_job_containers(deps: LauncherDeps, job_id: str, *, by_user: bool) -> int:

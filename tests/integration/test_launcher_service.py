@@ -84,6 +84,8 @@ async def test_logs_outlive_the_container_with_both_streams_in_order(
     assert await h.log_text(job, streams=frozenset({"stdout"})) == "out1\nout2\n"
     lines, _ = await h.logs.tail(h.key(job), 2, frozenset({"stdout", "stderr"}))
     assert [ln.text for ln in lines] == ["out2\n", "err2\n"]
+    await h.store.delete_job(job.id)
+    assert await h.log_text(job) == "" and await h.logs.get_run(h.key(job)) is None, "deleted with its job"
 
 
 async def test_a_log_is_capped_and_the_cap_is_said(tmp_path: Path, mongo_uri: str,
