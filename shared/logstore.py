@@ -15,7 +15,6 @@ number of bytes (``PAIQ_TASK_LOG_MAX_BYTES``); the last kept line says so when o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -96,7 +95,6 @@ class LogStore:
 
     async def ensure_indexes(self) -> None:
         await self.runs.create_index([("job_id", ASCENDING)])
-        await self.runs.create_index([("node_id", ASCENDING), ("phase", ASCENDING)])
         await self.chunks.create_index([("run", ASCENDING), ("seq", ASCENDING)], unique=True)
 
     # --- runs ------------------------------------------------------------------------------
@@ -113,10 +111,6 @@ class LogStore:
     async def get_run(self, key: RunKey) -> TaskRun | None:
         doc = await self.runs.find_one({"_id": key.id})
         return TaskRun.model_validate(doc) if doc else None
-
-    async def runs_on_node(self, node_id: str, phases: Sequence[RunPhase]) -> list[TaskRun]:
-        cursor = self.runs.find({"node_id": node_id, "phase": {"$in": [p.value for p in phases]}})
-        return [TaskRun.model_validate(d) async for d in cursor]
 
     async def set_running(self, key: RunKey, container_id: str) -> None:
         await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}},

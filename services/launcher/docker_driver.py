@@ -105,9 +105,6 @@ class DockerDriver:
             return None
         return _info(container.attrs)
 
-    async def inspect(self, container_id: str) -> ContainerInfo | None:
-        return await self._inspect(container_id)
-
     async def list_managed(self, node_id: str) -> list[ContainerInfo]:
         # The engine's summaries, not the SDK's models: those inspect each container after listing,
         # and fail when one is removed in between. Ended ones are inspected for their exit.
