@@ -42,6 +42,9 @@ status=0
 .venv/bin/paiq submit "$config" --wait || status=$?
 rm -f "$config"
 .venv/bin/paiq status "$job" || true
+echo
+log "what the task printed (paiq logs $job):"
+.venv/bin/paiq logs "$job" || true
 
 if [ $keep = 1 ]; then
   log "paiq is up at $PAIQ_API; try: .venv/bin/paiq jobs   (Ctrl-C to stop)"
