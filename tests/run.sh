@@ -10,7 +10,7 @@ log() { printf '[tests/run.sh] %s\n' "$*" >&2; }
 bash examples/setup-engine.sh
 
 missing=()
-for pkg in rabbitmq-server docker-registry apache2-utils debootstrap docker-compose; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+for pkg in rabbitmq-server docker-registry apache2-utils debootstrap docker-compose chromium; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -19,6 +19,7 @@ from services.submit.feed import add_feed_routes
 from services.submit.jobs import add_job_routes
 from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
+from services.submit.portal import add_portal_routes
 from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.metrics import metrics
@@ -71,6 +72,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     add_openapi_route(app)
     add_log_routes(app)
     add_feed_routes(app)
+    add_portal_routes(app)
     return app
 
 

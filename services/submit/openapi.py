@@ -12,6 +12,7 @@ from aiohttp import web
 
 from services.submit.errors import STATUS_OF
 from services.submit.logs import LOG_PATHS
+from services.submit.portal import PORTAL_PATHS
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_STR = {"type": ["string", "null"]}
@@ -186,6 +187,7 @@ PATHS: dict[str, Any] = {
         "summary": "virtual clusters: capacity, used, jobs per state",
         "responses": {"200": _json({"type": "object", "additionalProperties": _ref("VirtualCluster")}, "")}}},
     **LOG_PATHS,
+    **PORTAL_PATHS,
     "/api/v1/virtual-clusters/{vc}": {
         "get": {"summary": "one virtual cluster", "parameters": _VC_PARAM,
                 "responses": {"200": _json(_ref("VirtualCluster"), ""), **_errors(404)}},

@@ -1,0 +1,501 @@
+"""The web portal in a real headless Chromium, driven over the DevTools protocol (CDP).
+
+Why CDP and not ``--dump-dom``: the portal keeps the event feed (``/api/v1/events``) open, and Chromium's
+``--virtual-time-budget`` waits for network fetches to finish, so ``--dump-dom`` and ``--screenshot`` on a
+live page never return. CDP waits for what the test wants to see, in real time, and needs nothing beyond
+aiohttp's websocket client (Playwright's browser download does not work here, and its Python package is not
+a dependency). Clicks and typing go through ``Input.dispatchMouseEvent`` / ``Input.insertText``, so they hit
+the element a user would hit, where it is drawn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fnmatch
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+import tomllib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from services.submit.portal import PORTAL_DIR
+from shared.client import PaiqClient
+from shared.validation import Rejected, parse_job_json, validate_job_config
+from tests.e2e.conftest import job_config, logged_in
+from tests.infra import FINAL, REPO, Platform, unique, wait_final
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+# The portal is the submit service's, the same in both platform shapes: one shape keeps this module short.
+ALL_IN_ONE = pytest.mark.parametrize("platform", ["all-in-one"], indirect=True)
+PASSWORD = "portal-pass-1"
+
+CHROMIUM = shutil.which("chromium")
+# INFRA.md: the closed network refuses Chromium's own connections without the background flags.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                  "--window-size=1440,1000", "--remote-debugging-port=0"]
+CALL_TIMEOUT_S = 15
+
+
+class PageError(AssertionError):
+    pass
+
+
+class Page:
+    """One Chromium tab over CDP: evaluate, wait for a condition, click, type, upload, screenshot."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self._ws = ws
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.errors: list[str] = []  # uncaught exceptions, console.error, CSP and other script-side errors
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for message in self._ws:
+            if message.type != aiohttp.WSMsgType.TEXT:
+                break
+            data = json.loads(message.data)
+            future = self._pending.pop(data.get("id", -1), None)
+            if future is not None and not future.done():
+                future.set_result(data)
+            else:
+                self._note(data.get("method", ""), data.get("params", {}))
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the DevTools connection closed"))
+
+    def _note(self, method: str, params: dict[str, Any]) -> None:
+        if method == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            self.errors.append(f"exception: {details.get('exception', {}).get('description') or details['text']}")
+        elif method == "Runtime.consoleAPICalled" and params["type"] == "error":
+            self.errors.append("console.error: " + " ".join(str(a.get("value", a.get("description")))
+                                                            for a in params["args"]))
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error" \
+                and params["entry"]["source"] != "network":  # 4xx answers the page expects are "network"
+            self.errors.append(f"{params['entry']['source']}: {params['entry']['text']}")
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        ident = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[ident] = future
+        await self._ws.send_json({"id": ident, "method": method, "params": params})
+        answer = await asyncio.wait_for(future, CALL_TIMEOUT_S)
+        if "error" in answer:
+            raise PageError(f"{method} failed: {answer['error']}")
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    async def eval(self, expression: str) -> Any:
+        answer = await self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in answer:
+            raise PageError(f"{expression!r} threw: {answer['exceptionDetails']}")
+        return answer["result"].get("value")
+
+    async def goto(self, url: str) -> None:
+        await self.call("Page.navigate", url=url)
+        await self.wait("document.readyState === 'complete'", "the page to load")
+
+    async def wait(self, expression: str, what: str, timeout_s: float = 20) -> Any:
+        """Poll ``expression`` until it is truthy; its value. Fails naming ``what`` and the page's text."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            with contextlib.suppress(PageError):
+                value = await self.eval(expression)
+                if value:
+                    return value
+            if asyncio.get_running_loop().time() > deadline:
+                text = await self.eval("document.body ? document.body.innerText : ''")
+                raise PageError(f"waited {timeout_s}s for {what}; the page shows:\n{str(text)[:3000]}\n"
+                                f"errors: {self.errors}")
+            await asyncio.sleep(0.1)
+
+    async def text(self, selector: str) -> str:
+        return str(await self.eval(f"document.querySelector({json.dumps(selector)}).innerText"))
+
+    async def texts(self, selector: str) -> list[str]:
+        return list(await self.eval(f"[...document.querySelectorAll({json.dumps(selector)})].map(e => e.innerText)"))
+
+    async def click(self, selector: str) -> None:
+        """A real mouse click at the middle of the element (scrolled into view first)."""
+        box = await self.wait(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return r.width && r.height ? {x: r.x + r.width / 2, y: r.y + r.height / 2} : null; })()",
+            f"{selector} to be visible")
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            await self.call("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left",
+                            clickCount=1)
+
+    async def type(self, selector: str, text: str) -> None:
+        """Focus the field with a click, select what it holds, and type ``text`` over it."""
+        await self.click(selector)
+        await self.eval(f"document.querySelector({json.dumps(selector)}).select()")
+        await self.call("Input.insertText", text=text)
+
+    async def press_enter(self) -> None:
+        for kind in ("keyDown", "keyUp"):
+            await self.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13,
+                            **({"text": "\r"} if kind == "keyDown" else {}))
+
+    async def upload(self, selector: str, path: Path) -> None:
+        root = await self.call("DOM.getDocument")
+        node = await self.call("DOM.querySelector", nodeId=root["root"]["nodeId"], selector=selector)
+        await self.call("DOM.setFileInputFiles", files=[str(path)], nodeId=node["nodeId"])
+
+    async def screenshot(self) -> bytes:
+        """The whole page as a PNG."""
+        shot = await self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        return base64.b64decode(shot["data"])
+
+    async def close(self) -> None:
+        await self._ws.close()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+def _devtools_port(profile: str) -> str | None:
+    """The port Chromium writes to its profile's DevToolsActivePort file once it listens."""
+    with contextlib.suppress(FileNotFoundError):
+        lines = (Path(profile) / "DevToolsActivePort").read_text().split()
+        return lines[0] if lines else None
+    return None
+
+
+async def _page_target(http: aiohttp.ClientSession, proc: asyncio.subprocess.Process, profile: str) -> str:
+    """The DevTools websocket URL of the browser's tab."""
+    while (port := _devtools_port(profile)) is None:
+        if proc.returncode is not None:
+            raise PageError(f"chromium exited with {proc.returncode}")
+        await asyncio.sleep(0.05)
+    while True:
+        async with http.get(f"http://127.0.0.1:{port}/json/list") as resp:
+            pages = [t for t in await resp.json() if t["type"] == "page"]
+        if pages:
+            return str(pages[0]["webSocketDebuggerUrl"])
+        await asyncio.sleep(0.05)
+
+
+async def _end_group(proc: asyncio.subprocess.Process) -> None:
+    """End Chromium, then its helper processes (its own process group, killed: the profile is thrown away)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), 10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # a killed process writes nothing more into the profile
+    await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def chromium() -> AsyncIterator[Page]:
+    """Debian's Chromium, headless, with a fresh profile; its one tab as a :class:`Page`."""
+    if CHROMIUM is None:
+        raise PageError("Chromium is not installed: apt-get install -y chromium (tests/run.sh does)")
+    with tempfile.TemporaryDirectory(prefix="paiq-chromium-", ignore_cleanup_errors=True) as profile:
+        proc = await asyncio.create_subprocess_exec(
+            CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with asyncio.timeout(20):
+                    url = await _page_target(http, proc, profile)
+                ws = await http.ws_connect(url, max_msg_size=0)
+                page = Page(ws)
+                for domain in ("Page", "Runtime", "Log", "DOM"):
+                    await page.call(f"{domain}.enable")
+                try:
+                    yield page
+                finally:
+                    await page.close()
+        finally:
+            await _end_group(proc)
+
+
+# --- the tests --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Account:
+    user: str
+    client: PaiqClient
+    token: str
+
+
+@pytest.fixture
+async def account(admin: PaiqClient, user: str) -> Account:
+    """The test's own user (with a password the browser types) and its token."""
+    client = await logged_in(admin, user, PASSWORD)
+    token = (await admin.with_token(None).login(user, PASSWORD))["token"]
+    return Account(user, client, token)
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[Page]:
+    async with chromium() as p:
+        yield p
+        assert p.errors == [], "the page logged errors"
+
+
+async def submit(account: Account, config: dict[str, object]) -> None:
+    await account.client.submit(account.user, json.dumps(config).encode())
+
+
+async def settled(client: PaiqClient, user: str, name: str, limit_s: float = 60) -> dict[str, Any]:
+    """The job once final and done stopping: every task ended, nothing left to change on the page."""
+    await wait_final(client, user, name, limit_s)
+    async with asyncio.timeout(limit_s):
+        while True:
+            detail = await client.job(user, name)
+            tasks = [t for r in detail["taskRoles"].values() for t in r["taskStatuses"]]
+            if detail["jobStatus"]["subState"] == "completed" and all(
+                    t["taskState"] in FINAL and t["containerExitCode"] is not None for t in tasks):
+                return detail
+            await asyncio.sleep(0.2)
+
+
+def row(user: str, name: str) -> str:
+    return f"tr[data-user={json.dumps(user)}][data-job={json.dumps(name)}]"
+
+
+async def cells(page: Page, selector: str) -> list[str]:
+    return list(await page.eval(f"[...document.querySelector({json.dumps(selector)}).cells].map(c => c.innerText)"))
+
+
+JOB_COLUMNS = ["name", "user", "state", "subState", "reason", "vc", "tasks", "gpus", "exit", "created"]
+XSS = '<img src=x onerror="window.pwned=1">oops'
+
+
+@ALL_IN_ONE
+async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why_with_its_log(
+        platform: Platform, account: Account, page: Page, tmp_path: Path) -> None:
+    user = account.user
+    await submit(account, job_config("hello", command="echo hello"))
+    await submit(account, job_config("broken", command=f"echo '{XSS}'; exit 3", retryCount=1, roles=[
+        {"name": "main", "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128, "command": f"echo '{XSS}'; exit 3"}]))
+    await submit(account, job_config("too-big", command="true", roles=[
+        {"name": "main", "cpuNumber": 64, "memoryMB": 128, "command": "true"}]))
+    await settled(account.client, user, "hello")
+    broken = await settled(account.client, user, "broken")
+
+    # Not logged in: the portal asks, and the form logs in with POST /api/v1/token.
+    await page.goto(platform.api + "/")
+    await page.wait("location.hash === '#/login' && !!document.querySelector('#login-form')", "the login form")
+    await page.type("#login-user", user)
+    await page.type("#login-password", PASSWORD)
+    await page.click("#login-submit")
+    await page.wait(f"!!document.querySelector({json.dumps(row(user, 'broken'))})", "the job list")
+    assert await page.eval("location.hash") == "#/jobs"
+    assert json.loads(await page.eval("sessionStorage.getItem('paiq.session')"))["user"] == user
+
+    jobs = {name: dict(zip(JOB_COLUMNS, await cells(page, row(user, name)), strict=True))
+            for name in ("hello", "broken", "too-big")}
+    assert {n: (j["user"], j["state"], j["exit"], j["tasks"], j["vc"]) for n, j in jobs.items()} == {
+        "hello": (user, "SUCCEEDED", "0", "1", "default"),
+        "broken": (user, "FAILED", "3", "2", "default"),
+        "too-big": (user, "WAITING", "\u2014", "1", "default")}
+    assert jobs["broken"]["subState"] == "completed \u00b7 1 retry"
+    assert jobs["too-big"]["subState"] == "queued"
+    # The reason names the queue position and why the job does not fit (its 64 CPUs), as the API does.
+    waiting = next(j for j in await account.client.jobs(user) if j["name"] == "too-big")
+    assert jobs["too-big"]["reason"] == waiting["reason"]
+    assert re.fullmatch(r"position \d+ in virtual cluster default's queue: .*\b64\b.*", waiting["reason"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", jobs["hello"]["created"])
+
+    # The list follows the event feed: a job submitted now appears and finishes without a reload.
+    await page.wait("document.querySelector('.live').innerText.includes('live')", "the event feed to connect")
+    await page.eval("window.notReloaded = true")
+    await submit(account, job_config("late", command="sleep 1"))
+    await page.wait(f"document.querySelector({json.dumps(row(user, 'late'))})?.dataset.state === 'SUCCEEDED'",
+                    "the late job to appear and succeed", timeout_s=30)
+    assert await page.eval("window.notReloaded") is True
+
+    # Filters change in place and stay in the address.
+    await page.type("#filter-user", "nobody-at-all")
+    await page.press_enter()
+    await page.wait("document.querySelector('#jobs-list').innerText === 'No job matches the filter.'", "no match")
+    assert await page.eval("location.hash") == "#/jobs?user=nobody-at-all"
+    await page.click("#only-mine")
+    await page.wait(f"!!document.querySelector({json.dumps(row(user, 'late'))})", "the user's jobs again")
+    assert await page.text("#jobs-summary") == f"4 jobs of {user} \u2014 1 waiting, 2 succeeded, 1 failed"
+
+    shot = await page.screenshot()
+    (tmp_path / "jobs.png").write_bytes(shot)  # to look at: pytest's basetemp keeps it
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 20_000
+
+    # The failed job: what the API says, shown; every task with its node, IP and exit code.
+    await page.click(f"{row(user, 'broken')} a.job-link")
+    await page.wait("!!document.querySelector('#exit') && !!document.querySelector('#tasks')", "the job detail")
+    status = broken["jobStatus"]
+    assert await page.text("#job-state") == "FAILED"
+    assert await page.text("#exit-phrase") == status["appExitSpec"]["phrase"]
+    assert await page.text("#exit-type") == status["appExitSpec"]["type"] == "USER_FAILURE"
+    assert await page.text("#trigger-message") == status["appExitTriggerMessage"] != ""
+    status_text = await page.text("#status")
+    assert "1 (user 1, platform 0, resource 0)" in status_text
+    assert await cells(page, "#attempts tr[data-attempt='0']") != []
+    for task in broken["taskRoles"]["main"]["taskStatuses"]:
+        shown = await cells(page, f"#tasks tr[data-task='main/{task['taskIndex']}']")
+        assert shown[:9] == [str(task["taskIndex"]), task["taskState"], task["subState"] or "\u2014",
+                             platform.node_id, "127.0.0.1", "\u2014", "\u2014",
+                             str(task["containerExitCode"]), task["containerExitReason"]], shown
+        assert shown[10] == "Log"
+    trigger = status["appExitTriggerTaskIndex"]
+    assert (await cells(page, f"#tasks tr[data-task='main/{trigger}']"))[1:8:6] == ["FAILED", "3"]
+
+    # A task's log is text, whatever the program printed.
+    await page.click(f"#log-main-{trigger}")
+    log = await page.wait("document.querySelector('#log-text').textContent.includes('oops')"
+                          " && document.querySelector('#log-text').textContent", "the task's log")
+    assert log == XSS + "\n"
+    assert await page.eval("document.querySelectorAll('img').length") == 0
+    assert await page.eval("window.pwned") is None
+
+
+@ALL_IN_ONE
+async def test_a_refused_submission_lists_each_field_then_the_accepted_job_is_stopped_by_its_owner(
+        platform: Platform, account: Account, page: Page, tmp_path: Path) -> None:
+    user = account.user
+    await page.goto(f"{platform.api}/#/submit?token={account.token}")
+    await page.wait("!!document.querySelector('#job-file')", "the submit form")
+    assert await page.eval("location.hash") == "#/submit", "the token must leave the address"
+
+    # An invalid file, loaded with the file input: each problem on its own line.
+    bad = {"jobName": "bad name!", "image": "local/busybox:latest", "retryCount": -1, "taskRoles": [
+        {"name": "main", "memoryMB": 128, "shmMB": 256, "command": "true"},
+        {"name": "main", "memoryMB": 128, "command": "true"}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    await page.upload("#job-file", tmp_path / "bad.json")
+    await page.wait("document.querySelector('#job-config').value.includes('bad name!')", "the file in the editor")
+    await page.click("#submit-job")
+    await page.wait("!!document.querySelector('#problems')", "the refusal")
+    parsed = parse_job_json(json.dumps(bad))
+    assert isinstance(parsed, dict)
+    expected = validate_job_config(parsed)
+    assert isinstance(expected, Rejected)
+    lines = await page.texts("#problems li")
+    assert lines == [str(p) for p in expected.problems]
+    assert "taskRoles[0].shmMB: must be <= memoryMB (128), got 256" in lines
+    assert "taskRoles[1].name: must be unique among task roles; 'main' is also taskRoles[0]" in lines
+    assert "these 4 fields" in await page.text("#submit-result")
+
+    # A valid config typed in, with a field paiq does not know: accepted, with the warning shown.
+    good = job_config("from-portal", command="echo started; sleep 120", storageGB=5, roles=[
+        {"name": "main", "memoryMB": 128, "portList": [{"label": "http", "beginAt": 0, "portNumber": 1}],
+         "command": "echo started; sleep 120"}])
+    await page.type("#job-config", json.dumps(good, indent=2))
+    await page.click("#submit-job")
+    await page.wait("!!document.querySelector('#submitted-link')", "the acceptance")
+    assert await page.texts("#warnings li") == ["storageGB: unknown field, ignored (kept in the stored config)"]
+
+    # Its page: running, then stopped by its owner with the Stop button and its confirmation.
+    await page.click("#submitted-link")
+    await page.wait("document.querySelector('#job-state')?.innerText === 'RUNNING'", "the job to run", timeout_s=40)
+    task = await cells(page, "#tasks tr[data-task='main/0']")
+    assert task[1] == "RUNNING" and re.fullmatch(r"http: \d+", task[5]), task
+    await page.click("#stop")
+    await page.click("#stop-confirm")
+    await page.wait("document.querySelector('#job-state').innerText === 'STOPPED'", "the job to stop", timeout_s=30)
+    await page.wait("!!document.querySelector('#exit')", "the exit section")
+    assert (await page.text("#exit")).split("\n")[:2] == ["Exit", "EXIT CODE"]
+    assert await page.eval("document.querySelector('#exit .exit').innerText") == "-210"
+    assert await page.text("#trigger-message") == f"stopped by {user}"
+    assert "stop requested" in await page.text(".notice-ok")
+    detail = await account.client.job(user, "from-portal")
+    assert detail["jobStatus"]["state"] == "STOPPED" and detail["jobStatus"]["appExitCode"] == -210
+
+    # Clone: the stored config, under the next free-looking name, in the submit form.
+    await page.click("a[href^='#/submit?from=']")
+    cloned = await page.wait("document.querySelector('#job-config').value.includes('from-portal-2')"
+                             " && document.querySelector('#job-config').value", "the cloned config")
+    assert json.loads(cloned) == {**good, "jobName": "from-portal-2"}
+
+
+@ALL_IN_ONE
+async def test_virtual_clusters_show_quota_capacity_use_and_jobs_per_state_live(
+        platform: Platform, admin: PaiqClient, account: Account, page: Page) -> None:
+    vc = unique("vc")
+    await admin.put_virtual_cluster(vc, {"cpus": 25, "memory": 25, "gpus": 0}, [account.user])
+    await submit(account, job_config("in-vc", command="sleep 120", virtualCluster=vc, roles=[
+        {"name": "main", "taskNumber": 2, "cpuNumber": 2, "memoryMB": 1024, "command": "sleep 120"}]))
+    for _ in range(200):
+        if (await account.client.job(account.user, "in-vc"))["jobStatus"]["state"] == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+
+    # A token that is not one: the login form says so.
+    await page.goto(f"{platform.api}/#/clusters?token=not-a-token")
+    await page.wait("!!document.querySelector('#login-form')", "the login form")
+    assert "unknown or has expired" in await page.text(".notice-error")
+
+    await page.goto(f"{platform.api}/#/clusters?token={account.token}")
+    card = f"[data-vc={json.dumps(vc)}]"
+    await page.wait(f"!!document.querySelector({json.dumps(card)})", "the VC's card")
+    # The node has 32 CPUs and 64 GB: a quarter of it is the VC's; 2 tasks of 2 CPUs and 1 GB run.
+    assert await cells(page, f"{card} tr[data-resource=cpus]") == ["CPUs", "25%", "4 of 8 (50%)"]
+    assert await cells(page, f"{card} tr[data-resource=memoryMB]") == ["Memory", "25%", "2 GB of 16 GB (13%)"]
+    assert await cells(page, f"{card} tr[data-resource=gpus]") == ["GPUs", "0%", "0 of 0"]
+    assert (await page.text(f"{card} .jobs-per-state")).split() == ["Jobs:", "RUNNING", "1"]
+    assert await page.text(f"{card} p.muted") == f"Open to {account.user}"
+
+    # Stopping the job frees its share, and the page follows without a reload.
+    await account.client.stop(account.user, "in-vc")
+    await page.wait(f"document.querySelector({json.dumps(card + ' .jobs-per-state')}).innerText.includes('STOPPED')"
+                    f" && document.querySelector({json.dumps(card + ' tr[data-resource=cpus]')})"
+                    ".innerText.includes('0 of 8')", "the VC to show the stopped job, its CPUs free", timeout_s=30)
+
+
+@ALL_IN_ONE
+async def test_the_page_and_its_files_are_served_with_a_strict_policy(platform: Platform, account: Account) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(platform.api + "/") as resp:
+            assert resp.status == 200 and resp.content_type == "text/html"
+            assert "script-src 'self'" in resp.headers["Content-Security-Policy"]
+            etag = resp.headers["ETag"]
+        async with http.get(platform.api + "/", headers={"If-None-Match": etag}) as resp:
+            assert resp.status == 304
+        for name, kind in (("app.js", "text/javascript"), ("portal.css", "text/css"), ("favicon.svg", "image/svg+xml")):
+            async with http.get(f"{platform.api}/portal/{name}") as resp:
+                assert (resp.status, resp.content_type) == (200, kind)
+                assert await resp.read() == (PORTAL_DIR / name).read_bytes()
+        for path in ("/portal/nothing.js", "/portal/..%2Fportal.py", "/portal/%2E%2E%2Fapp.py"):
+            async with http.get(platform.api + path) as resp:
+                assert resp.status == 404 and (await resp.json())["code"] == "NoApiError", path
+        async with http.get(platform.api + "/api/v1/whoami",
+                            headers={"Authorization": f"Bearer {account.token}"}) as resp:
+            assert await resp.json() == {"user": account.user, "admin": False, "groups": []}
+        async with http.get(platform.api + "/api/v1/whoami") as resp:
+            assert resp.status == 401 and (await resp.json())["code"] == "UnauthorizedUserError"
+
+
+def test_the_portal_never_parses_data_as_html_loads_nothing_from_elsewhere_and_ships() -> None:
+    files = sorted(p for p in PORTAL_DIR.iterdir() if p.is_file())
+    assert {p.suffix for p in files} == {".html", ".js", ".css", ".svg"}
+    for path in files:
+        text = path.read_text()
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+            assert sink not in text, f"{path.name} uses {sink}"
+        urls = re.findall(r"(?:https?:)?//[\w.-]+\.\w+", text)
+        assert urls in ([], ["http://www.w3.org"]), f"{path.name} refers to {urls}"
+    index = (PORTAL_DIR / "index.html").read_text()
+    for ref in re.findall(r'(?:src|href)="/portal/([^"]+)"', index):
+        assert (PORTAL_DIR / ref).is_file(), ref
+    # Every file is package data (so an installed paiq serves it, not only a checkout).
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["services"]
+    for path in files:
+        relative = path.relative_to(REPO / "services").as_posix()
+        assert any(fnmatch.fnmatch(relative, g) for g in globs), relative
