@@ -22,12 +22,20 @@ from shared.eventdocs import event_classes, event_type
 from shared.events import CloudEvent, dump_event
 
 CLIENT_BUFFER = 1000
-KEEPALIVE_SECONDS = 15.0
+KEEPALIVE_SECONDS = 5.0
 
 
 @dataclass
 class EventFeed:
-    clients: set[asyncio.Queue[CloudEvent]] = field(default_factory=set)
+    clients: set[asyncio.Queue[CloudEvent | None]] = field(default_factory=set)
+
+    async def close(self, _: web.Application) -> None:
+        """Let every client's stream end now, so a shutdown does not wait for them."""
+        for queue in list(self.clients):
+            if queue.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+            queue.put_nowait(None)
 
     async def publish(self, event: CloudEvent) -> Sequence[CloudEvent]:
         for queue in list(self.clients):
@@ -62,16 +70,18 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
     await response.prepare(request)
-    queue: asyncio.Queue[CloudEvent] = asyncio.Queue(maxsize=CLIENT_BUFFER)
+    queue: asyncio.Queue[CloudEvent | None] = asyncio.Queue(maxsize=CLIENT_BUFFER)
     feed.clients.add(queue)
     try:
         await response.write(b": paiq event feed\n\n")
-        while True:
+        while request.transport is not None and not request.transport.is_closing():
             try:
                 event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
             except TimeoutError:
                 await response.write(b": keepalive\n\n")
                 continue
+            if event is None:
+                break  # the service is shutting down
             if _wanted(event, user, job):
                 await response.write(b"id: " + event.id.encode() + b"\nevent: " + event.routing_key.encode()
                                      + b"\ndata: " + dump_event(event) + b"\n\n")
@@ -90,4 +100,5 @@ async def start_feed(app: web.Application) -> None:
 def add_feed_routes(app: web.Application) -> None:
     app[FEED] = EventFeed()
     app.on_startup.append(start_feed)
+    app.on_shutdown.append(app[FEED].close)
     app.router.add_get("/api/v1/events", stream_events)
