@@ -6,11 +6,12 @@ attempt) the change expects, so a duplicated or late event changes nothing.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
@@ -113,18 +114,39 @@ class Store:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "retry pending"})
         return [JobRecord.from_document(d) async for d in cursor]
 
-    async def commit_placement(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> JobRecord | None:
-        return await self.update_job(
-            job.id,
-            {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
-            {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": ""},
-        )
-
     async def set_waiting_reason(self, job: JobRecord, reason: str, position: int | None = None) -> JobRecord | None:
         return await self.update_job(
             job.id, {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
             {"reason": reason, "queue_position": position},
         )
+
+    async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]]) -> list[JobRecord]:
+        """Place many queued jobs in one round trip; the jobs that were placed (a job that changed
+        meanwhile, e.g. was stopped, is left as it is)."""
+        if not placements:
+            return []
+        token = uuid.uuid4().hex  # marks this batch's writes, to read back exactly the jobs it placed
+        ops = [UpdateOne(
+            {"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
+            {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": "",
+                      "queue_position": None, "placement_id": token}, "$inc": {"version": 1}})
+            for job, tasks in placements]
+        try:
+            await self.jobs.bulk_write(ops, ordered=False)
+            cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
+            return [JobRecord.from_document(d) async for d in cursor]
+        except PyMongoError as e:
+            raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
+
+    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, int]]) -> None:
+        """Record why (and where in its queue) each job waits, in one round trip."""
+        if not waiting:
+            return
+        ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued",
+                          "attempt": job.attempt},
+                         {"$set": {"reason": reason, "queue_position": position}, "$inc": {"version": 1}})
+               for job, reason, position in waiting]
+        await self.jobs.bulk_write(ops, ordered=False)
 
     async def update_task(self, job_id: str, attempt: int, slot: int, expect_states: Sequence[str],
                           changes: Mapping[str, Any]) -> JobRecord | None:

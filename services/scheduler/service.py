@@ -75,21 +75,24 @@ async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
             decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
                                   deps.settings.backfill_bound_seconds * 1000)
         events: list[CloudEvent] = []
-        for job, plan in decision.start:
-            committed = await deps.store.commit_placement(job, placed_tasks(plan))
-            if committed is None:
-                continue  # the job changed under us (stopped meanwhile)
-            QUEUE_WAIT.labels(job.virtual_cluster).observe(max(0, now - (job.queued_ms or job.created_ms)) / 1000)
+        plans = {job.id: plan for job, plan in decision.start}
+        # Jobs that changed meanwhile (stopped) are not committed; the rest in one round trip.
+        for committed in await deps.store.commit_placements([(j, placed_tasks(p)) for j, p in decision.start]):
+            plan = plans[committed.id]
+            QUEUE_WAIT.labels(committed.virtual_cluster).observe(
+                max(0, now - (committed.queued_ms or committed.created_ms)) / 1000)
             events.extend(_scheduled(committed, plan, deps.settings.default_fs_uri))
-            log.info("job placed", job_id=job.id, nodes=sorted({t.node_id for t in plan.tasks}))
+            log.info("job placed", job_id=committed.id, nodes=sorted({t.node_id for t in plan.tasks}))
+        changed = []
         for job in queued:
             wait = decision.waiting.get(job.id)
             if wait is None or (wait.reason, wait.position) == (job.reason, job.queue_position):
                 continue
-            await deps.store.set_waiting_reason(job, wait.reason, wait.position)
+            changed.append((job, wait.reason, wait.position))
             if _cause(wait.reason) != _cause(job.reason):
                 events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason)))
                 log.info("job waits", job_id=job.id, reason=wait.reason)
+        await deps.store.set_waiting_reasons(changed)
         _gauge(snapshot, [j for j in queued if j.id in decision.waiting], holding)
         return events
 

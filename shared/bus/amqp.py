@@ -47,8 +47,17 @@ class AmqpBus:
         self._consume_channels: list[AbstractChannel] = []
 
     async def publish(self, events: Sequence[CloudEvent]) -> None:
+        """Publish and await every confirm. Events of one job (subject) go out one after another, in
+        order; different jobs' events are confirmed concurrently."""
+        by_subject: dict[str, list[CloudEvent]] = {}
         for event in events:
-            await self._publish_raw(self._exchange, dump_event(event), event, event.routing_key, {})
+            by_subject.setdefault(event.subject, []).append(event)
+
+        async def in_order(group: list[CloudEvent]) -> None:
+            for event in group:
+                await self._publish_raw(self._exchange, dump_event(event), event, event.routing_key, {})
+
+        await asyncio.gather(*(in_order(group) for group in by_subject.values()))
 
     async def _publish_raw(self, exchange: AbstractExchange, body: bytes, event: CloudEvent | None,
                            routing_key: str, headers: dict[str, Any]) -> None:

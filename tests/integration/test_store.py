@@ -62,14 +62,34 @@ async def test_task_updates_are_conditional_so_duplicates_change_nothing(store: 
     assert final is not None and final.tasks[1].exit_code == 3
 
 
+async def test_a_job_stopped_meanwhile_is_not_placed_by_a_batch(store: Store) -> None:
+    kept, stopped = make_job("a", "kept", 1), make_job("a", "stopped", 2)
+    for job in (kept, stopped):
+        await store.insert_job(job)
+    await store.update_job(stopped.id, {}, {"state": JobState.STOPPED.value, "sub_state": "completed"})
+    placed = await store.commit_placements([(kept, kept.tasks), (stopped, stopped.tasks)])
+    assert [j.id for j in placed] == [kept.id]
+    after = await store.get_job(stopped.id)
+    assert after is not None and after.state == JobState.STOPPED
+
+
+async def test_waiting_reasons_are_written_in_one_batch(store: Store) -> None:
+    jobs = [make_job("a", f"w{i}", i) for i in range(3)]
+    for job in jobs:
+        await store.insert_job(job)
+    await store.set_waiting_reasons([(job, f"reason {i}", i + 1) for i, job in enumerate(jobs)])
+    again = [await store.get_job(j.id) for j in jobs]
+    assert [(j.reason, j.queue_position) for j in again if j] == [("reason 0", 1), ("reason 1", 2), ("reason 2", 3)]
+
+
 async def test_queued_and_placed_jobs(store: Store) -> None:
     older, newer = make_job("a", "older", 10), make_job("a", "newer", 20)
     await store.insert_job(newer)
     await store.insert_job(older)
     assert [j.name for j in await store.queued_jobs()] == ["older", "newer"]
-    placed = await store.commit_placement(older, older.tasks)
-    assert placed is not None and placed.sub_state == "starting"
-    assert await store.commit_placement(older, older.tasks) is None, "a job is placed once"
+    [placed] = await store.commit_placements([(older, older.tasks)])
+    assert placed.id == older.id and placed.sub_state == "starting" and placed.version == older.version + 1
+    assert await store.commit_placements([(older, older.tasks)]) == [], "a job is placed once"
     assert [j.name for j in await store.queued_jobs()] == ["newer"]
     assert [j.name for j in await store.placed_jobs()] == ["older"]
     await store.update_job(older.id, {"state": JobState.WAITING.value}, {"state": JobState.SUCCEEDED.value})
