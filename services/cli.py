@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from shared.client import ApiCallError, paiq_client
+from shared.errors import PaiqError
 
 DEFAULT_API = "http://127.0.0.1:9186"
 FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
@@ -270,7 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "up":
-        return cmd_up(args)
+        try:
+            return cmd_up(args)
+        except PaiqError as e:  # a wrong setting or file: one line, not a traceback
+            print(f"paiq up: {e}", file=sys.stderr)
+            return 2
     if args.command == "service":
         return cmd_service(args)
     if args.command == "submit":
@@ -285,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:
         print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
+        return 2
+    except (TimeoutError, aiohttp.ClientError, ValueError) as e:
+        print(f"paiq: no usable answer from {_api(args)}: {e or type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

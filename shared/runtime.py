@@ -96,7 +96,10 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     from shared.metrics import start_ops_server
     from shared.store import open_store
 
-    settings = Settings.from_env(env)
+    try:
+        settings = Settings.from_env(env)
+    except PaiqError as e:
+        raise SystemExit(f"paiq {name}: {e}") from e
     configure_logging(settings.log_level, settings.log_format, service=name)
     missing = [var for var, value in (("PAIQ_MONGODB_URI", settings.mongodb_uri),
                                       ("PAIQ_AMQP_URL", settings.amqp_url)) if not value]

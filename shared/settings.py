@@ -160,6 +160,13 @@ class Settings:
             gpus=parse_gpus(env.get("PAIQ_NODE_GPUS", "")),
             port_range=_port_range(env, "PAIQ_NODE_PORT_RANGE", (20000, 29999)),
         )
+        timing = {var: _int(env, var, default) for var, default in (
+            ("PAIQ_RECONCILE_SECONDS", 10), ("PAIQ_LEASE_SECONDS", 15), ("PAIQ_NODE_TIMEOUT_SECONDS", 40),
+            ("PAIQ_STOP_GRACE_SECONDS", 10), ("PAIQ_BACKFILL_BOUND_SECONDS", 600))}
+        for var, least in (("PAIQ_RECONCILE_SECONDS", 1), ("PAIQ_LEASE_SECONDS", 3), ("PAIQ_NODE_TIMEOUT_SECONDS", 4),
+                           ("PAIQ_STOP_GRACE_SECONDS", 0), ("PAIQ_BACKFILL_BOUND_SECONDS", 0)):
+            if timing[var] < least:
+                raise SettingsError(var, f"must be >= {least}, got {timing[var]}")
         return cls(
             mongodb_uri=env.get("PAIQ_MONGODB_URI") or None,
             database=env.get("PAIQ_MONGODB_DATABASE") or "paiq",
@@ -174,9 +181,9 @@ class Settings:
             node=node,
             ops_host=env.get("PAIQ_OPS_HOST") or "127.0.0.1",
             ops_port=_int(env, "PAIQ_OPS_PORT", 0) or None,
-            lease_seconds=_int(env, "PAIQ_LEASE_SECONDS", 15),
-            node_timeout_seconds=_int(env, "PAIQ_NODE_TIMEOUT_SECONDS", 40),
-            backfill_bound_seconds=_int(env, "PAIQ_BACKFILL_BOUND_SECONDS", 600),
+            lease_seconds=timing["PAIQ_LEASE_SECONDS"],
+            node_timeout_seconds=timing["PAIQ_NODE_TIMEOUT_SECONDS"],
+            backfill_bound_seconds=timing["PAIQ_BACKFILL_BOUND_SECONDS"],
             virtual_clusters_path=env.get("PAIQ_VIRTUAL_CLUSTERS") or None,
             exit_spec_path=env.get("PAIQ_EXIT_SPEC") or None,
             max_platform_retries=_int(env, "PAIQ_MAX_PLATFORM_RETRIES", 10),
@@ -186,7 +193,7 @@ class Settings:
             write_credentials=env.get("PAIQ_WRITE_CREDENTIALS") == "1",
             log_level=(env.get("PAIQ_LOG_LEVEL") or "info").lower(),
             log_format=env.get("PAIQ_LOG_FORMAT") or "console",
-            reconcile_seconds=_int(env, "PAIQ_RECONCILE_SECONDS", 10),
-            stop_grace_seconds=_int(env, "PAIQ_STOP_GRACE_SECONDS", 10),
+            reconcile_seconds=timing["PAIQ_RECONCILE_SECONDS"],
+            stop_grace_seconds=timing["PAIQ_STOP_GRACE_SECONDS"],
             launcher=_launcher_settings(env),
         )

@@ -127,7 +127,8 @@ class Store:
             return []
         token = uuid.uuid4().hex  # marks this batch's writes, to read back exactly the jobs it placed
         ops = [UpdateOne(
-            {"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
+            {"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt,
+             "stop_requested_by": None},
             {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": "",
                       "queue_position": None, "placement_id": token}, "$inc": {"version": 1}})
             for job, tasks in placements]

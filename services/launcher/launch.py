@@ -19,6 +19,7 @@ from services.launcher.codedir import CodeDir, resolve_code_dir
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import PullError
 from services.launcher.finish import exited_event, started_event, watch
+from services.launcher.stopping import stop_container
 from services.launcher.taskcontainer import container_spec, wants_pull
 from shared import exitcodes
 from shared.errors import DriverError
@@ -83,17 +84,41 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEv
         if not isinstance(found, CodeDir):
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
         code_dir = found.host_path
+    return await _start(deps, spec, key, name, code_dir, began)
+
+
+async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, code_dir: str,
+                 began: float) -> list[CloudEvent]:
+    """Pull if needed, then create and start the container, unless the job no longer wants it."""
+    node_id = deps.node.node_id
     try:
         await ensure_image(deps, spec, key)
+        # A pull can take minutes: the job may have ended or moved on meanwhile, and its task's
+        # resources been given to another. Then nothing starts.
+        if not await _still_wanted(deps, spec):
+            await deps.logs.set_ended(key, exit_code=exitcodes.STOPPED_BY_USER, container_id=None, diagnostics="",
+                                      reason="not started: the job ended or moved to another attempt first")
+            log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
+            return []
         container_id = await deps.driver.run(container_spec(
             spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
+    if not await _still_wanted(deps, spec):
+        deps.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
     await deps.logs.set_running(key, container_id)
     LAUNCH.observe(time.monotonic() - began)
     log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
     return [started_event(key, node_id, container_id)]
+
+
+async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
+    job = await deps.store.get_job(spec.job_id)
+    if job is None or job.state.is_final or job.attempt != spec.attempt:
+        return False
+    task = job.tasks[job.task_slot(spec.role, spec.index)]
+    return not task.state.is_final
 
 
 def _progress(deps: LauncherDeps, key: RunKey, sub_state: str, detail: str) -> TaskProgress:

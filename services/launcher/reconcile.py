@@ -12,14 +12,13 @@ Work that can take long (pulls, stops, log catch-up) runs in the background; the
 
 from __future__ import annotations
 
-import asyncio
-
 import structlog
 
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerInfo
 from services.launcher.finish import exited_event, finish, run_key, started_event, watch
 from services.launcher.launch import launch_task
+from services.launcher.stopping import stop_container
 from shared.launchspec import container_name, task_specs
 from shared.logstore import RunKey, RunPhase
 from shared.placement import Plan, TaskPlacement
@@ -110,23 +109,3 @@ def _spec(job: JobRecord, default_fs_uri: str, role: str, index: int) -> TaskSpe
 
 async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec) -> None:
     await deps.publish(await launch_task(deps, spec))
-
-
-async def stop_container(deps: LauncherDeps, container_id: str, *, by_user: bool) -> None:
-    """SIGTERM, then SIGKILL after the grace period. ``by_user``: its exit is reported as -210
-    (stopped by user) whatever code the signal left; the exit itself is reported by the exit path."""
-    if by_user:
-        deps.stopped_by_user.add(container_id)
-    deps.stopping.add(container_id)
-    try:
-        await deps.driver.stop(container_id, deps.settings.stop_grace_seconds)
-    finally:
-        deps.stopping.discard(container_id)
-
-
-async def stop_job_containers(deps: LauncherDeps, job_id: str, *, by_user: bool) -> int:
-    """Stop every running container of ``job_id`` on this node; how many."""
-    leftovers = [c for c in await deps.driver.list_managed(deps.node.node_id)
-                 if c.running and c.labels.get("paiq.job") == job_id]
-    await asyncio.gather(*(stop_container(deps, c.id, by_user=by_user) for c in leftovers))
-    return len(leftovers)

@@ -16,7 +16,8 @@ import structlog
 from services.launcher.deps import LauncherDeps
 from services.launcher.finish import finish
 from services.launcher.launch import launch_task
-from services.launcher.reconcile import reconcile, stop_job_containers
+from services.launcher.reconcile import reconcile
+from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
 from shared.errors import DriverError
 from shared.events import CloudEvent, JobCompleted, JobRetrying, LaunchTasks, NodeRegistered, NodeRegisteredData
@@ -46,7 +47,8 @@ async def on_job_completed(evt: JobCompleted, deps: LauncherDeps) -> list[CloudE
 
 async def on_job_retrying(evt: JobRetrying, deps: LauncherDeps) -> list[CloudEvent]:
     """A failed attempt's tasks still running on this node are stopped before the next attempt starts."""
-    count = await stop_job_containers(deps, evt.data.job_id, by_user=False)
+    # Only that attempt's: a late or redelivered event must never stop the next attempt's tasks.
+    count = await stop_job_containers(deps, evt.data.job_id, by_user=False, attempt=evt.data.attempt)
     if count:
         log.info("stopped the leftover tasks of a failed attempt", job_id=evt.data.job_id, count=count,
                  attempt=evt.data.attempt)
@@ -102,8 +104,12 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps) -> None:
 
     async def heartbeat() -> None:
         await deps.store.heartbeat(node_id)
+
+    async def reconcile_round() -> None:
         await reconcile(deps)
 
-    start_periodic(stack, f"launcher-heartbeat-{node_id}", deps.settings.reconcile_seconds, heartbeat)
+    # Apart from reconcile, so a slow engine never makes a live node look lost.
+    start_periodic(stack, f"launcher-heartbeat-{node_id}", deps.settings.node_timeout_seconds / 4, heartbeat)
+    start_periodic(stack, f"launcher-reconcile-{node_id}", deps.settings.reconcile_seconds, reconcile_round)
     log.info("launcher started", node=node_id, ip=deps.node.ip, cpus=deps.node.cpus,
              memory_mb=deps.node.memory_mb, gpus=len(deps.node.gpus), network=deps.options.network)

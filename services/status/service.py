@@ -77,7 +77,8 @@ def _log_change(old: JobRecord, new: JobRecord) -> None:
 
 
 async def _after_write(deps: StatusDeps, job: JobRecord) -> None:
-    if job.state.is_final and job.delete_requested:
+    if job.state.is_final and job.delete_requested and job.sub_state == lifecycle.COMPLETED:
+        # Only once its containers are gone: until then the record is what holds their resources.
         await deps.store.delete_job(job.id)
         log.info("job deleted as its owner asked", job_id=job.id)
     elif job.sub_state == lifecycle.RETRY_PENDING and job.retry_at_ms:

@@ -141,8 +141,14 @@ async def put_execution_type(request: web.Request) -> web.Response:
 
 async def delete_job(request: web.Request) -> web.Response:
     job, changed = await _request_stop(request, delete=True)
+    store = request.app[DEPS].store
     if changed is None:
-        await request.app[DEPS].store.delete_job(job.id)
+        # Over already; while its last containers are still being stopped its record holds their
+        # resources, so the status service deletes it once they are gone.
+        if await store.update_job(job.id, {"sub_state": "stopping"}, {"delete_requested": True}) is not None:
+            return web.json_response({"message": f"job {job.name} will be deleted once its containers have "
+                                                 "stopped"}, status=202)
+        await store.delete_job(job.id)
         log.info("job deleted", job_id=job.id)
         return web.json_response({"message": f"job {job.name} deleted"}, status=202)
     return web.json_response({"message": f"job {job.name} is being stopped and will then be deleted"}, status=202)

@@ -17,7 +17,7 @@ import pytest
 
 from services.launcher.docker_driver import DockerDriver
 from services.launcher.driver import RegistryAuth
-from services.launcher.reconcile import stop_job_containers
+from services.launcher.stopping import stop_job_containers
 from shared.embedded_mongo import free_port
 from shared.events import TaskExited, TaskProgress, TaskStarted
 from shared.logstore import RunPhase
