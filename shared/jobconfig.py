@@ -17,6 +17,13 @@ ROLE_NAME_PATTERN = r"^[A-Za-z0-9._~]+$"
 PORT_LABEL_PATTERN = r"^[A-Za-z0-9._~]+$"
 JOB_ENV_KEY_PATTERN = r"^\w+$"
 EXTRAS_KEY_PATTERN = r"^[A-Za-z0-9._]+$"
+# Docker's image reference grammar: [registry[:port]/]path[:tag][@digest], path components lowercase.
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+# A first component is a registry only if it has a dot or a port, or is localhost (as Docker decides).
+_DOMAIN = rf"(?:localhost(?::[0-9]+)?|{_LABEL}(?:\.{_LABEL})+(?::[0-9]+)?|{_LABEL}:[0-9]+)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_PATTERN = (rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                 r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 
 StrictInt = Annotated[int, Field(strict=True)]
 JobName = Annotated[str, StringConstraints(strict=True, pattern=JOB_NAME_PATTERN, max_length=255)]

@@ -63,6 +63,7 @@ def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str
                used: dict[str, Resources], now_ms: int, backfill_bound_ms: int) -> QueueDecision:
     """Decide the queue; ``snapshot`` and ``used`` are updated with the jobs that start."""
     capacity = capacity_of(snapshot)
+    empty = ClusterSnapshot.build(snapshot.nodes, [])  # the same nodes with nothing running
     by_vc: dict[str, list[JobRecord]] = defaultdict(list)
     for job in sorted(queued, key=lambda j: (_queued_since(j), j.id)):
         by_vc[job.virtual_cluster].append(job)
@@ -89,9 +90,19 @@ def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str
                 start.append((job, why))
                 position -= 1  # it leaves the queue
                 continue
+            if _never_fits(empty, vc, capacity, job):
+                # It would block its queue forever: it waits, saying why, but holds no one up.
+                waiting[job.id] = Waiting(position, (
+                    f"position {position} in virtual cluster {vc_name}'s queue: it cannot start even on an idle "
+                    f"cluster: {why}"))
+                continue
             waiting[job.id] = Waiting(position, f"position {position} in virtual cluster {vc_name}'s queue: {why}")
             head = head or job
     return QueueDecision(start=start, waiting=waiting)
+
+
+def _never_fits(empty: ClusterSnapshot, vc: VirtualCluster, capacity: Resources, job: JobRecord) -> bool:
+    return not isinstance(_why_not(empty, vc, capacity, Resources(), job), Plan)
 
 
 def _why_not(snapshot: ClusterSnapshot, vc: VirtualCluster, capacity: Resources, used: Resources,

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from shared.jobconfig import EXTRAS_KEY_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole, env_name
+from shared.jobconfig import EXTRAS_KEY_PATTERN, IMAGE_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole, env_name
 
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -94,6 +94,10 @@ def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:
         problems.extend(_cross_field_problems(_roles_valid_alone(cleaned.get("taskRoles"))))
         return Rejected(problems=tuple(_dedupe(problems)))
     problems.extend(_cross_field_problems(list(config.task_roles)))
+    if not re.fullmatch(IMAGE_PATTERN, config.image):
+        problems.append(ConfigProblem(path="image", rule=(
+            f"must be a Docker image reference like registry:5000/team/name:tag (lowercase name, optional "
+            f"tag and digest), got {config.image!r}")))
     if problems:
         return Rejected(problems=tuple(_dedupe(problems)))
     return Accepted(config=config, raw=dict(raw), warnings=tuple(warnings))

@@ -55,6 +55,9 @@ class DockerDriver:
             await asyncio.to_thread(self._client.images.get, image)
         except docker.errors.ImageNotFound:
             return False
+        except docker.errors.APIError as e:  # e.g. "invalid reference format": no pull can help
+            raise PullError(f"image {image} refused", reason=f"image {image} cannot be used: {_explain(e)}",
+                            login_refused=False) from None
         return True
 
     async def pull(self, image: str, auth: RegistryAuth | None) -> None:

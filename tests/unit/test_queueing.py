@@ -57,10 +57,17 @@ def test_a_small_job_backfills_past_a_blocked_head_within_the_bound() -> None:
 
 
 def test_no_backfill_once_the_head_waited_past_the_bound() -> None:
-    started, waiting = decide([queued("big", cpus=8, age_s=700), queued("small", cpus=1, age_s=5)])
-    assert started == []
+    started, waiting = decide([queued("hog", cpus=4, age_s=1000), queued("big", cpus=4, tasks=2, age_s=700),
+                               queued("small", cpus=1, age_s=5)], nodes=2, cpus=4)
+    assert started == ["hog"], "big fits an idle cluster but not now; small may not pass it any more"
     assert waiting["small"][0] == 2
     assert "behind big" in waiting["small"][1] and "nothing else in the VC starts before it" in waiting["small"][1]
+
+
+def test_a_job_that_can_never_fit_does_not_block_its_queue() -> None:
+    started, waiting = decide([queued("impossible", cpus=64, age_s=900), queued("small", cpus=1, age_s=5)])
+    assert started == ["small"], "past the bound, yet the impossible job holds no one up"
+    assert "it cannot start even on an idle cluster: task main[0] fits on no node" in waiting["impossible"][1]
 
 
 def test_positions_count_only_the_jobs_still_waiting() -> None:
