@@ -24,11 +24,6 @@ def placed_tasks(plan: Plan) -> tuple[TaskRecord, ...]:
     )
 
 
-def local_path(uri: str) -> str:
-    """``file:///a/b`` -> ``/a/b``; a plain path stays as it is; other schemes are returned unchanged."""
-    return uri[len("file://"):] if uri.startswith("file://") else uri
-
-
 def task_specs(job: JobRecord, plan: Plan, default_fs_uri: str) -> list[TaskSpec]:
     config = job.config
     paths = resolve_paths(config, job.user, default_fs_uri)
@@ -43,8 +38,9 @@ def task_specs(job: JobRecord, plan: Plan, default_fs_uri: str) -> list[TaskSpec
                                paths=paths, container_id=name),
             cpus=role.cpu_number, memory_mb=role.memory_mb, shm_mb=role.shm_mb,
             gpus=placement.gpus, ports=placement.ports,
-            auth_file=local_path(paths.auth_file) if paths.auth_file else "",
-            code_dir=local_path(paths.code_dir) if paths.code_dir else "",
+            # As the user wrote them (after substitution): the launcher resolves them under the storage root.
+            auth_file=paths.auth_file,
+            code_dir=paths.code_dir,
             is_debug=config.is_debug(),
         ))
     return specs

@@ -13,9 +13,12 @@ from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary
+from shared.envvars import resolve_paths
 from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
+from shared.jobconfig import JobConfig
 from shared.records import ACTIVE_JOB_STATES, JobRecord, initial_tasks, new_job_id, now_ms
+from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
 from shared.validation import Accepted, parse_job_json, validate_job_config
 from shared.vclusters import VirtualCluster, with_default
 
@@ -46,6 +49,7 @@ async def submit_job(request: web.Request) -> web.Response:
     if not isinstance(result, Accepted):
         raise ApiError("InvalidParametersError", result.message)
     config = result.config
+    _check_storage_paths(config, user, deps.settings.default_fs_uri)
     vc = (await virtual_clusters(request)).get(config.virtual_cluster)
     if vc is None:
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
@@ -69,6 +73,19 @@ async def submit_job(request: web.Request) -> web.Response:
         body["warnings"] = list(result.warnings)
         headers["X-Warning"] = " | ".join(result.warnings)
     return web.json_response(body, status=202, headers=headers)
+
+
+def _check_storage_paths(config: JobConfig, user: str, default_fs_uri: str) -> None:
+    """authFile and codeDir must lie inside the default file system: refuse now, not after scheduling."""
+    root = storage_root(default_fs_uri)
+    if isinstance(root, StorageRefusal):
+        return  # an operator problem, said by the launcher when a task needs the storage
+    paths = resolve_paths(config, user, default_fs_uri)
+    for field, value in (("authFile", paths.auth_file), ("codeDir", paths.code_dir)):
+        if value:
+            found = resolve_in_storage(value, root.path, what=field)
+            if isinstance(found, StorageRefusal):
+                raise ApiError("InvalidParametersError", f"{field}: {found.reason}")
 
 
 async def virtual_clusters(request: web.Request) -> dict[str, VirtualCluster]:

@@ -118,19 +118,22 @@ async def test_a_private_registry_image_runs_with_its_authfile_and_the_password_
                             authFile=f"file://{auth_dir}/bad"),
         "missing": job_config("missing", image=image.rsplit(":", 1)[0] + ":no-such-tag", command="true",
                               authFile=f"{auth_dir}/good"),
-        "escape": job_config("escape", image=other, command="true", authFile="/etc/passwd"),
     }
     for config in runs.values():
         await api.submit(user, json.dumps(config).encode())
+    # An authFile outside the default file system is refused at submit, before anything is stored.
+    with pytest.raises(ApiCallError) as escape:
+        await api.submit(user, json.dumps(job_config("escape", image=other, command="true",
+                                                     authFile="/etc/passwd")).encode())
+    assert escape.value.status == 400
+    assert escape.value.message.startswith("authFile: authFile /etc/passwd is outside the default file system")
     right, _ = await wait_final(api, user, "right")
     wrong, _ = await wait_final(api, user, "wrong")
     missing, _ = await wait_final(api, user, "missing")
-    escape, _ = await wait_final(api, user, "escape")
 
     assert right["jobStatus"]["state"] == "SUCCEEDED", right
     for detail, says in ((wrong, "the registry refused the credentials in authFile"),
-                         (missing, "does not exist in its registry"),
-                         (escape, "authFile /etc/passwd is outside the default file system")):
+                         (missing, "does not exist in its registry")):
         assert detail["jobStatus"]["state"] == "FAILED"
         assert detail["jobStatus"]["appExitCode"] == 254
         assert says in detail["jobStatus"]["appExitTriggerMessage"], detail["jobStatus"]
@@ -202,14 +205,14 @@ async def test_code_dir_through_the_api_is_read_only_and_an_escape_fails_the_tas
     await api.submit(user, json.dumps(job_config(
         "with-code", codeDir="$PAI_DEFAULT_FS_URI/code/$PAI_USER_NAME",
         command="sh /pai/code/train.sh && ! touch /pai/code/x 2>/dev/null")).encode())
-    await api.submit(user, json.dumps(job_config(
-        "escaping", codeDir="$PAI_DEFAULT_FS_URI/../../..", command="ls /pai/code")).encode())
+    with pytest.raises(ApiCallError) as escaping:
+        await api.submit(user, json.dumps(job_config(
+            "escaping", codeDir="$PAI_DEFAULT_FS_URI/../../..", command="ls /pai/code")).encode())
+    assert escaping.value.status == 400 and escaping.value.message.startswith("codeDir: ")
+    assert "'..' is not allowed" in escaping.value.message
     ok, _ = await wait_final(api, user, "with-code")
-    bad, _ = await wait_final(api, user, "escaping")
     assert ok["jobStatus"]["state"] == "SUCCEEDED", ok
     assert await log_text(api, user, "with-code") == "training from /pai/code\n"
-    assert bad["jobStatus"]["appExitCode"] == -1100
-    assert "'..' is not allowed" in bad["jobStatus"]["appExitTriggerMessage"]
 
 
 async def _job_id(platform: Platform, user: str, name: str) -> str:

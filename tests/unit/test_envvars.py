@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shared.envvars import JobPaths, build_task_env, env_name, resolve_paths, substitute
 from shared.jobconfig import JobConfig
-from shared.launchspec import container_name, local_path, placed_tasks, task_specs
+from shared.launchspec import container_name, placed_tasks, task_specs
 from shared.placement import ClusterSnapshot, Plan, place
 from shared.validation import Accepted, validate_job_config
 from tests.unit import seed_configs
@@ -322,12 +322,6 @@ def test_container_name_is_docker_safe_for_any_input(job_id: str, attempt: int, 
     assert DOCKER_NAME.fullmatch(container_name(job_id, attempt, role, index))
 
 
-@pytest.mark.parametrize(("uri", "path"), [("file:///var/x", "/var/x"), ("/var/x", "/var/x"),
-                                           ("hdfs://nn/x", "hdfs://nn/x")])
-def test_local_path(uri: str, path: str) -> None:
-    assert local_path(uri) == path
-
-
 def test_task_specs_for_the_tensorflow_job() -> None:
     job = make_job(TF, user="alice", attempt=2)
     specs = task_specs(job, TF_PLAN, FS)
@@ -344,12 +338,13 @@ def test_task_specs_for_the_tensorflow_job() -> None:
     assert w1.auth_file == "" and w1.is_debug is False
 
 
-def test_task_specs_resolve_file_uris_and_debug_flag() -> None:
+def test_task_specs_substitute_paths_and_carry_the_debug_flag() -> None:
     config = make_config(authFile="$PAI_DEFAULT_FS_URI/auth.txt", codeDir="$PAI_DEFAULT_FS_URI/code/$PAI_JOB_NAME",
                          jobEnvs={"isDebug": True})
     spec = task_specs(make_job(config), make_plan(placement("main", 0, N1)), "file:///srv/fs")[0]
-    assert spec.auth_file == "/srv/fs/auth.txt"
-    assert spec.code_dir == "/srv/fs/code/job1"
+    # The URIs as substituted; the launcher resolves them under its storage root (shared/storagepath).
+    assert spec.auth_file == "file:///srv/fs/auth.txt"
+    assert spec.code_dir == "file:///srv/fs/code/job1"
     assert spec.is_debug is True
 
 
