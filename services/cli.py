@@ -114,7 +114,7 @@ async def cmd_jobs(args: argparse.Namespace) -> int:
 
 async def cmd_status(args: argparse.Namespace) -> int:
     user, name = _split_job(args.job, _user(args))
-    async with paiq_client(_api(args)) as client:
+    async with paiq_client(_api(args), _token(args)) as client:
         job = await client.job(user, name)
     s = job["jobStatus"]
     print(f"job       {user}~{name}\nstate     {s['state']} ({s.get('subState')})")

@@ -23,6 +23,16 @@ async def principal_of(request: web.Request) -> Principal:
     return principal
 
 
+async def optional_principal(request: web.Request) -> Principal | None:
+    """The caller if a valid token came with the request, else None (reads need no token)."""
+    if not request.headers.get("Authorization"):
+        return None
+    try:
+        return await principal_of(request)
+    except ApiError:
+        return None
+
+
 async def require_admin(request: web.Request) -> Principal:
     principal = await principal_of(request)
     if not principal.admin:

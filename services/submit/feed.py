@@ -19,7 +19,7 @@ from aiohttp import web
 from services.submit.deps import DEPS
 from shared.bus.base import Bus, Router
 from shared.eventdocs import event_classes, event_type
-from shared.events import CloudEvent, dump_event
+from shared.events import CloudEvent, TaskExited, dump_event
 
 CLIENT_BUFFER = 1000
 KEEPALIVE_SECONDS = 5.0
@@ -38,6 +38,9 @@ class EventFeed:
             queue.put_nowait(None)
 
     async def publish(self, event: CloudEvent) -> Sequence[CloudEvent]:
+        if isinstance(event, TaskExited) and event.data.diagnostics:
+            # The feed is public; what a program printed is for its owner (the log route, the job detail).
+            event = event.model_copy(update={"data": event.data.model_copy(update={"diagnostics": ""})})
         for queue in list(self.clients):
             if queue.full():
                 with contextlib.suppress(asyncio.QueueEmpty):

@@ -8,11 +8,11 @@ import structlog
 import yaml
 from aiohttp import web
 
-from services.submit.access import principal_of
+from services.submit.access import optional_principal, principal_of
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.users import Principal, check_user_name
-from services.submit.views import job_detail, job_summary
+from services.submit.views import job_detail, job_summary, without_private
 from shared.envvars import resolve_paths
 from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
@@ -106,7 +106,14 @@ def _may_change(principal: Principal, job: JobRecord) -> None:
 
 
 async def get_job(request: web.Request) -> web.Response:
-    return web.json_response(job_detail(await _job_or_404(request)))
+    """Open to all, as in OpenPAI; what the tasks printed (stderr tails) only for the owner or an admin,
+    as their logs are."""
+    job = await _job_or_404(request)
+    detail = job_detail(job)
+    principal = await optional_principal(request)
+    if principal is None or (principal.user != job.user and not principal.admin):
+        detail = without_private(detail)
+    return web.json_response(detail)
 
 
 async def get_job_config(request: web.Request) -> web.Response:

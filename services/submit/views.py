@@ -73,6 +73,18 @@ def _task_status(task: TaskRecord) -> dict[str, Any]:
     }
 
 
+PRIVATE_FIELDS = ("appExitDiagnostics", "containerExitDiagnostics")
+
+
+def without_private(value: Any) -> Any:
+    """The same answer with what a program printed (stderr tails) blanked, for anyone but its owner."""
+    if isinstance(value, dict):
+        return {k: "" if k in PRIVATE_FIELDS else without_private(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_private(v) for v in value]
+    return value
+
+
 def job_detail(job: JobRecord) -> dict[str, Any]:
     roles: dict[str, Any] = {}
     for role in job.config.task_roles:

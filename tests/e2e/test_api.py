@@ -189,3 +189,17 @@ async def test_delete_stops_a_running_job_and_removes_it(api: PaiqClient, user: 
     await api.submit(user, json.dumps(job_config("doomed", command="true")).encode())  # the name is free again
     detail, _ = await wait_final(api, user, "doomed")
     assert detail["jobStatus"]["state"] == "SUCCEEDED"
+
+
+async def test_what_a_task_printed_is_shown_only_to_its_owner(platform: Platform, api: PaiqClient, admin: PaiqClient,
+                                                              user: str) -> None:
+    await api.submit(user, json.dumps(job_config("talkative", command="echo secret-ish >&2; exit 4")).encode())
+    mine, _ = await wait_final(api, user, "talkative")
+    assert "secret-ish" in mine["jobStatus"]["appExitDiagnostics"]
+    assert "secret-ish" in mine["taskRoles"]["main"]["taskStatuses"][0]["containerExitDiagnostics"]
+    assert "secret-ish" in (await admin.job(user, "talkative"))["jobStatus"]["appExitDiagnostics"]
+    status, anonymous, _ = await raw(platform, "GET", f"/api/v1/user/{user}/jobs/talkative")
+    assert status == 200 and anonymous["jobStatus"]["state"] == "FAILED"
+    assert anonymous["jobStatus"]["appExitDiagnostics"] == ""
+    assert anonymous["taskRoles"]["main"]["taskStatuses"][0]["containerExitDiagnostics"] == ""
+    assert "secret-ish" not in json.dumps(anonymous)
