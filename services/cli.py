@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from shared.client import ApiCallError, paiq_client
+from shared.credentials import credentials_path, read_credentials, write_credentials
 from shared.errors import PaiqError
 
 DEFAULT_API = "http://127.0.0.1:9186"
@@ -24,16 +25,12 @@ FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
 def _credentials_path() -> Path:
-    return Path(os.environ.get("PAIQ_DATA_DIR") or Path.home() / ".paiq").expanduser() / "credentials.json"
+    return credentials_path(Path(os.environ.get("PAIQ_DATA_DIR") or Path.home() / ".paiq").expanduser())
 
 
 def _saved() -> dict[str, str]:
     """What ``paiq login`` (or ``paiq up``) saved: api, user, token."""
-    try:
-        data = json.loads(_credentials_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    return read_credentials(_credentials_path())
 
 
 def _api(args: argparse.Namespace) -> str:
@@ -48,15 +45,6 @@ def _token(args: argparse.Namespace) -> str | None:
     saved = _saved()
     token = os.environ.get("PAIQ_TOKEN") or (saved.get("token") if saved.get("api") == _api(args) else None)
     return token or None
-
-
-def _write_credentials(api: str, user: str, token: str) -> Path:
-    path = _credentials_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"api": api, "user": user, "token": token}, f)
-    return path
 
 
 def _split_job(ref: str, user: str) -> tuple[str, str]:
@@ -145,7 +133,7 @@ async def cmd_login(args: argparse.Namespace) -> int:
         password = getpass.getpass(f"password for {user} at {_api(args)}: ")
     async with paiq_client(_api(args)) as client:
         answer = await client.login(user, password)
-    path = _write_credentials(_api(args), user, str(answer["token"]))
+    path = write_credentials(_credentials_path(), api=_api(args), user=user, token=str(answer["token"]))
     print(f"logged in as {user}{' (admin)' if answer.get('admin') else ''}; token saved in {path}")
     return 0
 

@@ -139,7 +139,6 @@ class Settings:
     reconcile_seconds: int = 10
     stop_grace_seconds: int = 10
     launcher: LauncherSettings = field(default_factory=LauncherSettings)
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def api_url(self) -> str:

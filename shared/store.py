@@ -79,10 +79,6 @@ class Store:
                                  "tasks.state": {"$in": [TaskState.WAITING.value, TaskState.RUNNING.value]}})
         return [JobRecord.from_document(d) async for d in cursor]
 
-    async def active_jobs_on_node(self, node_id: str) -> list[JobRecord]:
-        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "tasks.node_id": node_id})
-        return [JobRecord.from_document(d) async for d in cursor]
-
     async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
         """Jobs with a task on the node that has not ended (final jobs whose tasks still stop included)."""
         cursor = self.jobs.find({"tasks.node_id": node_id,
@@ -113,12 +109,6 @@ class Store:
     async def retry_pending_jobs(self) -> list[JobRecord]:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "retry pending"})
         return [JobRecord.from_document(d) async for d in cursor]
-
-    async def set_waiting_reason(self, job: JobRecord, reason: str, position: int | None = None) -> JobRecord | None:
-        return await self.update_job(
-            job.id, {"state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt},
-            {"reason": reason, "queue_position": position},
-        )
 
     async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]]) -> list[JobRecord]:
         """Place many queued jobs in one round trip; the jobs that were placed (a job that changed

@@ -36,7 +36,6 @@ from shared.errors import DriverError
 log = structlog.get_logger("paiq.launcher.docker")
 
 LABEL_PREFIX = "paiq."
-EXIT_IMAGE_PULL = exitcodes.IMAGE_PULL_FAILED
 EXIT_ENGINE_FAILURE = exitcodes.ENGINE_FAILURE
 
 

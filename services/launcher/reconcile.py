@@ -44,7 +44,8 @@ async def reconcile(deps: LauncherDeps) -> None:
             jobs[job_id] = await deps.store.get_job(job_id)
         await _settle(deps, c, jobs[job_id])
     names = {c.name for c in containers if c.status != "created"}
-    for job in await deps.store.active_jobs_on_node(deps.node.node_id):
+    # Final jobs too: a leftover task whose exit report was lost would hold its resources forever.
+    for job in await deps.store.jobs_on_node(deps.node.node_id):
         await _launch_missing(deps, job, names)
 
 
@@ -90,7 +91,10 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
                                                  run.diagnostics, run.container_id)])
             continue
         # Never launched, or a launch cut short: launch. Started once but its container is gone: the
-        # launch reports that. A task the job shows running with no run at all is left alone.
+        # launch reports that. A task the job shows running with no run at all is left alone; nothing
+        # is launched for a job that is over.
+        if job.state.is_final:
+            continue
         if task.state is TaskState.WAITING or (run is not None and run.phase is RunPhase.RUNNING):
             spec = _spec(job, deps.settings.default_fs_uri, task.role, task.index)
             if spec is not None:

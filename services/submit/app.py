@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,6 +20,7 @@ from services.submit.openapi import add_openapi_route
 from services.submit.portal import add_portal_routes
 from services.submit.users import Users
 from shared.bus.base import Bus
+from shared.credentials import credentials_path, write_credentials
 from shared.metrics import metrics
 from shared.settings import Settings
 from shared.store import Store
@@ -96,16 +95,8 @@ async def bootstrap_admin(users: Users, settings: Settings) -> None:
               "change it with PUT /api/v1/user)", flush=True)
     if settings.write_credentials:
         token = await users.issue_token(name, True, CLI_TOKEN_SECONDS)
-        path = settings.data_dir / "credentials.json"
-        _write_private(path, json.dumps({"api": settings.api_url, "user": name, "token": token}))
+        path = write_credentials(credentials_path(settings.data_dir), api=settings.api_url, user=name, token=token)
         log.info("CLI credentials written", path=str(path), user=name)
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
 
 
 async def start_submit(settings: Settings, store: Store, bus: Bus) -> web.AppRunner:
