@@ -91,11 +91,11 @@ def build_task_env(config: JobConfig, plan: Plan, *, user: str, role: TaskRole, 
     for label, var in (("http", "PAI_CONTAINER_HOST_PORT"), ("ssh", "PAI_CONTAINER_SSH_PORT")):
         if me.ports.get(label):
             env[var] = str(me.ports[label][0])
-    if me.gpus:
-        env["NVIDIA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
     for other in config.task_roles:
         env.update(_role_env(other, plan))
     env.update({k: env_value(v) for k, v in config.job_envs.items()})
+    if me.gpus:  # after jobEnvs: a job must not widen its own GPU isolation
+        env["NVIDIA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
     return env
 
 

@@ -9,6 +9,7 @@ a stream of small ones. Every waiting job gets its position in its VC's queue an
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -110,5 +111,6 @@ def _why_not(snapshot: ClusterSnapshot, vc: VirtualCluster, capacity: Resources,
     problem = quota_problem(vc, capacity, used, request_of(job))
     if problem:
         return problem
-    result = place(snapshot, job.config)
+    # Seeded from the job and attempt, so a placement can be replayed.
+    result = place(snapshot, job.config, seed=zlib.crc32(f"{job.id}#{job.attempt}".encode()))
     return result if isinstance(result, Plan) else result.reason

@@ -66,7 +66,7 @@ def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
     if size == 0:
         return _reject("(body)", "must be a JSON object, got an empty body")
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return _reject("(body)", f"is not valid JSON ({e})")
     except RecursionError:
@@ -76,6 +76,10 @@ def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
     if not isinstance(data, dict):
         return _reject("(body)", f"must be a JSON object, got {_json_type(data)}")
     return data
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:

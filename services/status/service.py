@@ -53,6 +53,14 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 async def apply(deps: StatusDeps, job_id: str, transition: Transition) -> list[CloudEvent]:
     """Apply ``transition`` to the job and store it; the events it announces (none if nothing changed)."""
     lock = deps.locks.setdefault(job_id, asyncio.Lock())
+    try:
+        return await _apply_locked(deps, job_id, transition, lock)
+    finally:
+        if not lock.locked() and deps.locks.get(job_id) is lock:
+            del deps.locks[job_id]  # nobody waits for it: do not keep one lock per job ever seen
+
+
+async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, lock: asyncio.Lock) -> list[CloudEvent]:
     async with lock:
         for _ in range(MAX_WRITE_ATTEMPTS):
             job = await deps.store.get_job(job_id)

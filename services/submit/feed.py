@@ -63,8 +63,9 @@ FEED = web.AppKey("feed", EventFeed)
 def _wanted(event: CloudEvent, user: str | None, job: str | None) -> bool:
     if user is None:
         return True
-    prefix = f"{user}~{job}~" if job else f"{user}~"
-    return event.subject.startswith(prefix)
+    if job:  # job names may hold '~': compare the id without its submission suffix
+        return event.subject.rsplit("~", 1)[0] == f"{user}~{job}"
+    return event.subject.startswith(f"{user}~")
 
 
 async def stream_events(request: web.Request) -> web.StreamResponse:

@@ -353,3 +353,11 @@ def test_placed_tasks_carry_the_plan() -> None:
     assert [(t.role, t.index, t.node_id, t.ip, t.gpus, t.ports) for t in tasks] == [
         (p.role, p.index, p.node_id, p.ip, p.gpus, p.ports) for p in TF_PLAN.tasks]
     assert all(t.state == "WAITING" and t.container_id is None for t in tasks)
+
+
+def test_job_envs_cannot_widen_the_gpus_a_task_sees() -> None:
+    config = make_config(role_dict("main", gpuNumber=1), jobEnvs={"NVIDIA_VISIBLE_DEVICES": "all", "x": 1})
+    plan = make_plan(placement("main", 0, N1, gpus=(3,)))
+    [spec] = task_specs(make_job(config), plan, "file:///srv/fs")
+    assert spec.env["NVIDIA_VISIBLE_DEVICES"] == "3" and spec.env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert spec.env["x"] == "1"

@@ -9,7 +9,7 @@ from shared.events import JobCompleted, JobRequeued, JobRetrying, TaskExitedData
 from shared.exitspec import ExitType, Reaction, load_table, parse_table
 from shared.lifecycle import RetryPolicy
 from shared.records import JobRecord, JobState, TaskState
-from tests.unit.factories import make_config, make_job, make_task, role_dict
+from tests.unit.factories import make_config, make_job, role_dict
 
 pytestmark = pytest.mark.unit
 
@@ -199,12 +199,22 @@ def test_stop_ends_the_job_at_once_and_closes_tasks_that_never_started() -> None
     assert lifecycle.stop_requested(job, "bob", NOW) is None, "stopping a finished job changes nothing"
 
 
-def test_a_task_starting_after_its_job_ended_is_recorded_so_its_resources_stay_held() -> None:
-    job = make_job(make_config(role_dict("main", taskNumber=2)), state=JobState.WAITING)
-    job, _ = lifecycle.stop_requested(placed(job), "bob", NOW) or (job, [])
-    late = lifecycle.task_started(job.model_copy(update={"tasks": (make_task("main", 0, TaskState.WAITING),
-                                                                   job.tasks[1])}), started(), NOW)
-    assert late is not None and late[0].tasks[0].state == TaskState.RUNNING and late[0].state == JobState.STOPPED
+def test_a_start_reported_after_the_job_ended_changes_nothing() -> None:
+    """The job's end closed its never-started tasks (their resources are free); the launcher drops or
+    stops such a late container itself, so the record must not revive the task."""
+    job = placed(make_job(make_config(role_dict("main", taskNumber=2)), state=JobState.WAITING))
+    stopped, _ = lifecycle.stop_requested(job, "bob", NOW) or (job, [])
+    assert [t.state for t in stopped.tasks] == [TaskState.STOPPED, TaskState.STOPPED]
+    assert lifecycle.task_started(stopped, started(), NOW + 1) is None
+
+
+def test_a_task_running_when_its_job_ends_keeps_holding_until_it_exits() -> None:
+    job = placed(make_job(make_config(role_dict("main", taskNumber=2)), state=JobState.WAITING))
+    job, _ = lifecycle.task_started(job, started("main", 0), NOW) or (job, [])
+    stopped, _ = lifecycle.stop_requested(job, "bob", NOW) or (job, [])
+    assert stopped.tasks[0].state == TaskState.RUNNING and stopped.sub_state == lifecycle.STOPPING
+    done, _ = lifecycle.task_exited(stopped, exited(143), NOW + 5, POLICY) or (stopped, [])
+    assert done.tasks[0].state == TaskState.STOPPED and done.sub_state == lifecycle.COMPLETED
 
 
 def test_exit_spec_table_is_complete_and_well_formed() -> None:
