@@ -488,7 +488,11 @@ def test_parse_never_raises_on_arbitrary_bytes(body: bytes) -> None:
 @PROPERTY
 @given(JSON_VALUES)
 def test_parse_of_dumped_json_gives_the_object_back_or_a_refusal(value: Any) -> None:
-    body = json.dumps(value).encode()
+    try:
+        body = json.dumps(value, allow_nan=False).encode()
+    except ValueError:  # it holds NaN or Infinity: what Python writes for them is not JSON
+        assert isinstance(parse_job_json(json.dumps(value).encode()), Rejected)
+        return
     result = parse_job_json(body)
     if isinstance(value, dict):
         assert isinstance(result, dict) and result.keys() == value.keys()
