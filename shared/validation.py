@@ -7,6 +7,7 @@ value (``Accepted`` or ``Rejected``), so callers map it to an answer in one plac
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -162,18 +163,31 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
                 problems.append(ConfigProblem(
                     path=f"jobEnvs.{key}",
                     rule=f"must be a string, number or boolean, got {_json_type(value)}"))
+            problems.extend(_non_finite(value, f"jobEnvs.{key}"))
     extras = cleaned.get("extras", {})
     if not isinstance(extras, dict):
         problems.append(ConfigProblem(path="extras", rule=f"must be an object, got {_json_type(extras)}"))
         cleaned.pop("extras", None)
     else:
-        for key in extras:
+        for key, value in extras.items():
             if not re.fullmatch(EXTRAS_KEY_PATTERN, key):
                 problems.append(ConfigProblem(path=f"extras.{key}", rule=f"key must match {EXTRAS_KEY_PATTERN}"))
+            problems.extend(_non_finite(value, f"extras.{key}"))
     if problems:
         cleaned.pop("jobEnvs", None)
         cleaned.pop("extras", None)
     return problems
+
+
+def _non_finite(value: object, path: str) -> list[ConfigProblem]:
+    """NaN and infinities are not JSON: they could be neither stored nor given back as they came."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [ConfigProblem(path=path, rule=f"must be a finite number, got {value}")]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _non_finite(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _non_finite(v, f"{path}[{i}]")]
+    return []
 
 
 def _roles_valid_alone(roles: object) -> list[TaskRole | None]:

@@ -450,7 +450,8 @@ def _check_result(raw: Any) -> None:
     before = copy.deepcopy(raw)
     result = validate_job_config(raw)
     assert isinstance(result, Accepted | Rejected)
-    assert raw == before, "validation must not modify its input"
+    # Compared as JSON text: NaN never equals itself, yet an unchanged NaN is unchanged input.
+    assert json.dumps(raw) == json.dumps(before), "validation must not modify its input"
     if isinstance(result, Rejected):
         assert result.problems and all(p.path and p.rule for p in result.problems)
     else:
@@ -534,3 +535,13 @@ def test_overlapping_fixed_ports_within_a_role_are_refused() -> None:
 def test_fixed_ports_that_only_touch_are_accepted() -> None:
     raw = config_dict(role_dict(portList=[port_dict("a", 30000, 2), port_dict("b", 30002, 1)]))
     assert len(accepted(raw).config.task_roles[0].port_list) == 2
+
+
+@pytest.mark.parametrize(("where", "value", "path"), [
+    ("jobEnvs", {"lr": float("inf")}, "jobEnvs.lr"),
+    ("extras", {"deep": {"x": [1.0, float("nan")]}}, "extras.deep.x[1]"),
+])
+def test_non_finite_numbers_are_refused(where: str, value: dict[str, Any], path: str) -> None:
+    result = validate_job_config(config_dict(**{where: value}))
+    assert isinstance(result, Rejected)
+    assert [(p.path, p.rule.split(",")[0]) for p in result.problems] == [(path, "must be a finite number")]
