@@ -83,9 +83,6 @@ async def wait_for_shutdown() -> None:
             loop.remove_signal_handler(sig)
 
 
-# Where each service's /healthz and /metrics listen by default (PAIQ_OPS_PORT overrides).
-OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189}
-
 Starter = Callable[[AsyncExitStack, Settings, "Store", Bus], Awaitable[None]]
 
 
@@ -114,9 +111,7 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
             bus = await stack.enter_async_context(open_bus(settings))
             await start(stack, settings, store, bus)
             if name != "submit":  # submit serves /healthz and /metrics on its API port
-                own = env.get(f"PAIQ_{name.upper()}_OPS_PORT")
-                port = int(own) if own and own.isdigit() else settings.ops_port or OPS_PORTS[name]
-                await start_ops_server(stack, settings.ops_host, port, store.ping, name)
+                await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], store.ping, name)
             await wait_for_shutdown()
             log.info("shutting down", service=name)
 

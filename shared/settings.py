@@ -109,6 +109,23 @@ def _launcher_settings(env: Mapping[str, str]) -> LauncherSettings:
         debug_keep_seconds=sizes["PAIQ_DEBUG_KEEP_SECONDS"])
 
 
+# Where the scheduler's, status's and launcher's /healthz and /metrics listen by default.
+DEFAULT_OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189}
+
+
+def _ops_ports(env: Mapping[str, str]) -> dict[str, int]:
+    """PAIQ_<SERVICE>_OPS_PORT, else PAIQ_OPS_PORT, else the default, per service."""
+    common = _int(env, "PAIQ_OPS_PORT", 0)
+    ports = {}
+    for service, default in DEFAULT_OPS_PORTS.items():
+        var = f"PAIQ_{service.upper()}_OPS_PORT"
+        port = _int(env, var, 0) or common or default
+        if not 0 < port < 65536:
+            raise SettingsError(var, f"must be a port number 1-65535, got {port}")
+        ports[service] = port
+    return ports
+
+
 @dataclass(frozen=True)
 class Settings:
     mongodb_uri: str | None
@@ -123,7 +140,7 @@ class Settings:
     docker_url: str | None
     node: NodeSettings
     ops_host: str = "127.0.0.1"
-    ops_port: int | None = None
+    ops_ports: Mapping[str, int] = field(default_factory=dict)
     lease_seconds: int = 15
     node_timeout_seconds: int = 40
     backfill_bound_seconds: int = 600
@@ -179,7 +196,7 @@ class Settings:
             docker_url=env.get("PAIQ_DOCKER_URL") or env.get("DOCKER_HOST") or None,
             node=node,
             ops_host=env.get("PAIQ_OPS_HOST") or "127.0.0.1",
-            ops_port=_int(env, "PAIQ_OPS_PORT", 0) or None,
+            ops_ports=_ops_ports(env),
             lease_seconds=timing["PAIQ_LEASE_SECONDS"],
             node_timeout_seconds=timing["PAIQ_NODE_TIMEOUT_SECONDS"],
             backfill_bound_seconds=timing["PAIQ_BACKFILL_BOUND_SECONDS"],
