@@ -35,7 +35,7 @@ class Router:
         return tuple(self._handlers)
 
     async def dispatch(self, event: CloudEvent) -> Sequence[CloudEvent]:
-        handler = self._handlers.get(event.routing_key) or self._handlers.get(getattr(event, "type", ""))
+        handler = self._handlers.get(getattr(event, "type", ""))
         if handler is None:
             raise UnroutedEventError(getattr(event, "type", "?"))
         structlog.contextvars.bind_contextvars(event_id=event.id, event_type=getattr(event, "type", "?"),
