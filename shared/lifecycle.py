@@ -39,6 +39,10 @@ RETRY_PENDING = "retry pending"
 STOPPING = "stopping"
 COMPLETED = "completed"
 
+JOB_DIAGNOSTICS_BUDGET = 512 * 1024  # characters of stderr tails one job document keeps over all its tasks
+TASK_DIAGNOSTICS_MAX = 4000  # what a launcher sends (services/launcher/finish.py)
+TASK_DIAGNOSTICS_MIN = 256
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -109,7 +113,7 @@ def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy
         return None
     attempt_over = job.state.is_final or job.sub_state == RETRY_PENDING
     job = _with_task(job, slot, state=_exit_state(d.exit_code, attempt_over), exit_code=d.exit_code,
-                     reason=d.reason, diagnostics=d.diagnostics,
+                     reason=d.reason, diagnostics=kept_diagnostics(d.diagnostics, job.config.total_tasks),
                      completed_ms=now, sub_state="", kept_until_ms=None,
                      container_id=d.container_id or job.tasks[slot].container_id)
     if attempt_over:
@@ -117,7 +121,17 @@ def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy
     outcome = decide_completion(job)
     if outcome is None:
         return _settle(job), []
+    if (outcome.trigger_role, outcome.trigger_index) == (d.role, d.index):
+        outcome = outcome.model_copy(update={"diagnostics": d.diagnostics})  # the job keeps its trigger's whole tail
     return conclude(job, outcome, now, policy)
+
+
+def kept_diagnostics(text: str, total_tasks: int) -> str:
+    """The end of a task's stderr tail that its job document keeps: every task shares
+    ``JOB_DIAGNOSTICS_BUDGET``, so a 2,000-task job stays small (the whole tail stays in the task's run
+    and its log)."""
+    cap = max(TASK_DIAGNOSTICS_MIN, min(TASK_DIAGNOSTICS_MAX, JOB_DIAGNOSTICS_BUDGET // max(1, total_tasks)))
+    return text[-cap:]
 
 
 def _exit_state(code: int, attempt_over: bool) -> TaskState:
@@ -198,7 +212,7 @@ def retry_due(job: JobRecord, now: int) -> Change | None:
                          exit_reason=job.exit_reason, trigger_role=job.trigger_role,
                          trigger_index=job.trigger_index)
     job = job.model_copy(update={
-        "attempts": (*job.attempts, past), "attempt": job.attempt + 1, "tasks": initial_tasks(job.config),
+        "archived": (past,), "attempt": job.attempt + 1, "tasks": initial_tasks(job.config),
         "sub_state": QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}",
         "retry_at_ms": None, "launched_ms": None, "queued_ms": now})
     return job, [JobRequeued(subject=job.id, data=JobRequeuedData(job_id=job.id, attempt=job.attempt))]

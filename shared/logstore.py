@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -100,12 +100,17 @@ class LogStore:
     # --- runs ------------------------------------------------------------------------------
 
     async def claim(self, key: RunKey, node_id: str) -> TaskRun:
-        """The run of ``key``: created (``launching``) unless it exists; as it is now."""
-        doc = await self.runs.find_one_and_update(
-            {"_id": key.id},
-            {"$setOnInsert": {**key.model_dump(), "node_id": node_id, "phase": RunPhase.LAUNCHING.value,
-                              "claimed_ms": now_ms()}},
-            upsert=True, return_document=ReturnDocument.AFTER)
+        """The run of ``key``: created (``launching``) unless it exists; as it is now. (An insert that may
+        collide, not an upsert through ``find_one_and_update``, which SecantusDB answers by reading the
+        whole collection, and this one grows with every task ever run.)"""
+        doc = {"_id": key.id, **key.model_dump(), "node_id": node_id, "phase": RunPhase.LAUNCHING.value,
+               "claimed_ms": now_ms()}
+        try:
+            await self.runs.insert_one(doc)
+        except DuplicateKeyError:
+            found = await self.runs.find_one({"_id": key.id})
+            if found is not None:
+                return TaskRun.model_validate(found)
         return TaskRun.model_validate(doc)
 
     async def get_run(self, key: RunKey) -> TaskRun | None:

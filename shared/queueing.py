@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from shared.placement import ClusterSnapshot, Plan, place
-from shared.records import JobRecord
+from shared.records import JobRecord, holds_resources
 from shared.vclusters import Resources, VirtualCluster, quota_problem
 
 
@@ -43,7 +43,7 @@ def usage_by_vc(jobs: list[JobRecord]) -> dict[str, Resources]:
     for job in jobs:
         roles = {r.name: r for r in job.config.task_roles}
         for t in job.tasks:
-            if t.node_id is None or t.state.is_final or t.role not in roles:
+            if not holds_resources(t) or t.role not in roles:
                 continue
             r = roles[t.role]
             used[job.virtual_cluster] = used[job.virtual_cluster] + Resources(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -152,7 +153,9 @@ class JobRecord(_Record):
     delete_requested: bool = False
     # Optimistic concurrency: every write bumps it; the status service writes only over the version it read.
     version: int = 0
-    attempts: tuple[AttemptRecord, ...] = ()
+    # Attempts ended by this change, for the store to archive in ``job_attempts`` (never kept in the job
+    # document, so a job retried often stays small; ``Store.attempts_of`` reads them back).
+    archived: tuple[AttemptRecord, ...] = ()
     retry_counts: RetryCounts = RetryCounts()
     retry_at_ms: int | None = None
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
@@ -160,10 +163,15 @@ class JobRecord(_Record):
     placement_id: str | None = None  # which scheduler commit placed the current attempt
     exit_phrase: str = ""
     exit_type: str = ""
+    # Whether the job's final state is in the per-VC counters (see shared/tallies.py); the store sets it.
+    counted: bool = False
 
     def to_document(self) -> dict[str, Any]:
-        doc = self.model_dump(mode="json", by_alias=True)
+        doc = self.model_dump(mode="json", by_alias=True, exclude={"archived"})
         doc["config"] = self.config.model_dump(mode="json", by_alias=True)
+        doc.update(holding_fields(self.tasks))
+        doc.update(task_count=self.config.total_tasks, gpu_count=self.config.total_gpus,
+                   role_count=len(self.config.task_roles))
         return doc
 
     @classmethod
@@ -176,6 +184,19 @@ class JobRecord(_Record):
             if t.role == role and t.index == index:
                 return slot
         raise KeyError(f"{role}[{index}]")
+
+
+def holds_resources(task: TaskRecord) -> bool:
+    """The one definition of what holds a node's resources: a placed task that has not ended (a final
+    job's leftover tasks included, until their containers are really gone)."""
+    return task.node_id is not None and not task.state.is_final
+
+
+def holding_fields(tasks: Iterable[TaskRecord]) -> dict[str, Any]:
+    """The indexed fields a job document carries so that active work is found without reading history:
+    ``holds`` (a task holds resources) and ``hold_nodes`` (the nodes they are on)."""
+    nodes = sorted({str(t.node_id) for t in tasks if holds_resources(t)})
+    return {"holds": bool(nodes), "hold_nodes": nodes}
 
 
 def initial_tasks(config: JobConfig) -> tuple[TaskRecord, ...]:

@@ -109,6 +109,20 @@ def _launcher_settings(env: Mapping[str, str]) -> LauncherSettings:
         debug_keep_seconds=sizes["PAIQ_DEBUG_KEEP_SECONDS"])
 
 
+RETENTION = "PAIQ_JOB_RETENTION_DAYS"
+
+
+def _retention_days(env: Mapping[str, str]) -> float:
+    raw = (env.get(RETENTION) or "0").strip()
+    try:
+        days = float(raw)
+    except ValueError:
+        raise SettingsError(RETENTION, f"must be a number of days (0: keep forever), got {raw!r}") from None
+    if not (0 <= days < 100_000):
+        raise SettingsError(RETENTION, f"must be 0 (keep forever) or a positive number of days, got {raw}")
+    return days
+
+
 # Where the scheduler's, status's and launcher's /healthz and /metrics listen by default.
 DEFAULT_OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189}
 
@@ -155,6 +169,7 @@ class Settings:
     log_format: str = "console"
     reconcile_seconds: int = 10
     stop_grace_seconds: int = 10
+    job_retention_days: float = 0  # 0: keep ended jobs forever
     launcher: LauncherSettings = field(default_factory=LauncherSettings)
 
     @property
@@ -211,5 +226,6 @@ class Settings:
             log_format=env.get("PAIQ_LOG_FORMAT") or "console",
             reconcile_seconds=timing["PAIQ_RECONCILE_SECONDS"],
             stop_grace_seconds=timing["PAIQ_STOP_GRACE_SECONDS"],
+            job_retention_days=_retention_days(env),
             launcher=_launcher_settings(env),
         )

@@ -7,17 +7,30 @@ attempt) the change expects, so a duplicated or late event changes nothing.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
+from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.errors import JobExistsError, StoreError
+from shared.joblist import Cursor, JobPage, list_page
 from shared.logstore import LogStore
-from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, NodeRecord, TaskRecord, TaskState, now_ms
+from shared.records import (
+    ACTIVE_JOB_STATES,
+    AttemptRecord,
+    JobRecord,
+    JobState,
+    NodeRecord,
+    TaskRecord,
+    holding_fields,
+    now_ms,
+)
+from shared.schema import ensure_schema
+from shared.tallies import Tallies
 from shared.vclusters import VirtualCluster
 
 Doc = dict[str, Any]
@@ -33,13 +46,12 @@ class Store:
         self.vcs: AsyncCollection[Doc] = db["virtual_clusters"]
         self.leases: AsyncCollection[Doc] = db["leases"]
         self.tokens: AsyncCollection[Doc] = db["tokens"]
+        self.attempts: AsyncCollection[Doc] = db["job_attempts"]
+        self.meta: AsyncCollection[Doc] = db["meta"]
+        self.tallies = Tallies(db)
 
     async def ensure_indexes(self) -> None:
-        await self.jobs.create_index([("user", ASCENDING), ("name", ASCENDING)], unique=True)
-        await self.jobs.create_index([("created_ms", DESCENDING)])
-        await self.jobs.create_index([("user", ASCENDING), ("created_ms", DESCENDING)])
-        await self.jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("created_ms", ASCENDING)])
-        await self.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+        await ensure_schema(self)
 
     # --- jobs ------------------------------------------------------------------------------
 
@@ -49,6 +61,14 @@ class Store:
         except DuplicateKeyError as e:
             raise JobExistsError(job.id) from e
 
+    async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
+        """Insert many jobs at once (imports, benchmarks); finished ones are counted in the tallies."""
+        finished = Counter((j.virtual_cluster, j.state.value) for j in jobs if j.state.is_final)
+        docs = [j.model_copy(update={"counted": j.state.is_final}).to_document() for j in jobs]
+        if docs:
+            await self.jobs.insert_many(docs, ordered=False)
+        await self.tallies.add_counts(finished)
+
     async def get_job(self, job_id: str) -> JobRecord | None:
         doc = await self.jobs.find_one({"_id": job_id})
         return JobRecord.from_document(doc) if doc else None
@@ -57,15 +77,22 @@ class Store:
         doc = await self.jobs.find_one({"user": user, "name": name})
         return JobRecord.from_document(doc) if doc else None
 
-    async def list_jobs(self, *, user: str | None = None, limit: int = 1000, skip: int = 0) -> list[JobRecord]:
-        query: Doc = {"user": user} if user else {}
-        cursor = self.jobs.find(query).sort([("created_ms", DESCENDING), ("_id", ASCENDING)])
-        return [JobRecord.from_document(d) async for d in cursor.skip(skip).limit(limit)]
+    async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
+                        offset: int = 0, cursor: Cursor | None = None) -> JobPage:
+        """A page of job summaries, newest first (see :mod:`shared.joblist`)."""
+        return await list_page(self.jobs, now_ms=now_ms(), limit=limit, offset=offset, cursor=cursor,
+                               user=user, state=state)
+
+    async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
+        """The job's earlier attempts, oldest first."""
+        cursor = self.attempts.find({"job_id": job_id}).sort([("job_id", ASCENDING), ("attempt", ASCENDING)])
+        return [AttemptRecord.model_validate(d) async for d in cursor]
 
     async def queued_jobs(self) -> list[JobRecord]:
         """WAITING jobs that hold no placement yet, oldest first."""
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued"})
-        return [JobRecord.from_document(d) async for d in cursor.sort([("created_ms", ASCENDING)])]
+        jobs = [JobRecord.from_document(d) async for d in cursor]
+        return sorted(jobs, key=lambda j: (j.created_ms, j.id))
 
     async def placed_jobs(self) -> list[JobRecord]:
         """Active jobs that hold a placement."""
@@ -73,38 +100,55 @@ class Store:
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def jobs_holding_resources(self) -> list[JobRecord]:
-        """Placed jobs with a task not yet ended, final jobs included: a completed job's leftover tasks
-        hold their CPUs, GPUs and ports until their containers are really gone."""
-        cursor = self.jobs.find({"sub_state": {"$ne": "queued"},
-                                 "tasks.state": {"$in": [TaskState.WAITING.value, TaskState.RUNNING.value]}})
-        return [JobRecord.from_document(d) async for d in cursor]
+        """Jobs with a task holding resources (see :func:`shared.records.holds_resources`), final jobs
+        included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
+        containers are really gone."""
+        return [JobRecord.from_document(d) async for d in self.jobs.find({"holds": True})]
 
     async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
-        """Jobs with a task on the node that has not ended (final jobs whose tasks still stop included)."""
-        cursor = self.jobs.find({"tasks.node_id": node_id,
-                                 "tasks.state": {"$in": [TaskState.WAITING.value, TaskState.RUNNING.value]}})
+        """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""
+        cursor = self.jobs.find({"holds": True, "hold_nodes": node_id})
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
-        """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None."""
+        """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None.
+
+        An update then a read by ``_id``, not ``find_one_and_update``: SecantusDB answers the latter
+        by reading the whole collection."""
         try:
-            doc = await self.jobs.find_one_and_update(
-                {"_id": job_id, **expect}, {"$set": dict(changes), "$inc": {"version": 1}},
-                return_document=ReturnDocument.AFTER,
-            )
+            result = await self.jobs.update_one({"_id": job_id, **expect},
+                                                {"$set": dict(changes), "$inc": {"version": 1}})
+            doc = await self.jobs.find_one({"_id": job_id}) if result.modified_count == 1 else None
         except PyMongoError as e:
             raise StoreError(f"updating job {job_id} failed: {e}") from e
         return JobRecord.from_document(doc) if doc else None
 
     async def replace_job(self, job: JobRecord, expected_version: int) -> bool:
-        """Write ``job`` whole if nobody changed it since ``expected_version`` was read."""
+        """Write ``job`` whole if nobody changed it since ``expected_version`` was read; attempts it ended
+        go to ``job_attempts`` first, and a job that has just ended is counted in the tallies after."""
         doc = job.to_document()
         doc["version"] = expected_version + 1
         try:
+            for past in job.archived:  # by id: archiving again (a write that missed, retried) replaces it
+                await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"},
+                                                {"job_id": job.id, **past.model_dump(mode="json")}, upsert=True)
             result = await self.jobs.replace_one({"_id": job.id, "version": expected_version}, doc)
+            if result.modified_count == 1 and job.state.is_final and not job.counted:
+                await self.count_finished(job)
         except PyMongoError as e:
             raise StoreError(f"writing job {job.id} failed: {e}") from e
         return result.modified_count == 1
+
+    async def count_finished(self, job: JobRecord) -> None:
+        """Add an ended job to its VC's tally, then mark it counted (a crash in between: the status
+        service's pass finds it uncounted and counts again, which the tally refuses to do twice)."""
+        await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
+        await self.jobs.update_one({"_id": job.id, "counted": False}, {"$set": {"counted": True}})
+
+    async def uncounted_finished_jobs(self) -> list[JobRecord]:
+        """Ended jobs not yet in the tallies (served by the partial index of uncounted, i.e. active, jobs)."""
+        cursor = self.jobs.find({"counted": False, "state": {"$nin": list(ACTIVE_JOB_STATES)}})
+        return [JobRecord.from_document(d) async for d in cursor]
 
     async def retry_pending_jobs(self) -> list[JobRecord]:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "retry pending"})
@@ -120,7 +164,8 @@ class Store:
             {"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt,
              "stop_requested_by": None},
             {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": "",
-                      "queue_position": None, "placement_id": token}, "$inc": {"version": 1}})
+                      "queue_position": None, "placement_id": token, **holding_fields(tasks)},
+             "$inc": {"version": 1}})
             for job, tasks in placements]
         try:
             await self.jobs.bulk_write(ops, ordered=False)
@@ -139,20 +184,13 @@ class Store:
                for job, reason, position in waiting]
         await self.jobs.bulk_write(ops, ordered=False)
 
-    async def update_task(self, job_id: str, attempt: int, slot: int, expect_states: Sequence[str],
-                          changes: Mapping[str, Any]) -> JobRecord | None:
-        """Change task ``slot`` of the current attempt, if it is in one of ``expect_states``."""
-        return await self.update_job(
-            job_id,
-            {"attempt": attempt, f"tasks.{slot}.state": {"$in": list(expect_states)}},
-            {f"tasks.{slot}.{k}": v for k, v in changes.items()},
-        )
-
     async def job_counts_by_vc_and_state(self) -> dict[str, dict[str, int]]:
-        pipeline: list[Doc] = [{"$group": {"_id": {"vc": "$virtual_cluster", "state": "$state"}, "n": {"$sum": 1}}}]
-        out: dict[str, dict[str, int]] = {}
-        async for row in await self.jobs.aggregate(pipeline):
-            out.setdefault(str(row["_id"]["vc"]), {})[str(row["_id"]["state"])] = int(row["n"])
+        """``{vc: {state: n}}``: active jobs counted from the state index, ended ones from the tallies."""
+        out = await self.tallies.by_vc()
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}}, {"virtual_cluster": 1, "state": 1})
+        async for d in cursor:
+            states = out.setdefault(str(d["virtual_cluster"]), {})
+            states[str(d["state"])] = states.get(str(d["state"]), 0) + 1
         return out
 
     async def jobs_to_stop(self) -> list[JobRecord]:
@@ -161,9 +199,21 @@ class Store:
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def delete_job(self, job_id: str) -> bool:
+        """Remove a job with its earlier attempts, its tasks' logs and runs, and its place in the tallies."""
+        doc = await self.jobs.find_one({"_id": job_id}, {"virtual_cluster": 1, "state": 1, "counted": 1})
+        if doc is None:
+            return False
+        if doc.get("counted"):
+            await self.tallies.remove(str(doc["virtual_cluster"]), str(doc["state"]), job_id)
+        await self.attempts.delete_many({"job_id": job_id})
+        await LogStore(self.jobs.database).delete_job(job_id)
         result = await self.jobs.delete_one({"_id": job_id})
-        await LogStore(self.jobs.database).delete_job(job_id)  # its tasks' logs and runs go with it
         return result.deleted_count == 1
+
+    async def expired_jobs(self, completed_before_ms: int, limit: int) -> list[str]:
+        """Ids of ended jobs completed before the time, that hold nothing any more (retention)."""
+        cursor = self.jobs.find({"completed_ms": {"$lt": completed_before_ms}, "holds": False}, {"_id": 1})
+        return [str(d["_id"]) async for d in cursor.limit(limit)]
 
     # --- nodes -----------------------------------------------------------------------------
 
@@ -196,8 +246,8 @@ class Store:
         return (await self.vcs.delete_one({"_id": name})).deleted_count == 1
 
     async def active_jobs_in_vc(self, name: str) -> int:
-        return await self.jobs.count_documents({"virtual_cluster": name,
-                                                "state": {"$in": list(ACTIVE_JOB_STATES)}})
+        return await self.jobs.count_documents({"state": {"$in": list(ACTIVE_JOB_STATES)},
+                                                "virtual_cluster": name})
 
     # --- leases ------------------------------------------------------------------------------
 

@@ -136,8 +136,34 @@ async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
         events += await apply(deps, job.id, lambda j, now: _complete_if_decided(j, now, deps.policy))
     for job in await deps.store.retry_pending_jobs():
         events += await apply(deps, job.id, lifecycle.retry_due)
+    for job in await deps.store.uncounted_finished_jobs():
+        await deps.store.count_finished(job)  # its count was cut short (a crash between two writes)
     await _count_jobs(deps)
     return events
+
+
+RETENTION_BATCH = 100
+RETENTION_BATCHES_PER_PASS = 20
+
+
+async def remove_expired(deps: StatusDeps) -> int:
+    """Retention: delete jobs that ended more than PAIQ_JOB_RETENTION_DAYS ago, with their attempts,
+    logs and runs, a small batch at a time so that the API never waits behind it; how many went."""
+    days = deps.settings.job_retention_days
+    if days <= 0:
+        return 0
+    before = now_ms() - int(days * 86_400_000)
+    removed = 0
+    for _ in range(RETENTION_BATCHES_PER_PASS):
+        batch = await deps.store.expired_jobs(before, RETENTION_BATCH)
+        for job_id in batch:
+            removed += await deps.store.delete_job(job_id)
+        if len(batch) < RETENTION_BATCH:
+            break
+        await asyncio.sleep(0.2)  # let other requests in between batches
+    if removed:
+        log.info("removed jobs past their retention", jobs=removed, retention_days=days)
+    return removed
 
 
 async def _count_jobs(deps: StatusDeps) -> None:
@@ -187,7 +213,12 @@ async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
         for task in deps.wakeups:
             task.cancel()
 
+    async def retention() -> None:
+        await remove_expired(deps)
+
     stack.callback(cancel_wakeups)
     await periodic()
     start_periodic(stack, "status-reconcile", deps.settings.reconcile_seconds, periodic)
+    if deps.settings.job_retention_days > 0:
+        start_periodic(stack, "status-retention", max(60, deps.settings.reconcile_seconds), retention)
     log.info("status started", exit_codes=len(deps.policy.table.entries))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import structlog
 import yaml
@@ -17,7 +17,8 @@ from shared.envvars import resolve_paths
 from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.jobconfig import JobConfig
-from shared.records import ACTIVE_JOB_STATES, JobRecord, initial_tasks, new_job_id, now_ms
+from shared.joblist import Cursor, CursorError
+from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, initial_tasks, new_job_id, now_ms
 from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
 from shared.validation import Accepted, parse_job_json, validate_job_config
 from shared.vclusters import VirtualCluster, with_default
@@ -109,7 +110,7 @@ async def get_job(request: web.Request) -> web.Response:
     """Open to all, as in OpenPAI; what the tasks printed (stderr tails) only for the owner or an admin,
     as their logs are."""
     job = await _job_or_404(request)
-    detail = job_detail(job)
+    detail = job_detail(job, await request.app[DEPS].store.attempts_of(job.id) if job.attempt else [])
     principal = await optional_principal(request)
     if principal is None or (principal.user != job.user and not principal.admin):
         detail = without_private(detail)
@@ -178,28 +179,51 @@ async def delete_job(request: web.Request) -> web.Response:
     return web.json_response({"message": f"job {job.name} is being stopped and will then be deleted"}, status=202)
 
 
-def _page(request: web.Request) -> tuple[int, int]:
+def _page(request: web.Request) -> tuple[int, int, Cursor | None]:
     try:
         limit = int(request.query.get("limit", "1000"))
         offset = int(request.query.get("offset", "0"))
     except ValueError as e:
         raise ApiError("InvalidParametersError", "limit and offset must be integers") from e
-    if not (1 <= limit <= 10000 and offset >= 0):
-        raise ApiError("InvalidParametersError", "limit must be 1-10000 and offset >= 0")
-    return limit, offset
+    if not (1 <= limit <= 10000 and 0 <= offset <= 100_000):
+        raise ApiError("InvalidParametersError", "limit must be 1-10000 and offset 0-100000 (use the cursor of "
+                                                 "X-Next-Cursor for deeper pages)")
+    text = request.query.get("cursor")
+    try:
+        cursor = Cursor.decode(text) if text else None
+    except CursorError as e:
+        raise ApiError("InvalidParametersError", str(e)) from e
+    return limit, offset, cursor
+
+
+def _state_filter(request: web.Request) -> str | None:
+    state = request.query.get("state") or None
+    if state is not None and state not in {s.value for s in JobState}:
+        raise ApiError("InvalidParametersError",
+                       f"state: must be one of {', '.join(s.value for s in JobState)}, got {state!r}")
+    return state
+
+
+async def _list(request: web.Request, user: str | None) -> web.Response:
+    """A page of summaries, newest first; ``X-Next-Cursor`` (and a ``Link`` rel=next) when more follow."""
+    limit, offset, cursor = _page(request)
+    page = await request.app[DEPS].store.list_jobs(user=user, state=_state_filter(request), limit=limit,
+                                                   offset=offset, cursor=cursor)
+    headers = {}
+    if page.next_cursor:
+        query = {k: v for k, v in request.query.items() if k not in {"cursor", "offset"}}
+        headers["X-Next-Cursor"] = page.next_cursor
+        headers["Link"] = f'<{request.path}?{urlencode({**query, "cursor": page.next_cursor})}>; rel="next"'
+    return web.json_response([job_summary(j) for j in page.jobs], headers=headers)
 
 
 async def list_jobs(request: web.Request) -> web.Response:
     user = request.query.get("username") or None
-    limit, offset = _page(request)
-    jobs = await request.app[DEPS].store.list_jobs(user=user, limit=limit, skip=offset)
-    return web.json_response([job_summary(j) for j in jobs])
+    return await _list(request, check_user_name(user) if user else None)
 
 
 async def list_user_jobs(request: web.Request) -> web.Response:
-    limit, offset = _page(request)
-    jobs = await request.app[DEPS].store.list_jobs(user=_path_user(request), limit=limit, skip=offset)
-    return web.json_response([job_summary(j) for j in jobs])
+    return await _list(request, _path_user(request))
 
 
 def add_job_routes(app: web.Application) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.joblist import JobSummary
 from shared.records import AttemptRecord, JobRecord, TaskRecord
 
 
-def _retry_details(job: JobRecord) -> dict[str, int]:
+def _retry_details(job: JobRecord | JobSummary) -> dict[str, int]:
     c = job.retry_counts
     return {"user": c.user, "platform": c.platform, "resource": c.resource}
 
@@ -25,7 +26,7 @@ def _attempt(a: AttemptRecord) -> dict[str, Any]:
             "taskStatuses": [{"taskRoleName": t.role, **_task_status(t)} for t in a.tasks]}
 
 
-def _status(job: JobRecord) -> dict[str, Any]:
+def _status(job: JobRecord | JobSummary) -> dict[str, Any]:
     """The fields the list and the detail of a job both carry."""
     return {
         "state": job.state.value,
@@ -42,14 +43,14 @@ def _status(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def job_summary(job: JobRecord) -> dict[str, Any]:
+def job_summary(job: JobSummary) -> dict[str, Any]:
     return {
         "name": job.name,
         "username": job.user,
         **_status(job),
-        "totalGpuNumber": job.config.total_gpus,
-        "totalTaskNumber": job.config.total_tasks,
-        "totalTaskRoleNumber": len(job.config.task_roles),
+        "totalGpuNumber": job.gpu_count,
+        "totalTaskNumber": job.task_count,
+        "totalTaskRoleNumber": job.role_count,
     }
 
 
@@ -85,7 +86,8 @@ def without_private(value: Any) -> Any:
     return value
 
 
-def job_detail(job: JobRecord) -> dict[str, Any]:
+def job_detail(job: JobRecord, attempts: list[AttemptRecord]) -> dict[str, Any]:
+    """The job, its tasks, and its earlier ``attempts`` (kept apart from the job: ``Store.attempts_of``)."""
     roles: dict[str, Any] = {}
     for role in job.config.task_roles:
         roles[role.name] = {
@@ -101,7 +103,7 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
             "appCompletedTime": job.completed_ms,
             "appExitSpec": _exit_spec(job),
             "attempt": job.attempt,
-            "attempts": [_attempt(a) for a in job.attempts],
+            "attempts": [_attempt(a) for a in attempts],
             "retryAt": job.retry_at_ms,
             "appExitDiagnostics": job.exit_diagnostics,
             "appExitTriggerMessage": job.exit_reason,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from shared.jobconfig import JobConfig
 from shared.placement.buckets import Buckets
 from shared.placement.values import Plan
-from shared.records import JobRecord, NodeRecord
+from shared.records import JobRecord, NodeRecord, holds_resources
 
 ANY_GPU: None = None  # the GPU index key of "any type" (a config without gpuType)
 
@@ -139,7 +139,7 @@ class ClusterSnapshot:
         for job in placed_jobs:
             roles = {r.name: r for r in job.config.task_roles}
             for task in job.tasks:
-                if task.node_id not in usage or task.state.is_final or task.role not in roles:
+                if not holds_resources(task) or task.node_id not in usage or task.role not in roles:
                     continue
                 u, role = usage[task.node_id], roles[task.role]
                 u.cpus += role.cpu_number

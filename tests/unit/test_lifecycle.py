@@ -126,7 +126,7 @@ def test_retry_count_is_used_up_then_the_job_fails() -> None:
             requeued = lifecycle.retry_due(job, job.retry_at_ms or 0)
             assert requeued is not None
             job = requeued[0]
-    assert job.retry_counts.user == 1 and job.exit_code == 3 and len(job.attempts) == 1
+    assert job.retry_counts.user == 1 and job.exit_code == 3 and len(job.archived) == 1
 
 
 def test_platform_retries_are_capped() -> None:
@@ -160,7 +160,7 @@ def test_the_next_attempt_waits_for_its_delay_and_for_every_task_of_the_last() -
     job, events = change
     assert (job.attempt, job.sub_state, job.state) == (1, lifecycle.QUEUED, JobState.WAITING)
     assert all(t.state == TaskState.WAITING and t.node_id is None for t in job.tasks)
-    [past] = job.attempts
+    [past] = job.archived
     assert past.attempt == 0 and past.exit_code == 3 and past.trigger_role == "worker"
     assert [t.state for t in past.tasks] == [TaskState.STOPPED, TaskState.FAILED]
     assert isinstance(events[0], JobRequeued) and events[0].data.attempt == 1
@@ -244,3 +244,23 @@ def test_a_broken_operator_table_is_refused_with_the_setting_named(text: str) ->
     with pytest.raises(SettingsError) as refused:
         parse_table(text)
     assert refused.value.name == "PAIQ_EXIT_SPEC"
+
+
+@pytest.mark.parametrize(("tasks", "kept"), [(1, 4000), (128, 4000), (1000, 524), (2000, 262), (100_000, 256)])
+def test_a_job_document_keeps_a_bounded_share_of_each_tasks_stderr_tail(tasks: int, kept: int) -> None:
+    assert len(lifecycle.kept_diagnostics("x" * 5000, tasks)) == kept
+    assert lifecycle.kept_diagnostics("ab" * 3000, tasks).endswith("ab"), "the end of the tail is kept"
+
+
+def test_a_big_job_keeps_its_trigger_tasks_whole_tail_while_its_tasks_keep_their_share() -> None:
+    config = make_config(role_dict("main", taskNumber=2000))
+    job = placed(make_job(config, state=JobState.WAITING))
+    job, _ = lifecycle.task_started(job, started(), NOW) or (job, [])
+    tail = "e" * 3000
+    exit_data = exited(3).model_copy(update={"diagnostics": tail})
+    change = lifecycle.task_exited(job, exit_data, NOW, POLICY)
+    assert change is not None
+    ended, _ = change
+    assert ended.state == JobState.FAILED
+    assert ended.exit_diagnostics == tail, "the job's own diagnostics: the trigger's whole tail"
+    assert len(ended.tasks[0].diagnostics) == lifecycle.JOB_DIAGNOSTICS_BUDGET // 2000

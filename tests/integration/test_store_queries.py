@@ -1,0 +1,281 @@
+"""Active work apart from history, on the real MongoDB-wire server.
+
+Every query the services run is timed over a store holding a few hundred ended jobs, then again once
+it holds 6,000 more: a query whose cost follows active work or the page asked for takes the same time,
+one that reads the history takes about twenty times longer. (SecantusDB's ``explain`` does not say
+what its executor really reads, and its ``serverStatus`` counts no scanned documents, so time is the
+witness here; tests/benchmarks/history.py measures the same at 100,000 jobs.) Then: pages by offset
+and by cursor, tallies instead of ``$group``, documents that stay small whatever a job's size and
+retries, the migration of older documents, and retention.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import bson
+import pytest
+from pymongo import AsyncMongoClient
+
+from services.status.service import StatusDeps, remove_expired, retry_policy
+from shared import lifecycle
+from shared.bus.memory import MemoryBus
+from shared.events import TaskExitedData, TaskStartedData
+from shared.joblist import Cursor
+from shared.lifecycle import RetryPolicy
+from shared.records import JobRecord, JobState, NodeRecord, TaskState, initial_tasks, now_ms
+from shared.settings import Settings
+from shared.store import Store
+from tests.infra import unique
+from tests.unit.factories import make_config, role_dict
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+SMALL, HISTORY = 300, 6300
+USERS = 20
+DAY_MS = 86_400_000
+NOW = now_ms()
+
+
+def ended_job(i: int, *, state: JobState = JobState.SUCCEEDED) -> JobRecord:
+    """One of the history: created over 30 days, ended, its tasks done on some node."""
+    config = make_config(role_dict("main", taskNumber=1 + i % 4), jobName=f"h{i}")
+    created = NOW - 30 * DAY_MS + i * (30 * DAY_MS // HISTORY)
+    tasks = tuple(t.model_copy(update={"state": TaskState.SUCCEEDED, "node_id": f"n{i % 7}", "ip": "10.0.0.1",
+                                       "exit_code": 0, "completed_ms": created + 1000}) for t in initial_tasks(config))
+    return JobRecord(id=f"u{i % USERS}~h{i}~{i:08x}", user=f"u{i % USERS}", name=f"h{i}", virtual_cluster="default",
+                     config=config, raw_config={}, created_ms=created, completed_ms=created + 1000, state=state,
+                     sub_state="completed", tasks=tasks)
+
+
+def active_job(name: str, *, state: JobState, sub_state: str, node: str | None = None,
+               task_state: TaskState = TaskState.WAITING, **extra: Any) -> JobRecord:
+    config = make_config(role_dict("main", taskNumber=2), jobName=name)
+    tasks = tuple(t.model_copy(update={"node_id": node, "ip": "10.0.0.2" if node else None, "state": task_state})
+                  for t in initial_tasks(config))
+    return JobRecord(id=f"act~{name}~00000000", user="act", name=name, virtual_cluster="default", config=config,
+                     raw_config={}, created_ms=NOW - 1000, state=state, sub_state=sub_state, tasks=tasks, **extra)
+
+
+ACTIVE = [
+    active_job("queued", state=JobState.WAITING, sub_state="queued"),
+    active_job("starting", state=JobState.WAITING, sub_state="starting", node="n1"),
+    active_job("running", state=JobState.RUNNING, sub_state="running", node="n2", task_state=TaskState.RUNNING),
+    active_job("retry", state=JobState.WAITING, sub_state="retry pending"),
+    active_job("stopme", state=JobState.RUNNING, sub_state="running", node="n1", task_state=TaskState.RUNNING,
+               stop_requested_by="act"),
+    # over, but one container is still being stopped: it holds its resources
+    active_job("leftover", state=JobState.FAILED, sub_state="stopping", node="n3", task_state=TaskState.RUNNING,
+               completed_ms=NOW - 500),
+]
+
+
+Query = Callable[[Store], Awaitable[object]]
+QUERIES: dict[str, Query] = {
+    "queued_jobs": lambda s: s.queued_jobs(),
+    "placed_jobs": lambda s: s.placed_jobs(),
+    "jobs_holding_resources": lambda s: s.jobs_holding_resources(),
+    "jobs_on_node": lambda s: s.jobs_on_node("n1"),
+    "retry_pending_jobs": lambda s: s.retry_pending_jobs(),
+    "jobs_to_stop": lambda s: s.jobs_to_stop(),
+    "uncounted_finished_jobs": lambda s: s.uncounted_finished_jobs(),
+    "job_counts_by_vc_and_state": lambda s: s.job_counts_by_vc_and_state(),
+    "active_jobs_in_vc": lambda s: s.active_jobs_in_vc("default"),
+    "list_jobs limit=20": lambda s: s.list_jobs(limit=20),
+    "list_jobs user": lambda s: s.list_jobs(user="u3", limit=20),
+    "list_jobs state": lambda s: s.list_jobs(state="FAILED", limit=20),
+    "list_jobs cursor": lambda s: s.list_jobs(limit=20, cursor=Cursor(NOW - 20 * DAY_MS, "")),
+    "get_job": lambda s: s.get_job("u1~h1~00000001"),
+    "find_job": lambda s: s.find_job("u1", "h1"),
+    "attempts_of": lambda s: s.attempts_of("u1~h1~00000001"),
+    "update_job": lambda s: s.update_job("act~running~00000000", {"state": "RUNNING"}, {"reason": "x"}),
+    "expired_jobs": lambda s: s.expired_jobs(NOW - 40 * DAY_MS, 100),
+}
+
+
+async def timings(store: Store) -> dict[str, float]:
+    out = {}
+    for name, query in QUERIES.items():
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            await query(store)
+            best = min(best, time.perf_counter() - start)
+        out[name] = best
+    return out
+
+
+def history_of(lo: int, hi: int) -> list[JobRecord]:
+    return [ended_job(i, state=JobState.FAILED if i % 10 == 0 else JobState.SUCCEEDED) for i in range(lo, hi)]
+
+
+@pytest.fixture(scope="module")
+async def history(mongo_uri: str) -> AsyncIterator[tuple[Store, dict[str, float], dict[str, float]]]:
+    """The store with a small history, then a large one; each query's time with both."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    store = Store(client, unique("hist_"))
+    await store.ensure_indexes()
+    await store.insert_jobs(history_of(0, SMALL))
+    for job in ACTIVE:
+        await store.insert_job(job)
+    small = await timings(store)
+    await store.insert_jobs(history_of(SMALL, HISTORY))
+    big = await timings(store)
+    yield store, small, big
+    await client.close()
+
+
+Stores = tuple[Store, dict[str, float], dict[str, float]]
+
+
+@pytest.mark.parametrize("name", list(QUERIES))
+async def test_no_query_costs_more_with_twenty_times_the_history(history: Stores, name: str) -> None:
+    _, small, big = history
+    assert big[name] <= 3 * small[name] + 0.005, (
+        f"{name}: {big[name] * 1000:.1f} ms with {HISTORY} ended jobs, {small[name] * 1000:.1f} ms with {SMALL}")
+
+
+async def test_the_passes_find_exactly_the_active_work(history: Stores) -> None:
+    store, _, _ = history
+    assert [j.name for j in await store.queued_jobs()] == ["queued"]
+    assert {j.name for j in await store.placed_jobs()} == {"starting", "running", "stopme", "retry"}
+    assert {j.name for j in await store.jobs_holding_resources()} == {"starting", "running", "stopme", "leftover"}
+    assert {j.name for j in await store.jobs_on_node("n1")} == {"starting", "stopme"}
+    assert [j.name for j in await store.retry_pending_jobs()] == ["retry"]
+    assert [j.name for j in await store.jobs_to_stop()] == ["stopme"]
+    assert [j.name for j in await store.uncounted_finished_jobs()] == ["leftover"], "ended, inserted uncounted"
+    counts = await store.job_counts_by_vc_and_state()
+    assert counts["default"] == {"SUCCEEDED": HISTORY - HISTORY // 10, "FAILED": HISTORY // 10,
+                                 "WAITING": 3, "RUNNING": 2}
+    assert await store.active_jobs_in_vc("default") == 5
+    first = await store.list_jobs(limit=20)
+    assert [j.name for j in first.jobs[:6]] == sorted(j.name for j in ACTIVE), "newest first, ties by id"
+
+
+async def test_pages_by_cursor_and_by_offset_give_every_job_once_newest_first(
+        history: Stores) -> None:
+    store, _, _ = history
+    everything = (await store.list_jobs(limit=10000)).jobs
+    assert len(everything) == HISTORY + len(ACTIVE)
+    keys = [(-j.created_ms, j.id) for j in everything]
+    assert keys == sorted(keys), "created_ms descending, then id"
+    walked: list[str] = []
+    cursor: Cursor | None = None
+    while True:
+        page = await store.list_jobs(user="u7", limit=37, cursor=cursor)
+        walked += [j.id for j in page.jobs]
+        if page.next_cursor is None:
+            break
+        cursor = Cursor.decode(page.next_cursor)
+    assert walked == [j.id for j in everything if j.user == "u7"]
+    by_offset = (await store.list_jobs(limit=25, offset=100)).jobs
+    assert [j.id for j in by_offset] == [j.id for j in everything[100:125]]
+    failed = (await store.list_jobs(state="FAILED", limit=10000)).jobs
+    assert [j.id for j in failed] == [j.id for j in everything if j.state is JobState.FAILED]
+    summary = everything[-1]
+    assert (summary.task_count, summary.role_count, summary.gpu_count) == (1, 1, 0)
+
+
+async def test_ended_jobs_are_tallied_once_and_untallied_when_deleted(history: Stores) -> None:
+    store, _, _ = history
+    [leftover] = [j for j in await store.uncounted_finished_jobs() if j.name == "leftover"]
+    before = (await store.job_counts_by_vc_and_state())["default"]
+    await store.count_finished(leftover)
+    await store.tallies.add(leftover.virtual_cluster, leftover.state.value, leftover.id)  # a retry after a crash
+    after = (await store.job_counts_by_vc_and_state())["default"]
+    assert after["FAILED"] == before["FAILED"] + 1
+    assert await store.uncounted_finished_jobs() == []
+    assert await store.delete_job(leftover.id)
+    await store.tallies.remove(leftover.virtual_cluster, leftover.state.value, leftover.id)  # again: no-op
+    assert (await store.job_counts_by_vc_and_state())["default"]["FAILED"] == before["FAILED"]
+    assert not await store.delete_job(leftover.id)
+
+
+async def test_a_2000_task_job_retried_10_times_stays_under_2_mb(mongo_uri: str) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    store = Store(client, unique("big_"))
+    await store.ensure_indexes()
+    config = make_config(role_dict("main", taskNumber=2000), jobName="big", retryCount=10)
+    policy = RetryPolicy(table=retry_policy(Settings.from_env({})).table)
+    job = JobRecord(id="u~big~00000000", user="u", name="big", virtual_cluster="default", config=config,
+                    raw_config={}, created_ms=NOW, tasks=initial_tasks(config))
+    await store.insert_job(job)
+    for attempt in range(11):
+        job = await _run_attempt(store, job, attempt, policy)
+    size = len(bson.encode(await store.jobs.find_one({"_id": job.id}) or {}))
+    assert job.state is JobState.FAILED and job.retry_counts.user == 10
+    assert size < 2 * 1024 * 1024, f"the job document is {size} bytes"
+    attempts = await store.attempts_of(job.id)
+    assert [a.attempt for a in attempts] == list(range(10))
+    assert all(len(t.diagnostics) <= 4000 for a in attempts for t in a.tasks)
+    await client.close()
+
+
+async def _run_attempt(store: Store, job: JobRecord, attempt: int, policy: RetryPolicy) -> JobRecord:
+    """Place every task, start and fail them all with a 4,000-character stderr tail, through the pure
+    state machine and the store as the status service does."""
+    tasks = tuple(t.model_copy(update={"node_id": f"n{t.index % 100}", "ip": "10.0.0.3", "ports": {"http": (20000,)}})
+                  for t in job.tasks)
+    [job] = await store.commit_placements([(job, tasks)])
+    for t in job.tasks:
+        change = lifecycle.task_started(job, TaskStartedData(job_id=job.id, attempt=attempt, role=t.role,
+                                                             index=t.index, node_id=str(t.node_id),
+                                                             container_id="c" * 64), NOW)
+        job = change[0] if change else job
+    for t in job.tasks:
+        change = lifecycle.task_exited(job, TaskExitedData(
+            job_id=job.id, attempt=attempt, role=t.role, index=t.index, node_id=str(t.node_id), exit_code=3,
+            reason="command exited with code 3", diagnostics="Traceback: boom\n" * 250), NOW, policy)
+        job = change[0] if change else job
+    retried = lifecycle.retry_due(job, NOW + 10**9)
+    job = retried[0] if retried else job
+    stored = await store.get_job(job.id)
+    assert stored is not None
+    assert await store.replace_job(job, stored.version)
+    again = await store.get_job(job.id)
+    assert again is not None
+    return again
+
+
+async def test_older_documents_are_migrated_once(mongo_uri: str) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    db = unique("old_")
+    legacy = ended_job(1, state=JobState.FAILED).to_document()
+    for derived in ("holds", "hold_nodes", "task_count", "gpu_count", "role_count", "counted"):
+        del legacy[derived]
+    legacy["attempts"] = [{"attempt": 0, "tasks": legacy["tasks"], "exit_code": 3}]
+    await client[db]["jobs"].insert_one(legacy)
+    store = Store(client, db)
+    await store.ensure_indexes()
+    await store.ensure_indexes()  # a second start changes nothing
+    job = await store.get_job(legacy["_id"])
+    assert job is not None and job.counted
+    raw = await store.jobs.find_one({"_id": legacy["_id"]})
+    assert raw is not None and "attempts" not in raw and raw["task_count"] == 2 and raw["holds"] is False
+    assert [a.exit_code for a in await store.attempts_of(job.id)] == [3]
+    assert (await store.job_counts_by_vc_and_state()) == {"default": {"FAILED": 1}}
+    await client.close()
+
+
+async def test_retention_removes_old_ended_jobs_in_batches(mongo_uri: str) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    store = Store(client, unique("keep_"))
+    await store.ensure_indexes()
+    now = now_ms()
+    old = [ended_job(i).model_copy(update={"completed_ms": now - 10 * DAY_MS}) for i in range(250)]
+    recent = [ended_job(1000 + i).model_copy(update={"completed_ms": now - DAY_MS}) for i in range(5)]
+    holding = active_job("old-leftover", state=JobState.FAILED, sub_state="stopping", node="n1",
+                         task_state=TaskState.RUNNING, completed_ms=now - 10 * DAY_MS)
+    await store.insert_jobs([*old, *recent, holding])
+    await store.upsert_node(NodeRecord(_id="n1", ip="10.0.0.1", cpus=4, memory_mb=1024, port_range=(1, 2)))
+    settings = Settings.from_env({"PAIQ_JOB_RETENTION_DAYS": "7"})
+    deps = StatusDeps(settings=settings, store=store, bus=MemoryBus(), policy=retry_policy(settings))
+    assert await remove_expired(deps) == 250
+    left = {j.name for j in (await store.list_jobs(limit=100)).jobs}
+    assert left == {j.name for j in recent} | {"old-leftover"}, "recent ones and one still holding stay"
+    assert (await store.job_counts_by_vc_and_state())["default"]["SUCCEEDED"] == 5
+    off = StatusDeps(settings=Settings.from_env({}), store=store, bus=MemoryBus(), policy=deps.policy)
+    assert await remove_expired(off) == 0
+    await client.close()
