@@ -89,14 +89,20 @@ async def _follow(client: Any, user: str, name: str) -> int:
 
 
 async def cmd_jobs(args: argparse.Namespace) -> int:
-    async with paiq_client(_api(args)) as client:
-        jobs = await client.jobs(args.user)
+    """The newest jobs (``--limit``, 50), or all of them page by page (``--all``); every user's unless
+    ``--user`` names one."""
+    shown = 0
     print(f"{'JOB':40} {'STATE':10} {'TASKS':>5} {'GPUS':>4} {'EXIT':>5}  CREATED")
-    for j in jobs:
-        ref = f"{j['username']}~{j['name']}"
-        exit_code = "-" if j["appExitCode"] is None else str(j["appExitCode"])
-        print(f"{ref:40} {j['state']:10} {j['totalTaskNumber']:>5} {j['totalGpuNumber']:>4} {exit_code:>5}  "
-              f"{_ms(j['createdTime'])}")
+    async with paiq_client(_api(args)) as client:
+        async for j in client.iter_jobs(args.user, state=args.state, at_most=None if args.all else args.limit + 1):
+            if not args.all and shown == args.limit:
+                print(f"... more: paiq jobs --limit {args.limit * 2}, or --all", file=sys.stderr)
+                break
+            ref = f"{j['username']}~{j['name']}"
+            exit_code = "-" if j["appExitCode"] is None else str(j["appExitCode"])
+            print(f"{ref:40} {j['state']:10} {j['totalTaskNumber']:>5} {j['totalGpuNumber']:>4} {exit_code:>5}  "
+                  f"{_ms(j['createdTime'])}")
+            shown += 1
     return 0
 
 
@@ -238,7 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("submit", help="submit an OpenPAI job config (JSON)")
     s.add_argument("file")
     s.add_argument("--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeded")
-    sub.add_parser("jobs", help="list jobs")
+    js = sub.add_parser("jobs", help="list jobs, newest first")
+    js.add_argument("--state", choices=["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"], help="only these")
+    js.add_argument("--limit", type=int, default=50, help="how many of the newest (default 50)")
+    js.add_argument("--all", action="store_true", help="every job, page by page")
     lg = sub.add_parser("login", help="get a token and save it for the next commands")
     lg.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     for verb, text in (("stop", "stop a job"), ("delete", "stop (if running) and delete a job")):

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
 
@@ -110,10 +110,30 @@ class PaiqClient:
         body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
         return dict(body)
 
-    async def jobs(self, user: str | None = None) -> list[dict[str, Any]]:
-        path = "/api/v1/jobs" + (f"?username={quote(user)}" if user else "")
-        body, _ = await self._call("GET", path)
-        return list(body)
+    async def jobs_page(self, user: str | None = None, *, state: str | None = None, limit: int = 1000,
+                        cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of job summaries, newest first, and the next page's cursor (None: the last page)."""
+        query = {k: v for k, v in (("username", user), ("state", state), ("limit", str(limit)),
+                                   ("cursor", cursor)) if v}
+        body, headers = await self._call("GET", f"/api/v1/jobs?{urlencode(query)}")
+        return list(body), headers.get("X-Next-Cursor")
+
+    async def jobs(self, user: str | None = None, *, state: str | None = None,
+                   at_most: int | None = None) -> list[dict[str, Any]]:
+        return [job async for job in self.iter_jobs(user, state=state, at_most=at_most)]
+
+    async def iter_jobs(self, user: str | None = None, *, state: str | None = None,
+                        at_most: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Job summaries, newest first, page after page (``at_most`` of them, or all)."""
+        cursor: str | None = None
+        left = at_most
+        while left is None or left > 0:
+            page, cursor = await self.jobs_page(user, state=state, limit=min(1000, left or 1000), cursor=cursor)
+            for job in page:
+                yield job
+            left = None if left is None else left - len(page)
+            if cursor is None:
+                return
 
     async def task_log(self, user: str, name: str, role: str, index: int, *, tail: int | None = None,
                        follow: bool = False, stream: str = "all") -> AsyncIterator[str]:

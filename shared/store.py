@@ -1,7 +1,9 @@
 """MongoDB, the source of truth, through PyMongo's async API.
 
-Every state change is a conditional ``find_one_and_update``: the filter carries the state (and the
-attempt) the change expects, so a duplicated or late event changes nothing.
+Every state change is a conditional update: the filter carries the state (and the attempt, or the
+version) the change expects, so a duplicated or late event changes nothing. Every periodic pass and
+every request reads active work (what holds resources, what waits) or the page asked for, never the
+history: see :mod:`shared.schema` for the index behind each query.
 """
 
 from __future__ import annotations

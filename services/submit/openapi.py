@@ -13,6 +13,7 @@ from aiohttp import web
 from services.submit.errors import STATUS_OF
 from services.submit.logs import LOG_PATHS
 from services.submit.portal import PORTAL_PATHS
+from shared.records import JobState
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_STR = {"type": ["string", "null"]}
@@ -126,6 +127,15 @@ _AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 _JOB_PARAMS = [{"name": "user", "in": "path", "required": True, "schema": {"type": "string"}},
                {"name": "job", "in": "path", "required": True, "schema": {"type": "string"}}]
 _USER_PARAM = [_JOB_PARAMS[0]]
+_PAGE_PARAMS = [
+    {"name": "state", "in": "query", "schema": {"type": "string", "enum": [s.value for s in JobState]}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
+    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 100000, "default": 0}},
+    {"name": "cursor", "in": "query", "description": "X-Next-Cursor of the page before", "schema": {"type": "string"}},
+]
+_PAGE = {**_json({"type": "array", "items": _ref("JobSummary")}, "jobs"), "headers": {
+    "X-Next-Cursor": {"description": "the cursor of the next page; absent on the last", "schema": {"type": "string"}},
+    "Link": {"description": '<next page>; rel="next"', "schema": {"type": "string"}}}}
 _VC_PARAM = [{"name": "vc", "in": "path", "required": True, "schema": {"type": "string"}}]
 
 PATHS: dict[str, Any] = {
@@ -147,13 +157,12 @@ PATHS: dict[str, Any] = {
         "responses": {"200": _json(_ref("Message"), "changed"), "201": _json(_ref("Message"), "created"),
                       **_errors(400, 401, 403, 404, 409)}}},
     "/api/v1/jobs": {"get": {
-        "summary": "all jobs, newest first",
-        "parameters": [{"name": n, "in": "query", "schema": {"type": t}}
-                       for n, t in (("username", "string"), ("limit", "integer"), ("offset", "integer"))],
-        "responses": {"200": _json({"type": "array", "items": _ref("JobSummary")}, "jobs"), **_errors(400)}}},
+        "summary": "all jobs, newest first (a page: X-Next-Cursor when more follow)",
+        "parameters": [{"name": "username", "in": "query", "schema": {"type": "string"}}, *_PAGE_PARAMS],
+        "responses": {"200": _PAGE, **_errors(400)}}},
     "/api/v1/user/{user}/jobs": {
-        "get": {"summary": "a user's jobs", "parameters": _USER_PARAM,
-                "responses": {"200": _json({"type": "array", "items": _ref("JobSummary")}, "jobs"), **_errors(400)}},
+        "get": {"summary": "a user's jobs, newest first (a page)", "parameters": [*_USER_PARAM, *_PAGE_PARAMS],
+                "responses": {"200": _PAGE, **_errors(400)}},
         "post": {"summary": "submit a job", "security": _AUTH, "parameters": _USER_PARAM,
                  "requestBody": {"content": {"application/json": {"schema": _ref("JobConfig")}}},
                  "responses": {"202": _json(_ref("Message"), "accepted; Location names the job"),

@@ -40,7 +40,9 @@ const enc = encodeURIComponent;
 export const paths = {
   token: '/api/v1/token',
   whoami: '/api/v1/whoami',
-  jobs: (user) => (user ? `/api/v1/jobs?username=${enc(user)}` : '/api/v1/jobs'),
+  // A page of the job list, newest first; the answer's X-Next-Cursor continues it.
+  jobs: (user, { state = '', limit = 100, cursor = '' } = {}) => `/api/v1/jobs?${new URLSearchParams(
+    Object.entries({ username: user || '', state, limit: String(limit), cursor }).filter(([, v]) => v))}`,
   userJobs: (user) => `/api/v1/user/${enc(user)}/jobs`,
   job: (user, name) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}`,
   config: (user, name) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}/config`,

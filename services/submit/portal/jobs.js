@@ -3,6 +3,7 @@
 import { follow, paths, refresher, request } from './api.js';
 import { DASH, errorNotice, exitCode, h, heading, jobHref, orDash, replace, row, stateBadge, table, time } from './dom.js';
 
+const PAGE = 100;
 const STATES = ['WAITING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED'];
 const HEADERS = ['Name', 'User', 'State', 'Sub-state', 'Reason / queue position', 'Virtual cluster', 'Tasks', 'GPUs',
   'Exit code', 'Created'];
@@ -50,22 +51,47 @@ export function renderJobs(view, ctx) {
   const summary = h('p', { class: 'summary', id: 'jobs-summary', 'aria-live': 'polite' });
   const list = h('div', { id: 'jobs-list' }, h('p', { class: 'muted' }, 'Loading jobs\u2026'));
 
-  const load = async () => {
+  // The newest page (as many jobs as are shown, at least PAGE), then more pages on demand: the server
+  // pages by cursor, so a long history costs nothing until asked for.
+  let shown = [];
+  let next = null;
+  const render = () => {
     const { user, state } = filter;
+    const whose = user ? ` of ${user}` : '';
+    replace(summary, `${shown.length}${next ? ' newest' : ''} job${shown.length === 1 ? '' : 's'}${whose}`,
+      shown.length ? ` \u2014 ${counts(shown)}` : '');
+    const more = next ? h('button', { type: 'button', id: 'jobs-more', onclick: loadMore }, 'Show older jobs') : null;
+    replace(list, shown.length
+      ? [table(HEADERS, shown.map(jobRow), { class: 'jobs', 'aria-describedby': 'jobs-summary' }), more]
+      : h('p', { class: 'empty' }, user || state ? 'No job matches the filter.' : 'No jobs yet. ',
+        user || state ? null : h('a', { href: '#/submit' }, 'Submit one')));
+  };
+  const fetchPage = async (limit, cursor) => {
+    const { user, state } = filter;
+    const { data, headers } = await request('GET', paths.jobs(user, { state, limit, cursor }), { signal: ctx.signal });
+    const fresh = user === filter.user && state === filter.state; // else the filter changed meanwhile
+    return fresh ? { data, cursor: headers.get('X-Next-Cursor') } : null;
+  };
+  const load = async () => {
     try {
-      const { data } = await request('GET', paths.jobs(user), { signal: ctx.signal });
-      if (user !== filter.user || state !== filter.state) return; // the filter changed meanwhile
-      const jobs = state ? data.filter((j) => j.state === state) : data;
-      const whose = user ? ` of ${user}` : '';
-      replace(summary, `${jobs.length} job${jobs.length === 1 ? '' : 's'}${whose}`, jobs.length ? ` \u2014 ${counts(jobs)}` : '');
-      replace(list, jobs.length
-        ? table(HEADERS, jobs.map(jobRow), { class: 'jobs', 'aria-describedby': 'jobs-summary' })
-        : h('p', { class: 'empty' }, user || state ? 'No job matches the filter.' : 'No jobs yet. ',
-          user || state ? null : h('a', { href: '#/submit' }, 'Submit one')));
+      const page = await fetchPage(Math.min(10000, Math.max(PAGE, shown.length)), '');
+      if (!page) return;
+      [shown, next] = [page.data, page.cursor];
+      render();
     } catch (err) {
       if (!ctx.signal.aborted) replace(list, errorNotice(err, 'Could not load the jobs'), list.querySelector('.table-wrap'));
     }
   };
+  async function loadMore() {
+    try {
+      const page = next && await fetchPage(PAGE, next);
+      if (!page) return;
+      [shown, next] = [shown.concat(page.data), page.cursor];
+      render();
+    } catch (err) {
+      if (!ctx.signal.aborted) replace(list, errorNotice(err, 'Could not load older jobs'), list.querySelector('.table-wrap'));
+    }
+  }
   const refresh = refresher(load, 500);
   ctx.onCleanup(refresh.stop);
   let stopFeed = () => {};
@@ -81,6 +107,7 @@ export function renderJobs(view, ctx) {
   function apply(user, state) {
     const userChanged = user !== filter.user;
     Object.assign(filter, { user, state });
+    shown = [];
     userInput.value = user;
     stateSelect.value = state;
     const query = new URLSearchParams(Object.entries(filter).filter(([, v]) => v));
