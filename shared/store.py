@@ -64,9 +64,14 @@ class Store:
             raise JobExistsError(job.id) from e
 
     async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
-        """Insert many jobs at once (imports, benchmarks); finished ones are counted in the tallies."""
+        """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
+        are counted in the tallies."""
         finished = Counter((j.virtual_cluster, j.state.value) for j in jobs if j.state.is_final)
         docs = [j.model_copy(update={"counted": j.state.is_final}).to_document() for j in jobs]
+        attempts = [{"_id": f"{j.id}/{a.attempt}", "job_id": j.id, **a.model_dump(mode="json")}
+                    for j in jobs for a in j.archived]
+        if attempts:
+            await self.attempts.insert_many(attempts, ordered=False)
         if docs:
             await self.jobs.insert_many(docs, ordered=False)
         await self.tallies.add_counts(finished)

@@ -122,3 +122,14 @@ def test_bad_values_raise_settings_error_naming_the_variable(name: str, value: s
     assert repr(value) in info.value.rule, "the rule quotes the value it refused"
     for word in words:
         assert word in info.value.rule
+
+
+@pytest.mark.parametrize(("raw", "days"), [("", 0.0), ("0", 0.0), ("30", 30.0), ("0.5", 0.5)])
+def test_job_retention_is_off_by_default_and_read_in_days(raw: str, days: float) -> None:
+    assert Settings.from_env({"PAIQ_JOB_RETENTION_DAYS": raw}).job_retention_days == days
+
+
+@pytest.mark.parametrize("raw", ["-1", "a week", "nan", "inf", "1e9"])
+def test_a_bad_job_retention_is_refused_naming_the_setting(raw: str) -> None:
+    with pytest.raises(SettingsError, match="PAIQ_JOB_RETENTION_DAYS"):
+        Settings.from_env({"PAIQ_JOB_RETENTION_DAYS": raw})
