@@ -39,7 +39,8 @@ async def running_platform(settings: Settings, names: Sequence[str] = tuple(SERV
         if uri is None:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             uri = await stack.enter_async_context(
-                embedded_mongo(settings.data_dir / "db", log_file=settings.data_dir / "db.log"))
+                embedded_mongo(settings.data_dir / "db", log_file=settings.data_dir / "db.log",
+                               cache_size=settings.embedded_db_cache))
             log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"))
         store = await stack.enter_async_context(open_store(uri, settings.database))
         bus = await stack.enter_async_context(open_bus(settings))

@@ -35,8 +35,12 @@ def _server_binary() -> str:
 
 @asynccontextmanager
 async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
-                         cache_size: str = "256M") -> AsyncIterator[str]:
-    """Yield the URI of a private SecantusDB on a free loopback port; ``storage=None`` keeps it in memory."""
+                         cache_size: str = "1G") -> AsyncIterator[str]:
+    """Yield the URI of a private SecantusDB on a free loopback port; ``storage=None`` keeps it in memory.
+
+    ``cache_size`` is its WiredTiger cache. It must hold what is stored: with 256M, about 60,000 stored
+    jobs filled it and every operation then stalled in cache eviction for minutes; 1G held 100,000 with
+    no slowdown (measured with tests/benchmarks/history.py's jobs; capping the oplog did not help)."""
     port = free_port()
     if storage is not None:
         await asyncio.to_thread(storage.mkdir, parents=True, exist_ok=True)

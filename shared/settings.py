@@ -112,6 +112,13 @@ def _launcher_settings(env: Mapping[str, str]) -> LauncherSettings:
 RETENTION = "PAIQ_JOB_RETENTION_DAYS"
 
 
+def _cache_size(env: Mapping[str, str]) -> str:
+    raw = (env.get("PAIQ_EMBEDDED_DB_CACHE") or "1G").strip().upper()
+    if not re.fullmatch(r"[1-9][0-9]{0,5}[MG]", raw):
+        raise SettingsError("PAIQ_EMBEDDED_DB_CACHE", f"must be a size like 512M or 2G, got {raw!r}")
+    return raw
+
+
 def _retention_days(env: Mapping[str, str]) -> float:
     raw = (env.get(RETENTION) or "0").strip()
     try:
@@ -170,6 +177,7 @@ class Settings:
     reconcile_seconds: int = 10
     stop_grace_seconds: int = 10
     job_retention_days: float = 0  # 0: keep ended jobs forever
+    embedded_db_cache: str = "1G"  # paiq up's SecantusDB: its WiredTiger cache must hold what is stored
     launcher: LauncherSettings = field(default_factory=LauncherSettings)
 
     @property
@@ -227,5 +235,6 @@ class Settings:
             reconcile_seconds=timing["PAIQ_RECONCILE_SECONDS"],
             stop_grace_seconds=timing["PAIQ_STOP_GRACE_SECONDS"],
             job_retention_days=_retention_days(env),
+            embedded_db_cache=_cache_size(env),
             launcher=_launcher_settings(env),
         )

@@ -151,12 +151,41 @@ async def test_every_answer_has_the_documented_shape(platform: Platform, api: Pa
     ("GET", "/api/v1/jobs?limit=zero", 400, "InvalidParametersError"),
     ("GET", "/api/v1/user/bad%20name/jobs", 400, "InvalidParametersError"),
     ("PATCH", "/api/v1/jobs", 405, "MethodNotAllowedError"),
+    ("GET", "/api/v1/jobs?cursor=not-a-cursor", 400, "InvalidParametersError"),
+    ("GET", "/api/v1/jobs?state=DONE", 400, "InvalidParametersError"),
+    ("GET", "/api/v1/jobs?offset=100001", 400, "InvalidParametersError"),
 ])
 async def test_errors_have_openpai_codes(platform: Platform, user: str, method: str, path: str, status: int,
                                          code: str) -> None:
     got, body, _ = await raw(platform, method, path.replace("USER", user))
     assert (got, body["code"]) == (status, code)
     valid(body, "Error")
+
+
+async def test_lists_page_by_cursor_newest_first_with_a_state_filter(platform: Platform, api: PaiqClient,
+                                                                     user: str) -> None:
+    names = [f"page{i}" for i in range(5)]
+    never_fits = [{"name": "main", "taskNumber": 1, "cpuNumber": 1024, "memoryMB": 128, "command": "true"}]
+    for name in names:  # created one after the other: newest first is the reverse
+        await api.submit(user, json.dumps(job_config(name, command="true", roles=never_fits)).encode())
+        await asyncio.sleep(0.002)
+    await api.stop(user, "page0")
+    status, first, headers = await raw(platform, "GET", f"/api/v1/user/{user}/jobs?limit=2")
+    assert status == 200 and [j["name"] for j in first] == ["page4", "page3"]
+    assert headers["Link"].endswith('rel="next"') and "cursor=" in headers["Link"]
+    seen = [j["name"] for j in first]
+    while "X-Next-Cursor" in headers:
+        status, page, headers = await raw(platform, "GET",
+                                          f"/api/v1/user/{user}/jobs?limit=2&cursor={headers['X-Next-Cursor']}")
+        assert status == 200
+        seen += [j["name"] for j in page]
+    assert seen == names[::-1], "every job once, newest first"
+    _, stopped, headers = await raw(platform, "GET", f"/api/v1/jobs?username={user}&state=STOPPED")
+    assert [j["name"] for j in stopped] == ["page0"] and "X-Next-Cursor" not in headers
+    _, by_offset, _ = await raw(platform, "GET", f"/api/v1/jobs?username={user}&limit=2&offset=3")
+    assert [j["name"] for j in by_offset] == ["page1", "page0"]
+    for name in names[1:]:
+        await api.stop(user, name)
 
 
 async def test_ssh_info_is_404_until_ssh_exists(platform: Platform, api: PaiqClient, user: str) -> None:

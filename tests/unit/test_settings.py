@@ -133,3 +133,11 @@ def test_job_retention_is_off_by_default_and_read_in_days(raw: str, days: float)
 def test_a_bad_job_retention_is_refused_naming_the_setting(raw: str) -> None:
     with pytest.raises(SettingsError, match="PAIQ_JOB_RETENTION_DAYS"):
         Settings.from_env({"PAIQ_JOB_RETENTION_DAYS": raw})
+
+
+def test_the_embedded_database_cache_is_a_size() -> None:
+    assert Settings.from_env({}).embedded_db_cache == "1G"
+    assert Settings.from_env({"PAIQ_EMBEDDED_DB_CACHE": "512m"}).embedded_db_cache == "512M"
+    for bad in ("0G", "lots", "1T", "-1G"):
+        with pytest.raises(SettingsError, match="PAIQ_EMBEDDED_DB_CACHE"):
+            Settings.from_env({"PAIQ_EMBEDDED_DB_CACHE": bad})
