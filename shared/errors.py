@@ -24,6 +24,15 @@ class StoreError(PaiqError):
     """The store could not do what was asked (other than a conflict)."""
 
 
+class LeaseLostError(StoreError):
+    """A write fenced by a lease was refused: the lease is another's now, or expired."""
+
+    def __init__(self, lease: str, holder: str) -> None:
+        super().__init__(f"{holder} no longer holds the {lease} lease")
+        self.lease = lease
+        self.holder = holder
+
+
 class BusError(PaiqError):
     """The message bus could not deliver or confirm a message."""
 

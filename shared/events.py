@@ -163,10 +163,14 @@ class LaunchTasksData(_Data):
     attempt: int
     node_id: str
     tasks: tuple[TaskSpec, ...]
+    # Empty from a scheduler that sent each task's whole environment in its env (the same rule serves).
+    job_env: dict[str, str] = Field(default_factory=dict)
 
 
 class LaunchTasks(CloudEvent):
-    """Command to one node's launcher: start these tasks (each with its full environment)."""
+    """Command to one node's launcher: start these tasks. ``job_env`` holds, once, the variables every task
+    of the job shares (the job's, every role's hosts and ports, jobEnvs); each task's ``env`` only its own.
+    A task runs with ``job_env``, its ``env`` over it."""
 
     type: Literal["node.launch"] = "node.launch"
     data: LaunchTasksData

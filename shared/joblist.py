@@ -43,7 +43,7 @@ class JobSummary(BaseModel):
     state: JobState
     sub_state: str = "queued"
     reason: str = ""
-    queue_position: int | None = None
+    queued_ms: int | None = None
     stop_requested_by: str | None = None
     retries: int = 0
     retry_counts: RetryCounts = RetryCounts()

@@ -4,13 +4,19 @@ Each virtual cluster has its own queue, oldest first. A job starts when its VC's
 the placement finds room for every task. A later, smaller job may start past one that is blocked
 (backfill) only while that blocked head of the queue has waited less than ``backfill_bound_ms``;
 after that the VC starts nothing else until its head starts, so a big gang job is never starved by
-a stream of small ones. Every waiting job gets its position in its VC's queue and a reason.
+a stream of small ones. Every waiting job gets a reason (why it waits, never where: its position is
+derived when read, :func:`queue_positions`, so a head that starts rewrites nothing).
+
+A job that could not start even on an idle cluster waits without blocking its queue; whether it could
+is decided once per job and cluster shape (``never_fits``, which the caller keeps between passes), so
+each waiting job is placed at most once per pass.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared.placement import ClusterSnapshot, Plan, place
@@ -28,6 +34,33 @@ class Waiting:
 class QueueDecision:
     start: list[tuple[JobRecord, Plan]]
     waiting: dict[str, Waiting]
+    never_fits: dict[str, bool]  # by job id and attempt (see never_fits_key): to give the next pass
+
+
+def never_fits_key(job: JobRecord) -> str:
+    return f"{job.id}#{job.attempt}"
+
+
+def queued_since(job: JobRecord) -> int:
+    return job.queued_ms or job.created_ms
+
+
+def queue_positions(queued: list[tuple[str, str, int]]) -> dict[str, int]:
+    """1-based position of each queued job in its VC's queue, from ``(job_id, vc, queued_since)``: the
+    order :func:`plan_queue` decides in."""
+    positions: dict[str, int] = {}
+    seen: dict[str, int] = defaultdict(int)
+    for job_id, vc, _ in sorted(queued, key=lambda q: (q[1], q[2], q[0])):
+        seen[vc] += 1
+        positions[job_id] = seen[vc]
+    return positions
+
+
+def shown_reason(reason: str, position: int | None, vc: str) -> str:
+    """The reason as users read it: with the job's position in its queue while it is queued."""
+    if position is None:
+        return reason
+    return f"position {position} in virtual cluster {vc}'s queue" + (f": {reason}" if reason else "")
 
 
 def request_of(job: JobRecord) -> Resources:
@@ -56,17 +89,17 @@ def capacity_of(snapshot: ClusterSnapshot) -> Resources:
                      gpus=sum(len(n.gpus) for n in snapshot.nodes))
 
 
-def _queued_since(job: JobRecord) -> int:
-    return job.queued_ms or job.created_ms
-
-
 def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str, VirtualCluster],
-               used: dict[str, Resources], now_ms: int, backfill_bound_ms: int) -> QueueDecision:
-    """Decide the queue; ``snapshot`` and ``used`` are updated with the jobs that start."""
+               used: dict[str, Resources], now_ms: int, backfill_bound_ms: int,
+               never_fits: Mapping[str, bool] | None = None) -> QueueDecision:
+    """Decide the queue; ``snapshot`` and ``used`` are updated with the jobs that start. ``never_fits``:
+    verdicts of earlier passes over the same nodes (a job not in it is tried on the idle cluster once)."""
     capacity = capacity_of(snapshot)
     empty = ClusterSnapshot.build(snapshot.nodes, [])  # the same nodes with nothing running
+    known = dict(never_fits or {})
+    verdicts: dict[str, bool] = {}
     by_vc: dict[str, list[JobRecord]] = defaultdict(list)
-    for job in sorted(queued, key=lambda j: (_queued_since(j), j.id)):
+    for job in sorted(queued, key=lambda j: (queued_since(j), j.id)):
         by_vc[job.virtual_cluster].append(job)
     start: list[tuple[JobRecord, Plan]] = []
     waiting: dict[str, Waiting] = {}
@@ -79,10 +112,10 @@ def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str
             if vc is None:
                 waiting[job.id] = Waiting(position, f"virtual cluster {vc_name} no longer exists")
                 continue
-            if head is not None and now_ms - _queued_since(head) > backfill_bound_ms:
+            if head is not None and now_ms - queued_since(head) > backfill_bound_ms:
                 waiting[job.id] = Waiting(position, (
-                    f"position {position} in virtual cluster {vc_name}'s queue, behind {head.name}, which has "
-                    f"waited over {backfill_bound_ms // 1000}s: nothing else in the VC starts before it"))
+                    f"behind {head.name}, which has waited over {backfill_bound_ms // 1000}s: nothing else in "
+                    "the VC starts before it"))
                 continue
             why = _why_not(snapshot, vc, capacity, used.get(vc_name, Resources()), job)
             if isinstance(why, Plan):
@@ -91,15 +124,16 @@ def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str
                 start.append((job, why))
                 position -= 1  # it leaves the queue
                 continue
-            if _never_fits(empty, vc, capacity, job):
+            key = never_fits_key(job)
+            hopeless = known[key] if key in known else _never_fits(empty, vc, capacity, job)
+            verdicts[key] = hopeless
+            if hopeless:
                 # It would block its queue forever: it waits, saying why, but holds no one up.
-                waiting[job.id] = Waiting(position, (
-                    f"position {position} in virtual cluster {vc_name}'s queue: it cannot start even on an idle "
-                    f"cluster: {why}"))
+                waiting[job.id] = Waiting(position, f"it cannot start even on an idle cluster: {why}")
                 continue
-            waiting[job.id] = Waiting(position, f"position {position} in virtual cluster {vc_name}'s queue: {why}")
+            waiting[job.id] = Waiting(position, why)
             head = head or job
-    return QueueDecision(start=start, waiting=waiting)
+    return QueueDecision(start=start, waiting=waiting, never_fits=verdicts)
 
 
 def _never_fits(empty: ClusterSnapshot, vc: VirtualCluster, capacity: Resources, job: JobRecord) -> bool:

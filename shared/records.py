@@ -159,7 +159,6 @@ class JobRecord(_Record):
     retry_counts: RetryCounts = RetryCounts()
     retry_at_ms: int | None = None
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
-    queue_position: int | None = None  # 1-based, within its virtual cluster's queue, while queued
     placement_id: str | None = None  # which scheduler commit placed the current attempt
     exit_phrase: str = ""
     exit_type: str = ""

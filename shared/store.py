@@ -12,13 +12,15 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from shared.errors import JobExistsError, StoreError
+from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.joblist import Cursor, JobPage, list_page
 from shared.logstore import LogStore
 from shared.records import (
@@ -36,6 +38,15 @@ from shared.tallies import Tallies
 from shared.vclusters import VirtualCluster
 
 Doc = dict[str, Any]
+log = structlog.get_logger("paiq.store")
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Writes allowed only while ``holder`` holds the lease ``lease``."""
+
+    lease: str
+    holder: str
 
 
 class Store:
@@ -51,6 +62,7 @@ class Store:
         self.attempts: AsyncCollection[Doc] = db["job_attempts"]
         self.meta: AsyncCollection[Doc] = db["meta"]
         self.tallies = Tallies(db)
+        self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
         await ensure_schema(self)
@@ -100,6 +112,13 @@ class Store:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued"})
         jobs = [JobRecord.from_document(d) async for d in cursor]
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
+
+    async def queue_order(self) -> list[tuple[str, str, int]]:
+        """``(job_id, vc, queued_since)`` of every queued job: what queue positions are derived from."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued"},
+                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1})
+        return [(str(d["_id"]), str(d["virtual_cluster"]), int(d.get("queued_ms") or d["created_ms"]))
+                async for d in cursor]
 
     async def placed_jobs(self) -> list[JobRecord]:
         """Active jobs that hold a placement."""
@@ -161,9 +180,15 @@ class Store:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "retry pending"})
         return [JobRecord.from_document(d) async for d in cursor]
 
-    async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]]) -> list[JobRecord]:
+    async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
+                                fence: Fence | None = None) -> list[JobRecord]:
         """Place many queued jobs in one round trip; the jobs that were placed (a job that changed
-        meanwhile, e.g. was stopped, is left as it is)."""
+        meanwhile, e.g. was stopped, is left as it is).
+
+        With a ``fence``, the writes are one transaction with a check that its holder still holds the
+        lease: a scheduler that lost its lease (stalled past it, another took over) cannot commit, and one
+        that takes the lease over waits for a commit in flight, so no resource is given twice. Raises
+        :class:`LeaseLostError`. A server without transactions (a standalone mongod) commits unfenced."""
         if not placements:
             return []
         token = uuid.uuid4().hex  # marks this batch's writes, to read back exactly the jobs it placed
@@ -171,24 +196,46 @@ class Store:
             {"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt,
              "stop_requested_by": None},
             {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": "",
-                      "queue_position": None, "placement_id": token, **holding_fields(tasks)},
+                      "placement_id": token, **holding_fields(tasks)},
              "$inc": {"version": 1}})
             for job, tasks in placements]
         try:
-            await self.jobs.bulk_write(ops, ordered=False)
+            if fence is not None and await self.supports_transactions():
+                await self._fenced_write(fence, ops)
+            else:
+                await self.jobs.bulk_write(ops, ordered=False)
             cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
             return [JobRecord.from_document(d) async for d in cursor]
         except PyMongoError as e:
             raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
 
-    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, int]]) -> None:
-        """Record why (and where in its queue) each job waits, in one round trip."""
+    async def _fenced_write(self, fence: Fence, ops: list[UpdateOne]) -> None:
+        async with self._client.start_session() as session, await session.start_transaction():
+            held = await self.leases.update_one(
+                {"_id": fence.lease, "holder": fence.holder, "expires_ms": {"$gt": now_ms()}},
+                {"$inc": {"commits": 1}}, session=session)
+            if held.matched_count != 1:
+                raise LeaseLostError(fence.lease, fence.holder)  # the transaction is aborted on the way out
+            await self.jobs.bulk_write(ops, ordered=False, session=session)
+
+    async def supports_transactions(self) -> bool:
+        """Whether the server is a replica set member (mongod's condition for transactions); asked once."""
+        if self._transactions is None:
+            hello = await self._client.admin.command("hello")
+            self._transactions = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
+            if not self._transactions:
+                log.warning("the MongoDB server is not a replica set: scheduler commits are not fenced by "
+                            "its lease (run mongod as a replica set, even of one member)")
+        return self._transactions
+
+    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str]]) -> None:
+        """Record why each job waits, in one round trip (where it waits is derived when read)."""
         if not waiting:
             return
         ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued",
                           "attempt": job.attempt},
-                         {"$set": {"reason": reason, "queue_position": position}, "$inc": {"version": 1}})
-               for job, reason, position in waiting]
+                         {"$set": {"reason": reason}, "$inc": {"version": 1}})
+               for job, reason in waiting]
         await self.jobs.bulk_write(ops, ordered=False)
 
     async def job_counts_by_vc_and_state(self) -> dict[str, dict[str, int]]:

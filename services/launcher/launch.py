@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 import structlog
 
@@ -32,11 +33,12 @@ from shared.records import TaskSpec
 log = structlog.get_logger("paiq.launcher")
 
 
-async def launch_task(deps: LauncherDeps, spec: TaskSpec) -> list[CloudEvent]:
+async def launch_task(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> list[CloudEvent]:
+    """Start one task; ``job_env`` is its launch's shared environment (``spec.env`` holds the task's own)."""
     name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
     current = deps.launching.get(name)
     if current is None:
-        current = asyncio.create_task(_launch(deps, spec, name), name=f"launch-{name}")
+        current = asyncio.create_task(_launch(deps, spec, name, job_env), name=f"launch-{name}")
         deps.launching[name] = current
         current.add_done_callback(lambda done: _forget(deps.launching, name, done))
     return list(await asyncio.shield(current))
@@ -54,7 +56,7 @@ async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list
     return [exited_event(key, deps.node.node_id, code, reason)]
 
 
-async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEvent]:
+async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mapping[str, str]) -> list[CloudEvent]:
     began = time.monotonic()
     node_id = deps.node.node_id
     existing, job = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id))
@@ -84,11 +86,11 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str) -> list[CloudEv
         if not isinstance(found, CodeDir):
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
         code_dir = found.host_path
-    return await _start(deps, spec, key, name, code_dir, began)
+    return await _start(deps, spec, key, name, code_dir, began, job_env)
 
 
 async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, code_dir: str,
-                 began: float) -> list[CloudEvent]:
+                 began: float, job_env: Mapping[str, str]) -> list[CloudEvent]:
     """Pull if needed, then create and start the container, unless the job no longer wants it."""
     node_id = deps.node.node_id
     try:
@@ -101,7 +103,7 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, cod
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
             return []
         container_id = await deps.driver.run(container_spec(
-            spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options))
+            spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options, job_env=job_env))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once

@@ -12,6 +12,8 @@ Work that can take long (pulls, stops, log catch-up) runs in the background; the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 
 from services.launcher.deps import LauncherDeps
@@ -19,7 +21,7 @@ from services.launcher.driver import ContainerInfo
 from services.launcher.finish import exited_event, finish, run_key, started_event, watch
 from services.launcher.launch import launch_task
 from services.launcher.stopping import stop_container
-from shared.launchspec import container_name, task_specs
+from shared.launchspec import JobLaunch, container_name, job_launch
 from shared.logstore import RunKey, RunPhase
 from shared.placement import Plan, TaskPlacement
 from shared.records import JobRecord, TaskSpec, TaskState, now_ms
@@ -78,6 +80,7 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
     mine = [t for t in job.tasks if t.node_id == deps.node.node_id and not t.state.is_final]
     if not mine:
         return
+    launch: JobLaunch | None = None  # the job's shared environment, built once for all its tasks here
     for task in mine:
         name = container_name(job.id, job.attempt, task.role, task.index)
         if name in containers or name in deps.launching:
@@ -96,20 +99,21 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
         if job.state.is_final:
             continue
         if task.state is TaskState.WAITING or (run is not None and run.phase is RunPhase.RUNNING):
-            spec = _spec(job, deps.settings.default_fs_uri, task.role, task.index)
-            if spec is not None:
-                log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
-                         index=task.index)
-                deps.spawn(f"relaunch-{name}", _launch_and_publish(deps, spec))
+            launch = launch or _launch_of(job, deps.settings.default_fs_uri)
+            if launch is None:
+                return
+            log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
+                     index=task.index)
+            deps.spawn(f"relaunch-{name}", _launch_and_publish(deps, launch.spec(task.role, task.index),
+                                                               launch.job_env))
 
 
-def _spec(job: JobRecord, default_fs_uri: str, role: str, index: int) -> TaskSpec | None:
-    """The task's launch spec rebuilt from the job as stored (what the scheduler sent, derived the same way)."""
+def _launch_of(job: JobRecord, default_fs_uri: str) -> JobLaunch | None:
+    """The job's launch rebuilt from the job as stored (what the scheduler sent, derived the same way):
+    the shared environment in O(tasks of the job), then each task's spec from it."""
     plan = plan_of(job)
-    if plan is None:
-        return None
-    return next((s for s in task_specs(job, plan, default_fs_uri) if (s.role, s.index) == (role, index)), None)
+    return None if plan is None else job_launch(job, plan, default_fs_uri)
 
 
-async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec) -> None:
-    await deps.publish(await launch_task(deps, spec))
+async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
+    await deps.publish(await launch_task(deps, spec, job_env))

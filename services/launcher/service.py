@@ -29,7 +29,7 @@ log = structlog.get_logger("paiq.launcher")
 
 
 async def on_launch(evt: LaunchTasks, deps: LauncherDeps) -> list[CloudEvent]:
-    results = await asyncio.gather(*(launch_task(deps, spec) for spec in evt.data.tasks))
+    results = await asyncio.gather(*(launch_task(deps, spec, evt.data.job_env) for spec in evt.data.tasks))
     return [event for events in results for event in events]
 
 

@@ -11,8 +11,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from services.launcher.driver import ContainerSpec
+from shared.envvars import task_environment
 from shared.records import TaskSpec
 from shared.settings import LauncherSettings
 
@@ -25,6 +28,7 @@ DEBUG_WRAPPER = (
     'fi; exit "$code"'
 )
 _DEBUG_MARKER = re.compile(r"^\[paiq\] debug: exit code (\d+); container kept for (\d+) s$")
+NO_JOB_ENV: Mapping[str, str] = MappingProxyType({})
 
 
 def labels(spec: TaskSpec, node_id: str) -> dict[str, str]:
@@ -55,15 +59,16 @@ def parse_debug_marker(line: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str,
-                   settings: LauncherSettings) -> ContainerSpec:
+def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, settings: LauncherSettings,
+                   job_env: Mapping[str, str] = NO_JOB_ENV) -> ContainerSpec:
+    """The container of one task; its environment is the launch's ``job_env`` with the task's own over it."""
     command: str = spec.command
     args: tuple[str, ...] = ()
     if spec.is_debug:
         command, args = DEBUG_WRAPPER, ("paiq-debug", spec.command, str(settings.debug_keep_seconds))
     bridge = settings.network == "bridge"
     return ContainerSpec(
-        name=name, image=spec.image, command=command, command_args=args, env=spec.env,
+        name=name, image=spec.image, command=command, command_args=args, env=task_environment(job_env, spec.env),
         labels=labels(spec, node_id), cpus=spec.cpus, memory_mb=spec.memory_mb, shm_mb=spec.shm_mb,
         gpus=spec.gpus, code_dir=code_dir, network_mode=settings.network,
         published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),

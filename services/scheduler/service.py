@@ -10,9 +10,11 @@ also finds nodes whose launcher went silent.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import socket
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -23,6 +25,7 @@ import structlog
 
 from shared import exitcodes
 from shared.bus.base import Bus, Router
+from shared.errors import LeaseLostError
 from shared.events import (
     CloudEvent,
     JobCompleted,
@@ -39,15 +42,15 @@ from shared.events import (
     TaskExited,
     TaskExitedData,
 )
-from shared.launchspec import placed_tasks, task_specs
-from shared.metrics import NODE_GPUS, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULING, VC_GPUS
+from shared.launchspec import job_launch, placed_tasks
+from shared.metrics import NODE_GPUS, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, SCHEDULING, VC_GPUS
 from shared.placement import ClusterSnapshot, Plan
-from shared.queueing import plan_queue, usage_by_vc
-from shared.records import JobRecord, TaskSpec, now_ms
+from shared.queueing import QueueDecision, plan_queue, usage_by_vc
+from shared.records import JobRecord, TaskSpec, holds_resources, now_ms
 from shared.runtime import start_background, start_periodic
 from shared.settings import Settings
-from shared.store import Store
-from shared.vclusters import with_default
+from shared.store import Fence, Store
+from shared.vclusters import VirtualCluster, with_default
 
 log = structlog.get_logger("paiq.scheduler")
 
@@ -61,57 +64,92 @@ class SchedulerDeps:
     bus: Bus
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Set by every event that can change the answer; the pass loop runs once more for any number of them.
+    wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    # Whether a queued job could start even on an idle cluster, for the cluster shape it was decided on.
+    never_fits: dict[str, bool] = field(default_factory=dict)
+    shape: str = ""
+    # Set once this instance leads: its commits are fenced by the lease (see Store.commit_placements).
+    fence: Fence | None = None
 
 
 async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
     """Decide the queue (pure), then commit the placements and announce what was decided."""
     async with deps.lock:
-        vcs = with_default(await deps.store.list_vcs())
-        holding = await deps.store.jobs_holding_resources()
-        snapshot = ClusterSnapshot.build(await deps.store.list_nodes(), holding)
-        queued = await deps.store.queued_jobs()
-        now = now_ms()
-        with SCHEDULING.time():
-            decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
-                                  deps.settings.backfill_bound_seconds * 1000)
-        events: list[CloudEvent] = []
-        plans = {job.id: plan for job, plan in decision.start}
-        # Jobs that changed meanwhile (stopped) are not committed; the rest in one round trip.
-        for committed in await deps.store.commit_placements([(j, placed_tasks(p)) for j, p in decision.start]):
-            plan = plans[committed.id]
-            QUEUE_WAIT.labels(committed.virtual_cluster).observe(
-                max(0, now - (committed.queued_ms or committed.created_ms)) / 1000)
-            events.extend(_scheduled(committed, plan, deps.settings.default_fs_uri))
-            log.info("job placed", job_id=committed.id, nodes=sorted({t.node_id for t in plan.tasks}))
-        changed = []
-        for job in queued:
-            wait = decision.waiting.get(job.id)
-            if wait is None or (wait.reason, wait.position) == (job.reason, job.queue_position):
-                continue
-            changed.append((job, wait.reason, wait.position))
-            if _cause(wait.reason) != _cause(job.reason):
-                events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason)))
-                log.info("job waits", job_id=job.id, reason=wait.reason)
-        await deps.store.set_waiting_reasons(changed)
-        _gauge(snapshot, [j for j in queued if j.id in decision.waiting], holding)
-        return events
+        with SCHEDULER_PASS.time():
+            return await _decide_and_commit(deps)
 
 
-def _cause(reason: str) -> str:
-    """A reason without its queue position: moving up the queue is not news worth an event."""
-    return reason.split(": ", 1)[-1]
+async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
+    vcs = with_default(await deps.store.list_vcs())
+    holding = await deps.store.jobs_holding_resources()
+    snapshot = ClusterSnapshot.build(await deps.store.list_nodes(), holding)
+    queued = await deps.store.queued_jobs()
+    now = now_ms()
+    shape = _shape(snapshot, vcs)
+    if shape != deps.shape:  # nodes or quotas changed: what could never fit may fit now
+        deps.shape, deps.never_fits = shape, {}
+    with SCHEDULING.time():
+        decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
+                              deps.settings.backfill_bound_seconds * 1000, deps.never_fits)
+    deps.never_fits = decision.never_fits
+    events = await _commit(deps, decision, now)
+    events += await _record_waiting(deps, queued, decision)
+    _gauge(snapshot, [j for j in queued if j.id in decision.waiting], holding)
+    return events
+
+
+async def _commit(deps: SchedulerDeps, decision: QueueDecision, now: int) -> list[CloudEvent]:
+    """Commit the placements in one round trip (a job that changed meanwhile, e.g. was stopped, is left
+    out) and announce each: ``job.scheduled`` and one launch command per node."""
+    events: list[CloudEvent] = []
+    plans = {job.id: plan for job, plan in decision.start}
+    placements = [(j, placed_tasks(p)) for j, p in decision.start]
+    for committed in await deps.store.commit_placements(placements, deps.fence):
+        plan = plans[committed.id]
+        QUEUE_WAIT.labels(committed.virtual_cluster).observe(
+            max(0, now - (committed.queued_ms or committed.created_ms)) / 1000)
+        events.extend(_scheduled(committed, plan, deps.settings.default_fs_uri))
+        log.info("job placed", job_id=committed.id, nodes=sorted({t.node_id for t in plan.tasks}))
+    return events
+
+
+async def _record_waiting(deps: SchedulerDeps, queued: list[JobRecord], decision: QueueDecision) -> list[CloudEvent]:
+    """Store why each job waits, only where that changed: moving up the queue changes nothing stored."""
+    changed = []
+    events: list[CloudEvent] = []
+    for job in queued:
+        wait = decision.waiting.get(job.id)
+        if wait is None or wait.reason == job.reason:
+            continue
+        changed.append((job, wait.reason))
+        events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason)))
+        log.info("job waits", job_id=job.id, reason=wait.reason)
+    await deps.store.set_waiting_reasons(changed)
+    return events
+
+
+def _shape(snapshot: ClusterSnapshot, vcs: dict[str, VirtualCluster]) -> str:
+    """What decides whether a job could ever fit: the live nodes' capacities and the VCs' quotas."""
+    nodes = sorted((n.id, n.cpus, n.memory_mb, tuple((g.index, g.type) for g in n.gpus), n.port_range)
+                   for n in snapshot.nodes)
+    quotas = sorted((v.name, v.quota.model_dump_json()) for v in vcs.values())
+    return hashlib.sha256(repr((nodes, quotas)).encode()).hexdigest()
 
 
 def _scheduled(job: JobRecord, plan: Plan, default_fs_uri: str) -> list[CloudEvent]:
+    """``job.scheduled`` and one launch command per node. The job's shared environment (peers' hosts and
+    ports included) is built once and sent once per node; each task carries only its own variables."""
+    launch = job_launch(job, plan, default_fs_uri)
     by_node: dict[str, list[TaskSpec]] = defaultdict(list)
-    for spec, placement in zip(task_specs(job, plan, default_fs_uri), plan.tasks, strict=True):
-        by_node[placement.node_id].append(spec)
+    for placement in plan.tasks:
+        by_node[placement.node_id].append(launch.spec(placement.role, placement.index))
     events: list[CloudEvent] = [JobScheduled(subject=job.id, data=JobScheduledData(
         job_id=job.id, attempt=job.attempt,
         tasks=tuple(PlacedTask(**t.model_dump()) for t in plan.tasks)))]
     events.extend(
         LaunchTasks(subject=job.id, data=LaunchTasksData(
-            job_id=job.id, attempt=job.attempt, node_id=node_id, tasks=tuple(specs)))
+            job_id=job.id, attempt=job.attempt, node_id=node_id, tasks=tuple(specs), job_env=launch.job_env))
         for node_id, specs in by_node.items()
     )
     return events
@@ -133,28 +171,60 @@ def _gauge(snapshot: ClusterSnapshot, waiting: list[JobRecord], holding: list[Jo
 
 async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
     """Nodes silent for longer than the timeout are lost: their tasks end with -1001 (node lost, retried
-    without using retryCount) and their capacity leaves the cluster until their launcher registers again."""
+    without using retryCount) and their capacity leaves the cluster until their launcher registers again.
+
+    Level-triggered: every pass reports again the exits of tasks that still hold resources on a lost
+    node, until the status service has taken them in (a publish that failed, or a message lost, only
+    delays them)."""
     timeout_ms = deps.settings.node_timeout_seconds * 1000
     events: list[CloudEvent] = []
     for node in await deps.store.list_nodes():
-        if node.lost or not await deps.store.mark_node_lost(node.id, now_ms() - timeout_ms):
-            continue
-        silent = (now_ms() - node.heartbeat_ms) / 1000
-        log.error("node lost: its launcher stopped sending heartbeats", node=node.id, silent_seconds=round(silent))
-        reason = f"node {node.id} was lost: no heartbeat from its launcher for {silent:.0f}s"
+        if not node.lost:
+            if not await deps.store.mark_node_lost(node.id, now_ms() - timeout_ms):
+                continue
+            silent = (now_ms() - node.heartbeat_ms) / 1000
+            log.error("node lost: its launcher stopped sending heartbeats", node=node.id,
+                      silent_seconds=round(silent))
+        reason = f"node {node.id} was lost: no heartbeat from its launcher since {_clock(node.heartbeat_ms)}"
         for job in await deps.store.jobs_on_node(node.id):
             for task in job.tasks:
-                if task.node_id == node.id and not task.state.is_final:
+                if task.node_id == node.id and holds_resources(task):
                     events.append(TaskExited(subject=job.id, data=TaskExitedData(
                         job_id=job.id, attempt=job.attempt, role=task.role, index=task.index, node_id=node.id,
                         exit_code=exitcodes.NODE_LOST, reason=reason)))
     return events
 
 
+def _clock(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
 async def start_scheduler(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
     """Stand by until this instance holds the lease, then decide; give up the process if it is lost."""
     start_background(stack, "scheduler-lead", _lead(stack, deps))
     stack.push_async_callback(deps.store.release_lease, LEASE, deps.instance)
+
+
+def _lost_lease(deps: SchedulerDeps) -> None:
+    # Another instance took over (this one was cut off too long): deciding on would make two.
+    log.error("lost the scheduler lease; stopping so that only one scheduler decides", instance=deps.instance)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+async def _passes(deps: SchedulerDeps) -> None:
+    """Run a pass whenever one is wanted: events that arrive during a pass ask for one more, however many."""
+    while True:
+        await deps.wanted.wait()
+        deps.wanted.clear()
+        try:
+            await deps.bus.publish(await schedule_pass(deps))
+        except LeaseLostError:
+            _lost_lease(deps)
+            return
+        except Exception:
+            log.exception("scheduling pass failed; trying again in a second")
+            await asyncio.sleep(1)
+            deps.wanted.set()
 
 
 async def _lead(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
@@ -166,9 +236,11 @@ async def _lead(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
             said = True
         await asyncio.sleep(deps.settings.lease_seconds / 3)
     log.info("this scheduler leads now", instance=deps.instance)
+    deps.fence = Fence(LEASE, deps.instance)
 
     async def on_change(_: CloudEvent) -> Sequence[CloudEvent]:
-        return await schedule_pass(deps)
+        deps.wanted.set()  # a burst of N events costs one or two passes, not N
+        return []
 
     router = Router()
     for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
@@ -178,15 +250,13 @@ async def _lead(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
 
     async def periodic() -> None:
         await deps.bus.publish(await detect_lost_nodes(deps))
-        await deps.bus.publish(await schedule_pass(deps))
+        deps.wanted.set()
 
     async def renew() -> None:
         if not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
-            # Another instance took over (this one was cut off too long): deciding on would make two.
-            log.error("lost the scheduler lease; stopping so that only one scheduler decides",
-                      instance=deps.instance)
-            os.kill(os.getpid(), signal.SIGTERM)
+            _lost_lease(deps)
 
+    start_background(stack, "scheduler-passes", _passes(deps))
     await periodic()  # jobs that waited while no scheduler ran
     start_periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)
     start_periodic(stack, "scheduler-lease", deps.settings.lease_seconds / 3, renew)

@@ -13,13 +13,16 @@ from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary, without_private
+from shared.envsize import env_size_problems
 from shared.envvars import resolve_paths
 from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.jobconfig import JobConfig
 from shared.joblist import Cursor, CursorError
+from shared.queueing import queue_positions
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, initial_tasks, new_job_id, now_ms
 from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
+from shared.store import Store
 from shared.validation import Accepted, parse_job_json, validate_job_config
 from shared.vclusters import VirtualCluster, with_default
 
@@ -51,6 +54,10 @@ async def submit_job(request: web.Request) -> web.Response:
         raise ApiError("InvalidParametersError", result.message)
     config = result.config
     _check_storage_paths(config, user, deps.settings.default_fs_uri)
+    # Every task sees every task's host and ports: refuse now a job whose tasks Linux would not start.
+    too_large = env_size_problems(config, user=user, paths=resolve_paths(config, user, deps.settings.default_fs_uri))
+    if too_large:
+        raise ApiError("InvalidParametersError", "; ".join(map(str, too_large)))
     vc = (await virtual_clusters(request)).get(config.virtual_cluster)
     if vc is None:
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
@@ -110,7 +117,9 @@ async def get_job(request: web.Request) -> web.Response:
     """Open to all, as in OpenPAI; what the tasks printed (stderr tails) only for the owner or an admin,
     as their logs are."""
     job = await _job_or_404(request)
-    detail = job_detail(job, await request.app[DEPS].store.attempts_of(job.id) if job.attempt else [])
+    store = request.app[DEPS].store
+    attempts = await store.attempts_of(job.id) if job.attempt else []
+    detail = job_detail(job, attempts, await _positions(store) if job.sub_state == "queued" else {})
     principal = await optional_principal(request)
     if principal is None or (principal.user != job.user and not principal.admin):
         detail = without_private(detail)
@@ -214,7 +223,14 @@ async def _list(request: web.Request, user: str | None) -> web.Response:
         query = {k: v for k, v in request.query.items() if k not in {"cursor", "offset"}}
         headers["X-Next-Cursor"] = page.next_cursor
         headers["Link"] = f'<{request.path}?{urlencode({**query, "cursor": page.next_cursor})}>; rel="next"'
-    return web.json_response([job_summary(j) for j in page.jobs], headers=headers)
+    queued = any(j.sub_state == "queued" for j in page.jobs)
+    positions = await _positions(request.app[DEPS].store) if queued else {}
+    return web.json_response([job_summary(j, positions) for j in page.jobs], headers=headers)
+
+
+async def _positions(store: Store) -> dict[str, int]:
+    """Queued jobs' places in their queues, derived from the queue as it is now (active work only)."""
+    return queue_positions(await store.queue_order())
 
 
 async def list_jobs(request: web.Request) -> web.Response:

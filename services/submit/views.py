@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shared.joblist import JobSummary
+from shared.queueing import shown_reason
 from shared.records import AttemptRecord, JobRecord, TaskRecord
 
 
@@ -26,13 +28,15 @@ def _attempt(a: AttemptRecord) -> dict[str, Any]:
             "taskStatuses": [{"taskRoleName": t.role, **_task_status(t)} for t in a.tasks]}
 
 
-def _status(job: JobRecord | JobSummary) -> dict[str, Any]:
-    """The fields the list and the detail of a job both carry."""
+def _status(job: JobRecord | JobSummary, positions: Mapping[str, int]) -> dict[str, Any]:
+    """The fields the list and the detail of a job both carry; ``positions``: queued jobs' places in
+    their queues (derived when read, :func:`shared.queueing.queue_positions`)."""
+    position = positions.get(job.id) if job.sub_state == "queued" else None
     return {
         "state": job.state.value,
         "subState": job.sub_state,
-        "reason": job.reason,
-        "queuePosition": job.queue_position if job.sub_state == "queued" else None,
+        "reason": shown_reason(job.reason, position, job.virtual_cluster),
+        "queuePosition": position,
         "executionType": "STOP" if job.stop_requested_by else "START",
         "retries": job.retries,
         "retryDetails": _retry_details(job),
@@ -43,11 +47,11 @@ def _status(job: JobRecord | JobSummary) -> dict[str, Any]:
     }
 
 
-def job_summary(job: JobSummary) -> dict[str, Any]:
+def job_summary(job: JobSummary, positions: Mapping[str, int]) -> dict[str, Any]:
     return {
         "name": job.name,
         "username": job.user,
-        **_status(job),
+        **_status(job, positions),
         "totalGpuNumber": job.gpu_count,
         "totalTaskNumber": job.task_count,
         "totalTaskRoleNumber": job.role_count,
@@ -86,7 +90,7 @@ def without_private(value: Any) -> Any:
     return value
 
 
-def job_detail(job: JobRecord, attempts: list[AttemptRecord]) -> dict[str, Any]:
+def job_detail(job: JobRecord, attempts: list[AttemptRecord], positions: Mapping[str, int]) -> dict[str, Any]:
     """The job, its tasks, and its earlier ``attempts`` (kept apart from the job: ``Store.attempts_of``)."""
     roles: dict[str, Any] = {}
     for role in job.config.task_roles:
@@ -98,7 +102,7 @@ def job_detail(job: JobRecord, attempts: list[AttemptRecord]) -> dict[str, Any]:
         "name": job.name,
         "jobStatus": {
             "username": job.user,
-            **_status(job),
+            **_status(job, positions),
             "appLaunchedTime": job.launched_ms,
             "appCompletedTime": job.completed_ms,
             "appExitSpec": _exit_spec(job),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -23,11 +25,17 @@ class Plan(BaseModel):
     model_config = ConfigDict(frozen=True)
     tasks: tuple[TaskPlacement, ...]
 
+    @cached_property
+    def by_task(self) -> dict[tuple[str, int], TaskPlacement]:
+        """The tasks keyed by (role, index), built on first use: a plan is frozen, and equality and
+        dumps see only ``tasks``. (``model_copy(update=...)`` would carry it over stale; nothing does that.)"""
+        return {(t.role, t.index): t for t in self.tasks}
+
     def for_task(self, role: str, index: int) -> TaskPlacement:
-        for t in self.tasks:
-            if t.role == role and t.index == index:
-                return t
-        raise KeyError(f"{role}[{index}]")
+        try:
+            return self.by_task[(role, index)]
+        except KeyError:
+            raise KeyError(f"{role}[{index}]") from None
 
 
 class Unplaceable(BaseModel):

@@ -150,6 +150,40 @@ async def test_a_standby_scheduler_takes_over_when_the_leader_dies(
     assert standby.poll() is None
 
 
+async def test_a_leader_frozen_past_its_lease_books_nothing_twice(
+        api: PaiqClient, user: str, cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]]) -> None:
+    platform, _ = cluster
+    schedulers = [p for p in platform.procs if p.args[-1] == "services.scheduler" and p.poll() is None]  # type: ignore[index]
+    fresh = start_extra_process(platform, "scheduler-fresh", "services.scheduler")
+    await asyncio.sleep(1.5)  # it stands by
+    for proc in schedulers:
+        proc.send_signal(signal.SIGSTOP)  # the leader stalls (a long GC pause, a frozen VM)
+    try:
+        await asyncio.sleep(4)  # past PAIQ_LEASE_SECONDS (3): the fresh scheduler takes over
+        for i in range(3):  # each takes one node's 2 CPUs: the cluster is full
+            await api.submit(user, spread_job(f"frozen-{i}", "sleep 30", tasks=1))
+        for i in range(3):
+            await _until(api, user, f"frozen-{i}", lambda s: s["subState"] != "queued")
+    finally:
+        for proc in schedulers:
+            proc.send_signal(signal.SIGCONT)  # it wakes with its old view and its old lease
+    await api.submit(user, spread_job("frozen-extra", "true", tasks=1))
+    await asyncio.sleep(4)  # the old leader's passes, if any, and its lease renewal
+    for proc in schedulers:
+        assert proc.wait(20) is not None, "the old leader stopped once it saw the lease gone"
+    assert fresh.poll() is None and "this scheduler leads now" in (platform.workdir / "scheduler-fresh.log").read_text()
+    extra = (await api.job(user, "frozen-extra"))["jobStatus"]
+    assert extra["subState"] == "queued" and "lacks 2 free CPUs" in str(extra["reason"]), "nothing is free"
+    nodes = {}
+    for i in range(3):
+        [task] = (await api.job(user, f"frozen-{i}"))["taskRoles"]["w"]["taskStatuses"]
+        nodes[task["containerNodeId"]] = nodes.get(task["containerNodeId"], 0) + 1
+    assert sorted(nodes.values()) == [1, 1, 1], f"each node's CPUs given once: {nodes}"
+    for i in range(3):
+        await api.stop(user, f"frozen-{i}")
+    await api.stop(user, "frozen-extra")
+
+
 async def test_a_killed_agents_tasks_end_with_node_lost_and_are_retried_without_using_retry_count(
         api: PaiqClient, user: str, cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]]) -> None:
     platform, extra = cluster

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.envvars import JobPaths, build_task_env, env_name, resolve_paths, substitute
-from shared.jobconfig import JobConfig
-from shared.launchspec import container_name, placed_tasks, task_specs
-from shared.placement import ClusterSnapshot, Plan, place
+from shared.envvars import (
+    JobPaths,
+    build_task_env,
+    env_name,
+    job_environment,
+    resolve_paths,
+    substitute,
+    task_environment,
+)
+from shared.jobconfig import JobConfig, TaskRole, env_value
+from shared.launchspec import container_name, job_launch, placed_tasks, task_specs
+from shared.placement import ClusterSnapshot, Plan, TaskPlacement, place
 from shared.validation import Accepted, validate_job_config
 from tests.unit import seed_configs
 from tests.unit.factories import (
@@ -361,3 +370,238 @@ def test_job_envs_cannot_widen_the_gpus_a_task_sees() -> None:
     [spec] = task_specs(make_job(config), plan, "file:///srv/fs")
     assert spec.env["NVIDIA_VISIBLE_DEVICES"] == "3" and spec.env["CUDA_VISIBLE_DEVICES"] == "3"
     assert spec.env["x"] == "1"
+
+
+# --- the job's shared part and each task's own: the same environment as the first builder ----------
+#
+# The builder before "Scale II", kept verbatim as the reference: every task rebuilt every role's table
+# and found each peer by a linear search of the plan (O(T^3) for a job of T tasks). The builder now
+# makes the shared part once per job; for every task, the whole environment must be what this gave.
+
+
+def _old_count(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _old_for_task(plan: Plan, role: str, index: int) -> TaskPlacement:
+    for t in plan.tasks:
+        if t.role == role and t.index == index:
+            return t
+    raise KeyError(f"{role}[{index}]")
+
+
+def _old_role_env(role: TaskRole, plan: Plan) -> dict[str, str]:
+    r = env_name(role.name)
+    env = {
+        f"PAI_TASK_ROLE_TASK_COUNT_{r}": str(role.task_number),
+        f"PAI_RESOURCE_{r}": f"{role.gpu_number},{role.cpu_number},{role.memory_mb},{role.shm_mb}",
+        f"PAI_MIN_FAILED_TASK_COUNT_{r}": _old_count(role.min_failed_task_count),
+        f"PAI_MIN_SUCCEEDED_TASK_COUNT_{r}": _old_count(role.min_succeeded_task_count),
+    }
+    hosts: list[str] = []
+    for i in range(role.task_number):
+        t = _old_for_task(plan, role.name, i)
+        first = next((ps[0] for ps in t.ports.values() if ps), None)
+        hosts.append(t.ip if first is None else f"{t.ip}:{first}")
+        env[f"PAI_HOST_IP_{r}_{i}"] = t.ip
+        for label, ports in t.ports.items():
+            joined = ",".join(map(str, ports))
+            env[f"PAI_PORT_LIST_{r}_{i}_{env_name(label)}"] = joined
+            env[f"PAI_{r}_{i}_{env_name(label)}_PORT"] = joined
+    env[f"PAI_TASK_ROLE_{r}_HOST_LIST"] = ",".join(hosts)
+    return env
+
+
+def old_build_task_env(config: JobConfig, plan: Plan, *, user: str, role: TaskRole, index: int,
+                       paths: JobPaths, container_id: str) -> dict[str, str]:
+    me = _old_for_task(plan, role.name, index)
+    env: dict[str, str] = {
+        "PAI_WORK_DIR": "/pai",
+        "PAI_DEFAULT_FS_URI": paths.default_fs_uri,
+        "PAI_JOB_NAME": config.job_name,
+        "PAI_JOB_VC_NAME": config.virtual_cluster,
+        "PAI_USER_NAME": user,
+        "PAI_DATA_DIR": paths.data_dir,
+        "PAI_OUTPUT_DIR": paths.output_dir,
+        "PAI_CODE_DIR": paths.code_dir,
+        "PAI_CURRENT_TASK_ROLE_NAME": role.name,
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.task_number),
+        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu_number),
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb),
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
+        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu_number),
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": _old_count(role.min_failed_task_count),
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": _old_count(role.min_succeeded_task_count),
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+        "PAI_TASK_INDEX": str(index),
+        "PAI_CONTAINER_ID": container_id,
+        "PAI_JOB_TASK_COUNT": str(config.total_tasks),
+        "PAI_JOB_TASK_ROLE_COUNT": str(len(config.task_roles)),
+        "PAI_JOB_TASK_ROLE_LIST": ",".join(r.name for r in config.task_roles),
+        "PAI_TASK_ROLE_COUNT": str(len(config.task_roles)),
+        "PAI_TASK_ROLE_LIST": ",".join(r.name for r in config.task_roles),
+        "PAI_CONTAINER_HOST_IP": me.ip,
+        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(f"{lb}:{','.join(map(str, ps))}" for lb, ps in me.ports.items()),
+    }
+    for label, ports in me.ports.items():
+        env[f"PAI_CONTAINER_HOST_{env_name(label)}_PORT_LIST"] = ",".join(map(str, ports))
+    for label, var in (("http", "PAI_CONTAINER_HOST_PORT"), ("ssh", "PAI_CONTAINER_SSH_PORT")):
+        if me.ports.get(label):
+            env[var] = str(me.ports[label][0])
+    for other in config.task_roles:
+        env.update(_old_role_env(other, plan))
+    env.update({k: env_value(v) for k, v in config.job_envs.items()})
+    if me.gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
+    return env
+
+
+def assert_same_as_the_old_builder(config: JobConfig, plan: Plan, *, user: str = "alice", fs: str = FS) -> None:
+    paths = resolve_paths(config, user, fs)
+    built = job_environment(config, plan, user=user, paths=paths)
+    for t in plan.tasks:
+        role = config.role(t.role)
+        cid = f"cid-{t.role}-{t.index}"
+        old = old_build_task_env(config, plan, user=user, role=role, index=t.index, paths=paths, container_id=cid)
+        assert task_environment(built.shared, built.own(role, t.index, cid)) == old, f"{t.role}[{t.index}]"
+        assert build_task_env(config, plan, user=user, role=role, index=t.index, paths=paths,
+                              container_id=cid) == old
+
+
+# jobEnvs that collide with platform variables of every kind: job-wide, a peer's, the task's own, GPUs.
+COLLIDING_JOB_ENVS = ["PAI_WORK_DIR", "PAI_TASK_INDEX", "PAI_CONTAINER_HOST_IP", "PAI_CONTAINER_HOST_PORT_LIST",
+                      "PAI_CONTAINER_HOST_http_PORT_LIST", "PAI_CONTAINER_HOST_PORT", "PAI_CONTAINER_ID",
+                      "PAI_CURRENT_TASK_ROLE_NAME", "PAI_TASK_ROLE_w_HOST_LIST", "PAI_HOST_IP_w_0",
+                      "PAI_w_0_http_PORT", "PAI_RESOURCE_ps_server", "NVIDIA_VISIBLE_DEVICES",
+                      "CUDA_VISIBLE_DEVICES", "batch_size"]
+
+
+@st.composite
+def configs_and_plans(draw: st.DrawFn) -> tuple[JobConfig, Plan]:
+    names = draw(st.lists(st.sampled_from(["w", "ps.server", "x~1", "chief", "w2", "A9"]), min_size=1, max_size=4,
+                          unique=True))
+    roles = []
+    for name in names:
+        labels = draw(st.lists(st.sampled_from(["http", "ssh", "my.port", "x~y"]), max_size=3, unique=True))
+        roles.append(role_dict(
+            name, taskNumber=draw(st.integers(1, 4)), gpuNumber=draw(st.integers(0, 2)),
+            minFailedTaskCount=draw(st.sampled_from([None, 1])),
+            portList=[port_dict(lb, 0, draw(st.integers(1, 3))) for lb in labels]))
+    job_envs = draw(st.dictionaries(st.sampled_from(COLLIDING_JOB_ENVS),
+                                    st.one_of(st.booleans(), st.integers(-5, 5), st.text(max_size=5)), max_size=5))
+    config = make_config(*roles, jobEnvs=job_envs)
+    nodes = [N1, N2, make_node("n3", ip="192.168.100.200")]
+    tasks = []
+    port = 20000
+    for role in config.task_roles:
+        for i in range(role.task_number):
+            ports = {}
+            for p in role.port_list:
+                ports[p.label] = tuple(range(port, port + p.port_number))
+                port += p.port_number
+            gpus = tuple(draw(st.permutations(range(4)))[: role.gpu_number])
+            tasks.append(placement(role.name, i, draw(st.sampled_from(nodes)), gpus=gpus, ports=ports))
+    # The plan's order is not the builder's business: shuffled, the tables must not change.
+    return config, make_plan(*draw(st.permutations(tasks)))
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(configs_and_plans())
+def test_the_environment_is_the_old_builders_for_every_task(case: tuple[JobConfig, Plan]) -> None:
+    assert_same_as_the_old_builder(*case)
+
+
+@pytest.mark.parametrize("config", [TF, seed_config(seed_configs.JUPYTER_004)], ids=["tf-000", "jupyter-004"])
+def test_the_seed_jobs_get_the_old_builders_environment(config: JobConfig) -> None:
+    plan = place(ClusterSnapshot.build([make_node(f"n{i}", gpus=["V100", "TITANX"] * 4, cpus=64, memory_mb=10**6)
+                                        for i in range(3)], []), config)
+    assert isinstance(plan, Plan)
+    assert_same_as_the_old_builder(config, plan)
+
+
+@pytest.mark.parametrize(
+    ("job_envs", "gpus", "expected"),
+    [
+        # jobEnvs over every platform variable: job-wide, a peer's, the task's own ...
+        ({"PAI_WORK_DIR": "/mine"}, (), {"PAI_WORK_DIR": "/mine"}),
+        ({"PAI_TASK_ROLE_main_HOST_LIST": "h"}, (), {"PAI_TASK_ROLE_main_HOST_LIST": "h"}),
+        ({"PAI_TASK_INDEX": 7}, (), {"PAI_TASK_INDEX": "7", "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": "0"}),
+        ({"PAI_CONTAINER_HOST_PORT": "1"}, (), {"PAI_CONTAINER_HOST_PORT": "1", "PAI_CONTAINER_HOST_http_PORT_LIST":
+                                                "20000"}),
+        # ... except the GPU variables of a task given GPUs; without GPUs they are the job's to set
+        ({"CUDA_VISIBLE_DEVICES": "all"}, (2,), {"CUDA_VISIBLE_DEVICES": "2", "NVIDIA_VISIBLE_DEVICES": "2"}),
+        ({"NVIDIA_VISIBLE_DEVICES": "all"}, (), {"NVIDIA_VISIBLE_DEVICES": "all"}),
+        ({}, (0, 1), {"CUDA_VISIBLE_DEVICES": "0,1", "NVIDIA_VISIBLE_DEVICES": "0,1", "PAI_TASK_INDEX": "0"}),
+    ],
+)
+def test_shared_then_own_keeps_the_precedence_of_job_envs(job_envs: dict[str, object], gpus: tuple[int, ...],
+                                                          expected: dict[str, str]) -> None:
+    config = make_config(role_dict("main", gpuNumber=len(gpus), portList=[port_dict("http")]), jobEnvs=job_envs)
+    plan = make_plan(placement("main", 0, N1, gpus=gpus, ports={"http": (20000,)}))
+    built = job_environment(config, plan, user="alice", paths=resolve_paths(config, "alice", FS))
+    own = built.own(config.role("main"), 0, "cid")
+    env = task_environment(built.shared, own)
+    assert {k: env[k] for k in expected} == expected
+    # what jobEnvs set is not in the task's own part, so it cannot undo them (but for the GPUs)
+    assert not (set(own) & set(job_envs)) - {"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}
+    assert env == old_build_task_env(config, plan, user="alice", role=config.role("main"), index=0,
+                                     paths=resolve_paths(config, "alice", FS), container_id="cid")
+
+
+@pytest.mark.parametrize(
+    ("job_env", "own", "expected"),
+    [
+        ({}, {}, {}),
+        ({"A": "1"}, {}, {"A": "1"}),
+        ({}, {"A": "1"}, {"A": "1"}),  # a launch of an older scheduler: the whole environment in the task's
+        ({"A": "1", "B": "2"}, {"B": "3", "C": "4"}, {"A": "1", "B": "3", "C": "4"}),  # the task's own win
+    ],
+)
+def test_task_environment_is_the_job_env_then_the_tasks_own(job_env: dict[str, str], own: dict[str, str],
+                                                            expected: dict[str, str]) -> None:
+    assert task_environment(job_env, own) == expected
+
+
+def big_plan(workers: int) -> tuple[JobConfig, Plan]:
+    config = make_config(role_dict("ps", taskNumber=2, portList=[port_dict("http")]),
+                         role_dict("worker", taskNumber=workers, gpuNumber=1, portList=[port_dict("http")]))
+    nodes = [make_node(f"n{i}", ip=f"10.0.{i // 250}.{i % 250 + 1}") for i in range(workers // 8 + 1)]
+    plan = make_plan(*(placement("ps", i, nodes[0], ports={"http": (21000 + i,)}) for i in range(2)),
+                     *(placement("worker", i, nodes[i // 8], gpus=(i % 8,), ports={"http": (20000 + i % 8,)})
+                       for i in range(workers)))
+    return config, plan
+
+
+def test_a_task_own_part_does_not_grow_with_the_job_and_the_shared_part_grows_linearly() -> None:
+    sizes = {}
+    for workers in (10, 1000):
+        config, plan = big_plan(workers)
+        job = make_job(config)
+        launch = job_launch(job, plan, FS)
+        specs = launch.specs()
+        assert len(specs) == workers + 2
+        sizes[workers] = (len(launch.job_env), {len(s.env) for s in specs})
+    # the same few variables of its own for every task, however large the job
+    assert sizes[10][1] == sizes[1000][1] == {15, 17}
+    # per task of the job: its host, its port under two names (and the roles' few fixed ones)
+    assert sizes[1000][0] - sizes[10][0] == 3 * 990
+
+
+def test_a_thousand_task_job_is_built_in_linear_time() -> None:
+    config, plan = big_plan(2000)
+    began = time.process_time()
+    launch = job_launch(make_job(config), plan, FS)
+    launch.specs()
+    assert time.process_time() - began < 2.0, "the first builder took minutes here"
+
+
+def test_launch_specs_carry_only_the_tasks_own_and_task_specs_the_whole() -> None:
+    job = make_job(TF, user="alice", attempt=2)
+    launch = job_launch(job, TF_PLAN, FS)
+    own = {(s.role, s.index): s for s in launch.specs()}
+    for whole in task_specs(job, TF_PLAN, FS):
+        mine = own[(whole.role, whole.index)]
+        assert whole.model_dump(exclude={"env"}) == mine.model_dump(exclude={"env"})
+        assert whole.env == task_environment(launch.job_env, mine.env)
+        assert "PAI_TASK_ROLE_worker_HOST_LIST" not in mine.env and "PAI_TASK_INDEX" in mine.env
+    assert launch.spec("worker", 1) == own[("worker", 1)]

@@ -8,7 +8,7 @@ import pytest
 
 from shared.errors import SettingsError
 from shared.placement import ClusterSnapshot
-from shared.queueing import plan_queue, request_of, usage_by_vc
+from shared.queueing import never_fits_key, plan_queue, queue_positions, request_of, shown_reason, usage_by_vc
 from shared.records import JobRecord, JobState
 from shared.vclusters import (
     Quota,
@@ -47,7 +47,7 @@ def test_jobs_start_oldest_first_while_they_fit() -> None:
                                queued("third", cpus=2, age_s=0)])
     assert started == ["old", "young"]
     assert waiting == {"third": (1, waiting["third"][1])}
-    assert waiting["third"][1].startswith("position 1 in virtual cluster default's queue: task main[0] fits on no node")
+    assert waiting["third"][1].startswith("task main[0] fits on no node"), "the reason says why, not where"
 
 
 def test_a_small_job_backfills_past_a_blocked_head_within_the_bound() -> None:
@@ -161,3 +161,25 @@ def test_a_good_operator_file_loads(tmp_path: Path) -> None:
     path.write_text("- name: vision\n  quota: {cpus: 40, memory: 40, gpus: 60}\n  users: [alice]\n  groups: [cv]\n")
     [vc] = load_config(path)
     assert vc.name == "vision" and vc.quota.gpus == 60 and vc.admits("carol", ("cv",))
+
+
+def test_positions_are_derived_per_vc_in_queue_order_and_shown_in_the_reason() -> None:
+    positions = queue_positions([("c", "default", 30), ("a", "default", 10), ("x", "team", 5), ("b", "default", 10)])
+    assert positions == {"a": 1, "b": 2, "c": 3, "x": 1}
+    assert shown_reason("task main[0] fits on no node", 2, "team") == (
+        "position 2 in virtual cluster team's queue: task main[0] fits on no node")
+    assert shown_reason("", 1, "default") == "position 1 in virtual cluster default's queue"
+    assert shown_reason("running", None, "default") == "running"
+
+
+def test_a_job_that_never_fits_is_tried_on_the_idle_cluster_once_per_cluster_shape() -> None:
+    snapshot = ClusterSnapshot.build([make_node("n0", cpus=4)], [])
+    jobs = [queued("impossible", cpus=8), queued("fits-later", cpus=4, age_s=20), queued("blocker", cpus=4, age_s=30)]
+    first = plan_queue(snapshot, jobs, with_default([]), {}, NOW, BOUND)
+    assert [j.name for j, _ in first.start] == ["blocker"]
+    assert first.never_fits == {never_fits_key(jobs[0]): True, never_fits_key(jobs[1]): False}
+    # Told (wrongly, to show it is believed) that "impossible" could fit some day: it is not tried again.
+    second = plan_queue(ClusterSnapshot.build([make_node("n0", cpus=4)], []), jobs[:1], with_default([]), {}, NOW,
+                        BOUND, {never_fits_key(jobs[0]): False})
+    assert second.never_fits == {never_fits_key(jobs[0]): False}
+    assert not second.waiting["alice~impossible~0"].reason.startswith("it cannot start even on an idle cluster")

@@ -1,0 +1,158 @@
+"""The scheduler's passes against the real MongoDB-wire server: bursts coalesce, a lost node's exits are
+reported until taken in, and a moving queue rewrites nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import pytest
+
+from services.scheduler.service import SchedulerDeps, detect_lost_nodes, schedule_pass, start_scheduler
+from services.status.service import StatusDeps, on_task_exited, retry_policy
+from shared.bus.memory import MemoryBus
+from shared.errors import LeaseLostError
+from shared.events import JobSubmitted, JobSubmittedData, TaskExited
+from shared.metrics import SCHEDULER_PASS
+from shared.records import (
+    JobRecord,
+    JobState,
+    NodeRecord,
+    TaskRecord,
+    TaskState,
+    holds_resources,
+    initial_tasks,
+    now_ms,
+)
+from shared.settings import Settings
+from shared.store import Fence, Store, open_store
+from tests.infra import unique
+from tests.unit.factories import make_config, role_dict
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+async def store(mongo_uri: str) -> AsyncIterator[Store]:
+    async with open_store(mongo_uri, unique("sched_")) as s:
+        yield s
+
+
+def settings() -> Settings:
+    # No timer pass during a test: every pass is one the test caused.
+    return Settings.from_env({"PAIQ_RECONCILE_SECONDS": "3600", "PAIQ_QUEUE_PREFIX": unique("q")})
+
+
+def job(name: str, *, cpus: int = 1) -> JobRecord:
+    config = make_config(role_dict("main", cpuNumber=cpus), jobName=name)
+    return JobRecord(id=f"u~{name}~00000000", user="u", name=name, virtual_cluster="default", config=config,
+                     raw_config={}, created_ms=now_ms(), tasks=initial_tasks(config))
+
+
+def node(node_id: str, *, cpus: int = 64, heard_ms: int | None = None) -> NodeRecord:
+    return NodeRecord(_id=node_id, ip="10.0.0.9", cpus=cpus, memory_mb=1 << 20, port_range=(20000, 29999),
+                      heartbeat_ms=now_ms() if heard_ms is None else heard_ms)
+
+
+def passes() -> float:
+    return next(s.value for m in SCHEDULER_PASS.collect() for s in m.samples if s.name.endswith("_count"))
+
+
+async def test_a_burst_of_submissions_costs_a_pass_or_two_not_one_each(store: Store) -> None:
+    bus = MemoryBus()
+    deps = SchedulerDeps(settings=settings(), store=store, bus=bus)
+    await store.upsert_node(node("n1"))
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(bus.close)
+        start = passes()
+        await start_scheduler(stack, deps)
+        for _ in range(100):
+            if passes() > start:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # the first pass (on taking the lead) is over
+        before = passes()
+        jobs = [job(f"burst{i}") for i in range(40)]
+        for j in jobs:
+            await store.insert_job(j)
+        await bus.publish([JobSubmitted(subject=j.id, data=JobSubmittedData(job_id=j.id, user=j.user,
+                                                                             virtual_cluster=j.virtual_cluster))
+                           for j in jobs])
+        for _ in range(200):
+            if not await store.queued_jobs():
+                break
+            await asyncio.sleep(0.05)
+        assert await store.queued_jobs() == [], "every job of the burst was placed"
+        await asyncio.sleep(0.3)
+        assert passes() - before <= 3, f"{passes() - before:.0f} passes for a burst of 40 submissions"
+
+
+async def test_moving_up_the_queue_rewrites_nothing(store: Store) -> None:
+    deps = SchedulerDeps(settings=settings(), store=store, bus=MemoryBus())
+    await store.upsert_node(node("n1", cpus=4))
+    head, second, third = job("head", cpus=4), job("second", cpus=4), job("third", cpus=4)
+    for j in (head, second, third):
+        await store.insert_job(j)
+    await schedule_pass(deps)  # head starts; second and third wait for CPUs
+    waiting = {j.name: j for j in await store.queued_jobs()}
+    assert set(waiting) == {"second", "third"}
+    assert waiting["third"].reason == waiting["second"].reason and "lacks 4 free CPUs" in waiting["third"].reason
+    versions = {name: j.version for name, j in waiting.items()}
+    placed = await store.get_job(head.id)
+    assert placed is not None
+    ended = [t.model_copy(update={"state": TaskState.SUCCEEDED}) for t in placed.tasks]
+    done = placed.model_copy(update={"state": JobState.SUCCEEDED, "sub_state": "completed", "tasks": tuple(ended)})
+    assert await store.replace_job(done, placed.version)
+    events = await schedule_pass(deps)  # second starts: third moves up to position 1
+    assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [second.id]
+    [still] = await store.queued_jobs()
+    assert still.name == "third" and still.version == versions["third"], "its document was not written"
+    assert await schedule_pass(deps) == [], "a pass that changes nothing writes and says nothing"
+
+
+async def test_a_lost_nodes_exits_are_reported_until_taken_in(store: Store) -> None:
+    bus = MemoryBus()
+    deps = SchedulerDeps(settings=settings(), store=store, bus=bus)
+    await store.upsert_node(node("gone", heard_ms=now_ms() - 3_600_000))
+    running = job("on-gone")
+    await store.insert_job(running)
+    [placed] = await store.commit_placements([(running, tuple(
+        t.model_copy(update={"node_id": "gone", "ip": "10.0.0.9"}) for t in running.tasks))])
+    first = await detect_lost_nodes(deps)  # say its publish failed: nothing reached the status service
+    assert [(e.type, e.data.exit_code) for e in first if isinstance(e, TaskExited)] == [("task.exited", -1001)]
+    again = await detect_lost_nodes(deps)
+    assert [json.loads(e.model_dump_json())["data"] for e in again] == [
+        json.loads(e.model_dump_json())["data"] for e in first], "the same exits, again, until taken in"
+    status = StatusDeps(settings=deps.settings, store=store, bus=bus, policy=retry_policy(deps.settings))
+    [exited] = again
+    assert isinstance(exited, TaskExited)
+    await on_task_exited(exited, status)
+    after = await store.get_job(placed.id)
+    assert after is not None and not any(holds_resources(t) for t in after.tasks)
+    assert await detect_lost_nodes(deps) == [], "taken in: nothing more to report"
+    await bus.close()
+
+
+async def test_a_scheduler_that_lost_its_lease_cannot_commit_a_placement(store: Store) -> None:
+    await store.upsert_node(node("n1", cpus=4))
+    assert await store.supports_transactions(), "the MongoDB-wire server runs as a replica set"
+    assert await store.hold_lease("scheduler", "old", 15_000)
+    first, second = job("first", cpus=4), job("second", cpus=4)
+    for j in (first, second):
+        await store.insert_job(j)
+
+    def on_n1(j: JobRecord) -> tuple[JobRecord, tuple[TaskRecord, ...]]:
+        return j, tuple(t.model_copy(update={"node_id": "n1", "ip": "10.0.0.9"}) for t in j.tasks)
+
+    # The old leader decided "first" goes on n1's 4 CPUs, then stalled past its lease before committing;
+    # the new leader took over and gave n1 to "second".
+    await store.leases.update_one({"_id": "scheduler"}, {"$set": {"expires_ms": 0}})
+    assert await store.hold_lease("scheduler", "new", 15_000)
+    assert [j.name for j in await store.commit_placements([on_n1(second)], Fence("scheduler", "new"))] == ["second"]
+    with pytest.raises(LeaseLostError):
+        await store.commit_placements([on_n1(first)], Fence("scheduler", "old"))
+    stored = await store.get_job(first.id)
+    assert stored is not None and stored.sub_state == "queued", "nothing of the stale decision was written"
+    assert [j.name for j in await store.jobs_holding_resources()] == ["second"], "n1 is booked once"
