@@ -146,7 +146,8 @@ def _scheduled(job: JobRecord, plan: Plan, default_fs_uri: str) -> list[CloudEve
         by_node[placement.node_id].append(launch.spec(placement.role, placement.index))
     events: list[CloudEvent] = [JobScheduled(subject=job.id, data=JobScheduledData(
         job_id=job.id, attempt=job.attempt,
-        tasks=tuple(PlacedTask(**t.model_dump()) for t in plan.tasks)))]
+        tasks=tuple(PlacedTask(role=t.role, index=t.index, node_id=t.node_id, ip=t.ip, gpus=t.gpus, ports=t.ports)
+                    for t in plan.tasks)))]
     events.extend(
         LaunchTasks(subject=job.id, data=LaunchTasksData(
             job_id=job.id, attempt=job.attempt, node_id=node_id, tasks=tuple(specs), job_env=launch.job_env))

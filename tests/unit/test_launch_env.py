@@ -97,6 +97,6 @@ def test_a_launch_message_grows_with_its_nodes_tasks_not_with_the_square_of_the_
 
     small, large = bytes_per_task(100), bytes_per_task(2000)
     # about 1 KB a task, at any size: its own spec (900 bytes) and its share of the job's variables (its
-    # host and port under three names, 130 bytes); each task's whole environment was 290 KB at 2,000
+    # host and port under three names, 130 bytes); a task with its whole environment was 256 KB at 2,000
     assert large < 1500
     assert large - small < 30
