@@ -14,14 +14,14 @@ def pick_gpus(node: NodeState, ask: Ask) -> tuple[int, ...]:
 
 
 def pick_ports(node: NodeState, ask: Ask) -> dict[str, tuple[int, ...]]:
-    """Fixed specs get their span; the others the lowest free ports of the node's range, walking from its
-    start over the ports already taken (held ones cluster at the start, so the walk stays short)."""
+    """Fixed specs get their span; the others the lowest free ports of the node's range, walking from the
+    node's port floor (below it every port is taken) over the ports already taken."""
     if not ask.labels:
         return {}
     taken = node.usage.ports
     out = dict(ask.fixed)
     mine = {p for _, ports in ask.fixed for p in ports}
-    p, hi = node.port_lo, node.port_hi
+    p, hi = node.port_floor, node.port_hi
     for label, count in ask.random:
         got: list[int] = []
         while len(got) < count and p <= hi:

@@ -50,6 +50,7 @@ class NodeState:
         "gpu_kinds",
         "id",
         "ip",
+        "port_floor",
         "port_hi",
         "port_lo",
         "ports_in_range",
@@ -73,6 +74,15 @@ class NodeState:
             self.free_gpus.setdefault(kind, [])
         self.port_lo, self.port_hi = record.port_range
         self.ports_in_range = sum(1 for p in usage.ports if self.port_lo <= p <= self.port_hi)
+        # Every port of the range below the floor is taken: a search for free ports starts there, so
+        # a node whose range fills from the bottom is searched in O(1), not over every port it holds.
+        self.port_floor = self.port_lo
+        self._raise_port_floor()
+
+    def _raise_port_floor(self) -> None:
+        taken = self.usage.ports
+        while self.port_floor <= self.port_hi and self.port_floor in taken:
+            self.port_floor += 1
 
     def gpu_count(self, kind: str | None) -> int:
         free = self.free_gpus.get(kind)
@@ -94,6 +104,7 @@ class NodeState:
             if p not in u.ports:
                 u.ports.add(p)
                 self.ports_in_range += self.port_lo <= p <= self.port_hi
+        self._raise_port_floor()
 
     def give(self, claim: Claim) -> None:
         """Undo :meth:`take` of the same claim."""
@@ -112,6 +123,8 @@ class NodeState:
             if p in u.ports:
                 u.ports.remove(p)
                 self.ports_in_range -= self.port_lo <= p <= self.port_hi
+                if self.port_lo <= p < self.port_floor:
+                    self.port_floor = p
 
 
 class ClusterSnapshot:

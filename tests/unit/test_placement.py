@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from shared.jobconfig import JobConfig
 from shared.placement import ClusterSnapshot, Plan, Unplaceable, place
+from shared.placement.snapshot import Claim
 from shared.records import NodeRecord, TaskState
 from tests.unit.factories import make_config, make_node, placed_job, port_dict, role_dict
 
@@ -378,3 +379,21 @@ def test_hold_lets_one_pass_place_several_jobs_without_overlap() -> None:
     snap.hold(second, configs[1])
     assert sorted(nodes_of(first) + nodes_of(second)) == ["n1", "n2"]
     assert unplaceable(snap, configs[2]).counts == {"lack 2 free GPUs": 2}
+
+
+def test_a_big_job_gets_distinct_ports_from_the_bottom_of_the_range_and_given_back_ports_are_reused() -> None:
+    node = make_node("n1", cpus=4096, memory_mb=4096 * 1024, port_range=(20000, 29999))
+    snapshot = ClusterSnapshot.build([node], [])
+    config = make_config(role_dict("w", taskNumber=3000, cpuNumber=1, memoryMB=100, portList=[port_dict("http")]))
+    plan = place(snapshot, config, seed=1)
+    assert isinstance(plan, Plan)
+    ports = sorted(p for t in plan.tasks for p in t.ports["http"])
+    assert ports == list(range(20000, 23000)), "the lowest free ports, each once"
+    state = snapshot.by_id["n1"]
+    snapshot.hold(plan, config)
+    assert state.port_floor == 23000, "below the floor every port is taken"
+    first = plan.tasks[0]
+    snapshot.give(state, Claim(1, 100, (), first.ports["http"]))
+    assert state.port_floor == first.ports["http"][0], "a port given back lowers the floor"
+    again = place(snapshot, make_config(role_dict("x", portList=[port_dict("http")])), seed=2)
+    assert isinstance(again, Plan) and again.tasks[0].ports["http"] == first.ports["http"]
