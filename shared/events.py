@@ -180,6 +180,27 @@ class LaunchTasks(CloudEvent):
         return f"node.{self.data.node_id}.launch"
 
 
+class StopTasksData(_Data):
+    job_id: str
+    attempt: int | None  # None: every attempt's (the job is over); else only that failed attempt's
+    node_id: str
+    by_user: bool = False  # the job was stopped by its user: its tasks' exits say -210
+    reason: str = ""
+
+
+class StopTasks(CloudEvent):
+    """Command to one node's launcher: stop the job's containers still on it (SIGTERM, then SIGKILL after
+    the grace period). Sent only to the nodes that hold the job's tasks, when the job ends or an attempt
+    fails; each launcher's own reconcile also stops what is left of a job that is over."""
+
+    type: Literal["node.stop"] = "node.stop"
+    data: StopTasksData
+
+    @property
+    def routing_key(self) -> str:
+        return f"node.{self.data.node_id}.stop"
+
+
 class TaskStartedData(_Data):
     job_id: str
     attempt: int
@@ -250,7 +271,7 @@ class NodeRegistered(CloudEvent):
 
 Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
-    | LaunchTasks
+    | LaunchTasks | StopTasks
     | TaskStarted | TaskExited | TaskProgress | NodeRegistered,
     Field(discriminator="type"),
 ]

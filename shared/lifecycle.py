@@ -21,13 +21,15 @@ from shared.events import (
     JobRequeuedData,
     JobRetrying,
     JobRetryingData,
+    StopTasks,
+    StopTasksData,
     TaskExitedData,
     TaskProgressData,
     TaskStartedData,
 )
 from shared.exitcodes import STOPPED_BY_USER
 from shared.exitspec import ExitSpecTable, Reaction
-from shared.records import AttemptRecord, JobRecord, JobState, TaskState, initial_tasks
+from shared.records import AttemptRecord, JobRecord, JobState, TaskState, holds_resources, initial_tasks
 
 Change = tuple[JobRecord, list[CloudEvent]]
 
@@ -171,14 +173,22 @@ def _close_waiting(job: JobRecord, why: str, now: int) -> JobRecord:
     return job.model_copy(update={"tasks": tasks})
 
 
+def stop_commands(job: JobRecord, *, attempt: int | None, by_user: bool, reason: str) -> list[CloudEvent]:
+    """One stop command to each node that holds a task of the job (launching or running), none to others."""
+    nodes = sorted({str(t.node_id) for t in job.tasks if holds_resources(t)})
+    return [StopTasks(subject=job.id, data=StopTasksData(job_id=job.id, attempt=attempt, node_id=node,
+                                                         by_user=by_user, reason=reason)) for node in nodes]
+
+
 def _finish(job: JobRecord, outcome: Completion, now: int, *, phrase: str = "", kind: str = "") -> Change:
+    stops = stop_commands(job, attempt=None, by_user=outcome.state == JobState.STOPPED, reason=outcome.reason)
     job = _close_waiting(job, "the job ended before this task started", now)
     job = job.model_copy(update={"state": outcome.state, "completed_ms": now, "retry_at_ms": None,
                                  **_exit_fields(job, outcome, phrase, kind)})
     event = JobCompleted(subject=job.id, data=JobCompletedData(
         job_id=job.id, attempt=job.attempt, state=outcome.state, exit_code=outcome.exit_code,
         reason=outcome.reason, trigger_role=outcome.trigger_role, trigger_index=outcome.trigger_index))
-    return _settle(job), [event]
+    return _settle(job), [event, *stops]
 
 
 def _retry(job: JobRecord, outcome: Completion, counter: str, now: int, policy: RetryPolicy) -> Change:
@@ -190,6 +200,7 @@ def _retry(job: JobRecord, outcome: Completion, counter: str, now: int, policy: 
               else f"not counted against retryCount ({counter} retry {getattr(counts, counter)})")
     reason = (f"attempt {job.attempt} failed with exit {outcome.exit_code} ({spec.phrase}: {spec.reason}); "
               f"retry {counts.total}, {budget}, in {delay / 1000:g}s")
+    stops = stop_commands(job, attempt=job.attempt, by_user=False, reason=reason)
     job = _close_waiting(job, "the attempt ended before this task started", now)
     job = job.model_copy(update={
         "state": JobState.WAITING, "sub_state": RETRY_PENDING, "reason": reason, "retry_counts": counts,
@@ -198,7 +209,7 @@ def _retry(job: JobRecord, outcome: Completion, counter: str, now: int, policy: 
     event = JobRetrying(subject=job.id, data=JobRetryingData(
         job_id=job.id, attempt=job.attempt, exit_code=outcome.exit_code, reason=reason, counter=counter,
         retry_at_ms=now + delay))
-    return job, [event]
+    return job, [event, *stops]
 
 
 def retry_due(job: JobRecord, now: int) -> Change | None:

@@ -8,7 +8,7 @@ while down, stops containers of jobs that are over and launches placed tasks tha
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 
 import structlog
@@ -20,8 +20,17 @@ from services.launcher.reconcile import reconcile
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
 from shared.errors import DriverError
-from shared.events import CloudEvent, JobCompleted, JobRetrying, LaunchTasks, NodeRegistered, NodeRegisteredData
-from shared.records import GpuInfo, JobState, NodeRecord, now_ms
+from shared.events import (
+    CloudEvent,
+    JobCompleted,
+    JobRetrying,
+    LaunchTasks,
+    NodeRegistered,
+    NodeRegisteredData,
+    StopTasks,
+)
+from shared.launchspec import container_name
+from shared.records import GpuInfo, NodeRecord, TaskSpec, now_ms
 from shared.runtime import start_background, start_periodic
 from shared.settings import NodeSettings
 
@@ -29,29 +38,31 @@ log = structlog.get_logger("paiq.launcher")
 
 
 async def on_launch(evt: LaunchTasks, deps: LauncherDeps) -> list[CloudEvent]:
-    results = await asyncio.gather(*(launch_task(deps, spec, evt.data.job_env) for spec in evt.data.tasks))
-    return [event for events in results for event in events]
-
-
-async def on_job_completed(evt: JobCompleted, deps: LauncherDeps) -> list[CloudEvent]:
-    """Stop what is left of a completed job on this node; the exits are reported as they come.
-
-    A job that ended STOPPED was stopped by its user: its tasks' exits say -210."""
-    by_user = evt.data.state is JobState.STOPPED
-    count = await stop_job_containers(deps, evt.data.job_id, by_user=by_user)
-    if count:
-        log.info("stopped the leftover tasks of a completed job", job_id=evt.data.job_id, count=count,
-                 by_user=by_user)
+    """Start the tasks in the background and let the message be acked now: a pull may take longer than
+    the broker lets a message stay unacked. If this process dies first, its reconcile finds the placed
+    tasks without a container and launches them; a launch that arrives twice starts one container."""
+    for spec in evt.data.tasks:
+        name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
+        deps.spawn(f"launch-{name}", _launch_and_publish(deps, spec, evt.data.job_env))
     return []
 
 
-async def on_job_retrying(evt: JobRetrying, deps: LauncherDeps) -> list[CloudEvent]:
-    """A failed attempt's tasks still running on this node are stopped before the next attempt starts."""
-    # Only that attempt's: a late or redelivered event must never stop the next attempt's tasks.
-    count = await stop_job_containers(deps, evt.data.job_id, by_user=False, attempt=evt.data.attempt)
+async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
+    await deps.publish(await launch_task(deps, spec, job_env))
+
+
+async def _ignored(_: CloudEvent) -> Sequence[CloudEvent]:
+    return []  # stops come as node.<id>.stop commands now
+
+
+async def on_stop(evt: StopTasks, deps: LauncherDeps) -> list[CloudEvent]:
+    """Stop what is left of a job on this node (of one failed attempt, or of every attempt once the job is
+    over); the exits are reported as they come. A job its user stopped: its tasks' exits say -210."""
+    # Only that attempt's when one is named: a late or redelivered command must never stop the next's.
+    count = await stop_job_containers(deps, evt.data.job_id, by_user=evt.data.by_user, attempt=evt.data.attempt)
     if count:
-        log.info("stopped the leftover tasks of a failed attempt", job_id=evt.data.job_id, count=count,
-                 attempt=evt.data.attempt)
+        log.info("stopped the job's containers on this node", job_id=evt.data.job_id, count=count,
+                 attempt=evt.data.attempt, by_user=evt.data.by_user, reason=evt.data.reason)
     return []
 
 
@@ -85,20 +96,17 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps) -> None:
     async def launch(evt: LaunchTasks) -> Sequence[CloudEvent]:
         return await on_launch(evt, deps)
 
-    async def completed(evt: JobCompleted) -> Sequence[CloudEvent]:
-        return await on_job_completed(evt, deps)
-
-    async def retrying(evt: JobRetrying) -> Sequence[CloudEvent]:
-        return await on_job_retrying(evt, deps)
+    async def stop(evt: StopTasks) -> Sequence[CloudEvent]:
+        return await on_stop(evt, deps)
 
     start_background(stack, f"launcher-exits-{node_id}", follow_exits(deps))
     await reconcile(deps)
     router = Router()
     router.on(LaunchTasks, launch)
-    router.on(JobCompleted, completed)
-    router.on(JobRetrying, retrying)
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}",
-                             [f"node.{node_id}.#", "job.completed", "job.retrying"], router)
+    router.on(StopTasks, stop)
+    for old in (JobCompleted, JobRetrying):  # a queue declared by an older launcher is still bound to these
+        router.on(old, _ignored)
+    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}", [f"node.{node_id}.#"], router)
     await deps.store.upsert_node(node_record(deps.node))
     await deps.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id=node_id))])
 

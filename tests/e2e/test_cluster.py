@@ -173,7 +173,7 @@ async def test_a_leader_frozen_past_its_lease_books_nothing_twice(
         assert proc.wait(20) is not None, "the old leader stopped once it saw the lease gone"
     assert fresh.poll() is None and "this scheduler leads now" in (platform.workdir / "scheduler-fresh.log").read_text()
     extra = (await api.job(user, "frozen-extra"))["jobStatus"]
-    assert extra["subState"] == "queued" and "lacks 2 free CPUs" in str(extra["reason"]), "nothing is free"
+    assert extra["subState"] == "queued" and "lack 2 free CPUs" in str(extra["reason"]), "nothing is free"
     nodes = {}
     for i in range(3):
         [task] = (await api.job(user, f"frozen-{i}"))["taskRoles"]["w"]["taskStatuses"]

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from shared import lifecycle
-from shared.events import JobCompleted, JobRequeued, JobRetrying, TaskExitedData, TaskProgressData, TaskStartedData
+from shared.events import (
+    JobCompleted,
+    JobRequeued,
+    JobRetrying,
+    StopTasks,
+    TaskExitedData,
+    TaskProgressData,
+    TaskStartedData,
+)
 from shared.exitspec import ExitType, Reaction, load_table, parse_table
 from shared.lifecycle import RetryPolicy
 from shared.records import JobRecord, JobState, TaskState
@@ -264,3 +272,31 @@ def test_a_big_job_keeps_its_trigger_tasks_whole_tail_while_its_tasks_keep_their
     assert ended.state == JobState.FAILED
     assert ended.exit_diagnostics == tail, "the job's own diagnostics: the trigger's whole tail"
     assert len(ended.tasks[0].diagnostics) == lifecycle.JOB_DIAGNOSTICS_BUDGET // 2000
+
+
+def _on_nodes(job: JobRecord, nodes: list[str | None]) -> JobRecord:
+    tasks = tuple(t.model_copy(update={"node_id": n, "ip": "10.0.0.1" if n else None,
+                                       "state": TaskState.RUNNING if n else TaskState.WAITING})
+                  for t, n in zip(job.tasks, nodes, strict=True))
+    return job.model_copy(update={"tasks": tasks})
+
+
+def test_a_stopped_job_sends_one_stop_to_each_node_holding_its_tasks_and_none_elsewhere() -> None:
+    job = _on_nodes(placed(make_job(make_config(role_dict("main", taskNumber=4)), state=JobState.RUNNING)),
+                    ["n1", "n2", "n1", None])
+    change = lifecycle.stop_requested(job, "alice", NOW)
+    assert change is not None
+    stops = [e for e in change[1] if isinstance(e, StopTasks)]
+    assert [(e.routing_key, e.data.attempt, e.data.by_user) for e in stops] == [
+        ("node.n1.stop", None, True), ("node.n2.stop", None, True)]
+
+
+def test_a_failed_attempt_stops_only_that_attempt_on_the_nodes_still_running_it() -> None:
+    job = _on_nodes(placed(make_job(make_config(role_dict("main", taskNumber=3), retryCount=1),
+                                    state=JobState.RUNNING)), ["n1", "n2", "n3"])
+    change = lifecycle.task_exited(job, exited(3, index=0), NOW, POLICY)
+    assert change is not None
+    ended, events = change
+    assert ended.sub_state == lifecycle.RETRY_PENDING
+    stops = [e for e in events if isinstance(e, StopTasks)]
+    assert [(e.data.node_id, e.data.attempt, e.data.by_user) for e in stops] == [("n2", 0, False), ("n3", 0, False)]
