@@ -17,9 +17,10 @@ import pytest
 
 from services.launcher.docker_driver import DockerDriver
 from services.launcher.driver import RegistryAuth
+from services.launcher.service import on_launch
 from services.launcher.stopping import stop_job_containers
 from shared.embedded_mongo import free_port
-from shared.events import TaskExited, TaskProgress, TaskStarted
+from shared.events import LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
 from shared.logstore import RunPhase
 from shared.records import now_ms
 from tests.infra import unique
@@ -332,3 +333,39 @@ async def test_a_latest_image_is_refreshed_and_the_local_copy_used_when_the_regi
             await h.launch(job, specs)
             assert (await h.exited(job)).data.exit_code == 0
         assert isinstance(driver, CountingDriver) and driver.pulls == 1
+
+
+class SlowPullDriver(DockerDriver):
+    """The real driver, whose pulls wait until the test lets them go (a registry far away)."""
+
+    release: asyncio.Event | None = None
+    pulls = 0
+
+    async def pull(self, image: str, auth: RegistryAuth | None) -> None:
+        self.pulls += 1
+        assert self.release is not None
+        await self.release.wait()
+        await super().pull(image, auth)
+
+
+async def test_a_launch_is_acked_before_its_pull_and_a_redelivery_meanwhile_starts_one_container(
+        tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) -> None:
+    async with harness(tmp_path, mongo_uri, docker_client) as h:
+        driver = SlowPullDriver.from_url(None)
+        assert isinstance(driver, SlowPullDriver)
+        driver.release = asyncio.Event()
+        async with running_launcher(h.settings, h.store, h.bus, driver=driver) as deps:
+            job, specs = await h.job("slow-pull", command="true")  # local/busybox:latest is refreshed: a pull
+            message = LaunchTasks(subject=job.id, data=LaunchTasksData(
+                job_id=job.id, attempt=job.attempt, node_id=h.node_id, tasks=tuple(specs)))
+            # The handler returns (so the bus acks the message) while the pull still waits: a pull longer
+            # than the broker's consumer timeout can no longer break the channel.
+            assert await asyncio.wait_for(on_launch(message, deps), 1.0) == []
+            await asyncio.sleep(0.3)
+            assert driver.pulls == 1 and not h.of(TaskStarted, job.id), "pulling, nothing started yet"
+            assert await asyncio.wait_for(on_launch(message, deps), 1.0) == []  # redelivered meanwhile
+            driver.release.set()
+            assert (await h.exited(job)).data.exit_code == 0
+            await asyncio.sleep(0.5)
+        assert len({e.data.container_id for e in h.of(TaskStarted, job.id)}) == 1
+        assert driver.pulls == 1, "the second delivery joined the launch in flight"
