@@ -49,7 +49,10 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
         _server_binary(), "--host", "127.0.0.1", "--port", str(port),
         "--storage-path", str(storage) if storage else ":memory:", "--cache-size", cache_size,
         stdout=out, stderr=out)
-    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    # retryWrites=false: SecantusDB 0.7.0b3 keeps a record of every retryable write and, past 10,000 of
+    # them, sorts them all on each write to evict one; with 1,000 heartbeating nodes that pegged it at a
+    # whole core (tests/benchmarks/nodes.py). On loopback a write is hardly ever worth retrying.
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true&retryWrites=false"
     try:
         await _wait_ready(uri, proc)
         yield uri

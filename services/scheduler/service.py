@@ -181,6 +181,8 @@ async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
     events: list[CloudEvent] = []
     for node in await deps.store.list_nodes():
         if not node.lost:
+            if node.heartbeat_ms >= now_ms() - timeout_ms:
+                continue  # heard from lately: no write (with 1,000 nodes, 1,000 fewer a round)
             if not await deps.store.mark_node_lost(node.id, now_ms() - timeout_ms):
                 continue
             silent = (now_ms() - node.heartbeat_ms) / 1000
