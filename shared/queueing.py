@@ -37,6 +37,9 @@ class QueueDecision:
     never_fits: dict[str, bool]  # by job id and attempt (see never_fits_key): to give the next pass
 
 
+NEVER_FITS = "it cannot start even on an idle cluster"
+
+
 def never_fits_key(job: JobRecord) -> str:
     return f"{job.id}#{job.attempt}"
 
@@ -117,6 +120,12 @@ def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str
                     f"behind {head.name}, which has waited over {backfill_bound_ms // 1000}s: nothing else in "
                     "the VC starts before it"))
                 continue
+            key = never_fits_key(job)
+            if known.get(key) and job.reason.startswith(NEVER_FITS):
+                # Decided on this cluster shape already, and its reason stored: not placed again.
+                verdicts[key] = True
+                waiting[job.id] = Waiting(position, job.reason)
+                continue
             why = _why_not(snapshot, vc, capacity, used.get(vc_name, Resources()), job)
             if isinstance(why, Plan):
                 snapshot.hold(why, job.config)
@@ -124,12 +133,11 @@ def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str
                 start.append((job, why))
                 position -= 1  # it leaves the queue
                 continue
-            key = never_fits_key(job)
             hopeless = known[key] if key in known else _never_fits(empty, vc, capacity, job)
             verdicts[key] = hopeless
             if hopeless:
                 # It would block its queue forever: it waits, saying why, but holds no one up.
-                waiting[job.id] = Waiting(position, f"it cannot start even on an idle cluster: {why}")
+                waiting[job.id] = Waiting(position, f"{NEVER_FITS}: {why}")
                 continue
             waiting[job.id] = Waiting(position, why)
             head = head or job

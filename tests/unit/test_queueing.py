@@ -183,3 +183,13 @@ def test_a_job_that_never_fits_is_tried_on_the_idle_cluster_once_per_cluster_sha
                         BOUND, {never_fits_key(jobs[0]): False})
     assert second.never_fits == {never_fits_key(jobs[0]): False}
     assert not second.waiting["alice~impossible~0"].reason.startswith("it cannot start even on an idle cluster")
+
+
+def test_a_job_known_never_to_fit_on_this_cluster_is_not_placed_again() -> None:
+    job = queued("impossible", cpus=2).model_copy(update={
+        "reason": "it cannot start even on an idle cluster: task main[0] fits on no node: 1 node lacks 8 free CPUs"})
+    snapshot = ClusterSnapshot.build([make_node("n0", cpus=4)], [])
+    # Believed (for this cluster shape) never to fit: it is not tried, though it would fit; its reason stays.
+    decision = plan_queue(snapshot, [job], with_default([]), {}, NOW, BOUND, {never_fits_key(job): True})
+    assert decision.start == [] and decision.waiting[job.id].reason == job.reason
+    assert decision.never_fits == {never_fits_key(job): True}
