@@ -26,11 +26,9 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field
@@ -39,12 +37,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aio_pika
-import docker
 
 from shared.client import ApiCallError, PaiqClient, paiq_client
-from shared.embedded_mongo import embedded_mongo
-from tests.benchmarks.submit_to_scheduled import cleanup_broker, cpu_seconds, processes
-from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, unique
+from tests.benchmarks.platform_run import separate_platform
+from tests.benchmarks.submit_to_scheduled import cpu_seconds, processes
+from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
 
 IMAGE = "local/busybox:latest"
 
@@ -225,29 +222,10 @@ async def refusal(client: PaiqClient, user: str) -> str:
 
 
 async def run(o: Options) -> list[Size]:
-    workdir = Path(tempfile.mkdtemp(prefix="paiq-bigjob-"))
-    async with contextlib.AsyncExitStack() as stack:
-        mongo_uri = o.mongo_uri
-        if mongo_uri is None:
-            mongo_uri = await stack.enter_async_context(embedded_mongo(None, cache_size="1G"))
-        platform = await asyncio.to_thread(
-            start_platform, "separate", workdir, mongo_uri=mongo_uri, amqp_url=o.amqp_url,
-            PAIQ_NODE_CPUS="100000", PAIQ_NODE_MEMORY_MB=str(100000 * 1024), PAIQ_NODE_PORT_RANGE="20000-60000",
-            PAIQ_LOG_LEVEL="info", PAIQ_NODE_TIMEOUT_SECONDS="3600")
-        try:
-            return await measure(o, platform, mongo_uri)
-        finally:
-            for p in platform.procs:  # the launcher never wakes up to start thousands of containers
-                if "services.launcher" in str(p.args) and p.poll() is None:
-                    p.kill()
-                    p.wait()
-            await asyncio.to_thread(stop_platform, platform, docker.from_env())
-            await cleanup_broker(o.amqp_url, platform.env, platform.node_id)
-            if o.keep:
-                print(f"logs kept in {workdir}", file=sys.stderr)
-            else:
-                shutil.rmtree(workdir, ignore_errors=True)
-    raise AssertionError("unreachable")
+    env = {"PAIQ_NODE_CPUS": "100000", "PAIQ_NODE_MEMORY_MB": str(100000 * 1024), "PAIQ_NODE_PORT_RANGE": "20000-60000",
+           "PAIQ_LOG_LEVEL": "info", "PAIQ_NODE_TIMEOUT_SECONDS": "3600"}
+    async with separate_platform("bigjob", o.mongo_uri, o.amqp_url, keep=o.keep, **env) as (platform, uri):
+        return await measure(o, platform, uri)
 
 
 def growth_exponent(sizes: list[Size]) -> float:

@@ -34,10 +34,8 @@ import math
 import os
 import random
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
@@ -48,17 +46,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aio_pika
-import docker
 
 from shared.client import PaiqClient, paiq_client
-from shared.embedded_mongo import embedded_mongo
 from shared.jobconfig import JobConfig
 from shared.records import JobRecord, initial_tasks, now_ms
 from shared.settings import Settings
 from shared.store import open_store
 from tests.benchmarks.bigjob import login, profiling
-from tests.benchmarks.submit_to_scheduled import _pct, cleanup_broker, cpu_seconds, job_config, processes
-from tests.infra import Platform, start_platform, stop_platform
+from tests.benchmarks.platform_run import separate_platform
+from tests.benchmarks.submit_to_scheduled import _pct, cpu_seconds, job_config, processes
+from tests.infra import Platform
 
 STANDING_USER = "standing"
 NODE_MEMORY_MB = 8 * 1024 * 1024  # 8 TiB: every burst fits, no standing job does
@@ -263,29 +260,11 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> tuple[float
 
 
 async def run(o: Options) -> tuple[float, list[float], list[Phase]]:
-    workdir = Path(tempfile.mkdtemp(prefix="paiq-burst-"))
-    async with contextlib.AsyncExitStack() as stack:
-        mongo_uri = o.mongo_uri
-        if mongo_uri is None:
-            mongo_uri = await stack.enter_async_context(embedded_mongo(None, cache_size="1G"))
-        platform = await asyncio.to_thread(
-            start_platform, "separate", workdir, mongo_uri=mongo_uri, amqp_url=o.amqp_url,
-            PAIQ_NODE_CPUS="100000", PAIQ_NODE_MEMORY_MB=str(NODE_MEMORY_MB), PAIQ_NODE_PORT_RANGE="20000-60000",
-            PAIQ_LOG_LEVEL="info", PAIQ_NODE_TIMEOUT_SECONDS="3600", PAIQ_RECONCILE_SECONDS=str(o.reconcile_s))
-        try:
-            return await measure(o, platform, mongo_uri)
-        finally:
-            for p in platform.procs:  # the launcher never wakes up to start thousands of containers
-                if "services.launcher" in str(p.args) and p.poll() is None:
-                    p.kill()
-                    p.wait()
-            await asyncio.to_thread(stop_platform, platform, docker.from_env())
-            await cleanup_broker(o.amqp_url, platform.env, platform.node_id)
-            if o.keep:
-                print(f"logs kept in {workdir}", file=sys.stderr)
-            else:
-                shutil.rmtree(workdir, ignore_errors=True)
-    raise AssertionError("unreachable")
+    env = {"PAIQ_NODE_CPUS": "100000", "PAIQ_NODE_MEMORY_MB": str(NODE_MEMORY_MB),
+           "PAIQ_NODE_PORT_RANGE": "20000-60000", "PAIQ_LOG_LEVEL": "info", "PAIQ_NODE_TIMEOUT_SECONDS": "3600",
+           "PAIQ_RECONCILE_SECONDS": str(o.reconcile_s)}
+    async with separate_platform("burst", o.mongo_uri, o.amqp_url, keep=o.keep, **env) as (platform, uri):
+        return await measure(o, platform, uri)
 
 
 def exponent(sizes: list[int], seconds: list[float]) -> float:
