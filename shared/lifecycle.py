@@ -224,7 +224,7 @@ def retry_due(job: JobRecord, now: int) -> Change | None:
                          trigger_index=job.trigger_index)
     job = job.model_copy(update={
         "archived": (past,), "attempt": job.attempt + 1, "tasks": initial_tasks(job.config),
-        "sub_state": QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}",
+        "sub_state": QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}", "parked": False,
         "retry_at_ms": None, "launched_ms": None, "queued_ms": now})
     return job, [JobRequeued(subject=job.id, data=JobRequeuedData(job_id=job.id, attempt=job.attempt))]
 

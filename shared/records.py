@@ -160,6 +160,9 @@ class JobRecord(_Record):
     retry_at_ms: int | None = None
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
     placement_id: str | None = None  # which scheduler commit placed the current attempt
+    # Judged unable to start even on the idle cluster as it is: left out of the scheduler's reads (its
+    # reason says why) until the cluster's nodes or quotas change. It keeps its place in the queue.
+    parked: bool = False
     exit_phrase: str = ""
     exit_type: str = ""
     # Whether the job's final state is in the per-VC counters (see shared/tallies.py); the store sets it.

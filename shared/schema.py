@@ -45,6 +45,9 @@ async def _create_indexes(store: Store) -> None:
     await jobs.create_index([("created_ms", DESCENDING), ("_id", ASCENDING)])
     await jobs.create_index([("user", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)])
     await jobs.create_index([("state", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)])
+    # the scheduler's pass: the queue without the jobs parked as never fitting (all equality, so the
+    # server reads only those documents)
+    await jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("parked", ASCENDING)], name="queue")
     # what holds resources (the scheduler's pass, VC usage) and what is on a node (reconcile, node lost):
     # partial, so an ended job is not even in them
     await jobs.create_index([("holds", ASCENDING)], name="holding", partialFilterExpression={"holds": True})

@@ -108,10 +108,24 @@ class Store:
         return [AttemptRecord.model_validate(d) async for d in cursor]
 
     async def queued_jobs(self) -> list[JobRecord]:
-        """WAITING jobs that hold no placement yet, oldest first."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued"})
+        """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued", "parked": False})
         jobs = [JobRecord.from_document(d) async for d in cursor]
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
+
+    async def unpark_queued(self) -> int:
+        """Give every parked job another look (the cluster changed); how many there were."""
+        result = await self.jobs.update_many(
+            {"state": JobState.WAITING.value, "sub_state": "queued", "parked": True},
+            {"$set": {"parked": False}, "$inc": {"version": 1}})
+        return result.modified_count
+
+    async def queue_lengths(self) -> dict[str, int]:
+        """Queued jobs per VC, parked ones included (active work: the queue, never the history)."""
+        lengths: dict[str, int] = {}
+        for _, vc, _ in await self.queue_order():
+            lengths[vc] = lengths.get(vc, 0) + 1
+        return lengths
 
     async def queue_order(self) -> list[tuple[str, str, int]]:
         """``(job_id, vc, queued_since)`` of every queued job: what queue positions are derived from."""
@@ -228,14 +242,15 @@ class Store:
                             "its lease (run mongod as a replica set, even of one member)")
         return self._transactions
 
-    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str]]) -> None:
-        """Record why each job waits, in one round trip (where it waits is derived when read)."""
+    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, bool]]) -> None:
+        """Record why each job waits and whether it is parked as never fitting, in one round trip (where
+        it waits is derived when read)."""
         if not waiting:
             return
         ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued",
                           "attempt": job.attempt},
-                         {"$set": {"reason": reason}, "$inc": {"version": 1}})
-               for job, reason in waiting]
+                         {"$set": {"reason": reason, "parked": parked}, "$inc": {"version": 1}})
+               for job, reason, parked in waiting]
         await self.jobs.bulk_write(ops, ordered=False)
 
     async def job_counts_by_vc_and_state(self) -> dict[str, dict[str, int]]:

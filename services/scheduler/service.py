@@ -16,7 +16,7 @@ import signal
 import socket
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -45,7 +45,7 @@ from shared.events import (
 from shared.launchspec import job_launch, placed_tasks
 from shared.metrics import NODE_GPUS, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, SCHEDULING, VC_GPUS
 from shared.placement import ClusterSnapshot, Plan
-from shared.queueing import QueueDecision, plan_queue, usage_by_vc
+from shared.queueing import QueueDecision, never_fits_key, plan_queue, usage_by_vc
 from shared.records import JobRecord, TaskSpec, holds_resources, now_ms
 from shared.runtime import start_background, start_periodic
 from shared.settings import Settings
@@ -84,18 +84,21 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
     vcs = with_default(await deps.store.list_vcs())
     holding = await deps.store.jobs_holding_resources()
     snapshot = ClusterSnapshot.build(await deps.store.list_nodes(), holding)
-    queued = await deps.store.queued_jobs()
-    now = now_ms()
     shape = _shape(snapshot, vcs)
     if shape != deps.shape:  # nodes or quotas changed: what could never fit may fit now
         deps.shape, deps.never_fits = shape, {}
+        unparked = await deps.store.unpark_queued()
+        if unparked:
+            log.info("the cluster changed: jobs that could not fit are looked at again", jobs=unparked)
+    queued = await deps.store.queued_jobs()  # parked jobs left out: a standing queue costs nothing
+    now = now_ms()
     with SCHEDULING.time():
         decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
                               deps.settings.backfill_bound_seconds * 1000, deps.never_fits)
     deps.never_fits = decision.never_fits
     events = await _commit(deps, decision, now)
     events += await _record_waiting(deps, queued, decision)
-    _gauge(snapshot, [j for j in queued if j.id in decision.waiting], holding)
+    _gauge(snapshot, holding)
     return events
 
 
@@ -115,16 +118,22 @@ async def _commit(deps: SchedulerDeps, decision: QueueDecision, now: int) -> lis
 
 
 async def _record_waiting(deps: SchedulerDeps, queued: list[JobRecord], decision: QueueDecision) -> list[CloudEvent]:
-    """Store why each job waits, only where that changed: moving up the queue changes nothing stored."""
+    """Store why each job waits, only where that changed: moving up the queue changes nothing stored. A
+    job that could not start even on the idle cluster is parked: later passes do not read it until the
+    cluster changes."""
     changed = []
     events: list[CloudEvent] = []
     for job in queued:
         wait = decision.waiting.get(job.id)
-        if wait is None or wait.reason == job.reason:
+        if wait is None:
             continue
-        changed.append((job, wait.reason))
-        events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason)))
-        log.info("job waits", job_id=job.id, reason=wait.reason)
+        parked = decision.never_fits.get(never_fits_key(job), False)
+        if (wait.reason, parked) == (job.reason, job.parked):
+            continue
+        changed.append((job, wait.reason, parked))
+        if wait.reason != job.reason:
+            events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason)))
+            log.info("job waits", job_id=job.id, reason=wait.reason)
     await deps.store.set_waiting_reasons(changed)
     return events
 
@@ -156,10 +165,7 @@ def _scheduled(job: JobRecord, plan: Plan, default_fs_uri: str) -> list[CloudEve
     return events
 
 
-def _gauge(snapshot: ClusterSnapshot, waiting: list[JobRecord], holding: list[JobRecord]) -> None:
-    QUEUE_LENGTH.clear()
-    for vc, n in Counter(j.virtual_cluster for j in waiting).items():
-        QUEUE_LENGTH.labels(vc).set(n)
+def _gauge(snapshot: ClusterSnapshot, holding: list[JobRecord]) -> None:
     NODE_GPUS.clear()
     for node in snapshot.nodes:
         used = len(snapshot.usage[node.id].gpus)
@@ -168,6 +174,14 @@ def _gauge(snapshot: ClusterSnapshot, waiting: list[JobRecord], holding: list[Jo
     VC_GPUS.clear()
     for vc, resources in usage_by_vc(holding).items():
         VC_GPUS.labels(vc).set(resources.gpus)
+
+
+async def _gauge_queues(deps: SchedulerDeps) -> None:
+    """Queue length per VC, parked jobs included (on the timer: the passes do not read parked jobs)."""
+    lengths = await deps.store.queue_lengths()
+    QUEUE_LENGTH.clear()
+    for vc, n in lengths.items():
+        QUEUE_LENGTH.labels(vc).set(n)
 
 
 async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
@@ -254,6 +268,7 @@ async def _lead(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
     async def periodic() -> None:
         await deps.bus.publish(await detect_lost_nodes(deps))
         deps.wanted.set()
+        await _gauge_queues(deps)
 
     async def renew() -> None:
         if not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):

@@ -156,3 +156,22 @@ async def test_a_scheduler_that_lost_its_lease_cannot_commit_a_placement(store: 
     stored = await store.get_job(first.id)
     assert stored is not None and stored.sub_state == "queued", "nothing of the stale decision was written"
     assert [j.name for j in await store.jobs_holding_resources()] == ["second"], "n1 is booked once"
+
+
+async def test_a_job_that_can_never_fit_is_parked_until_the_cluster_changes(store: Store) -> None:
+    deps = SchedulerDeps(settings=settings(), store=store, bus=MemoryBus())
+    await store.upsert_node(node("n1", cpus=4))
+    hopeless, fits = job("hopeless", cpus=8), job("fits", cpus=1)
+    for j in (hopeless, fits):
+        await store.insert_job(j)
+    events = await schedule_pass(deps)
+    assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [fits.id]
+    parked = await store.get_job(hopeless.id)
+    assert parked is not None and parked.parked and parked.reason.startswith("it cannot start even on an idle")
+    assert await store.queued_jobs() == [], "a pass does not even read it"
+    assert [job_id for job_id, _, _ in await store.queue_order()] == [hopeless.id], "it keeps its place"
+    assert await store.queue_lengths() == {"default": 1}
+    assert await schedule_pass(deps) == [], "nothing to say, nothing written"
+    await store.upsert_node(node("n2", cpus=16))  # the cluster changes: it is looked at again
+    events = await schedule_pass(deps)
+    assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [hopeless.id]

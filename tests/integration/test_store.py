@@ -61,7 +61,7 @@ async def test_waiting_reasons_are_written_in_one_batch(store: Store) -> None:
     jobs = [make_job("a", f"w{i}", i) for i in range(3)]
     for job in jobs:
         await store.insert_job(job)
-    await store.set_waiting_reasons([(job, f"reason {i}") for i, job in enumerate(jobs)])
+    await store.set_waiting_reasons([(job, f"reason {i}", False) for i, job in enumerate(jobs)])
     again = [await store.get_job(j.id) for j in jobs]
     assert [j.reason for j in again if j] == ["reason 0", "reason 1", "reason 2"]
     assert [(job_id, position) for job_id, _, position in sorted(await store.queue_order())] == [
