@@ -8,10 +8,13 @@ at what the engine ran and what the launcher reported.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import AsyncIterator
+import subprocess
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
+import aio_pika
 import docker
 import pytest
 
@@ -19,10 +22,13 @@ from services.launcher.docker_driver import DockerDriver
 from services.launcher.driver import RegistryAuth
 from services.launcher.service import on_launch
 from services.launcher.stopping import stop_job_containers
+from shared.bus.base import Router
 from shared.embedded_mongo import free_port
-from shared.events import LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
+from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
 from shared.logstore import RunPhase
+from shared.metrics import EVENTS_HANDLED
 from shared.records import now_ms
+from shared.runtime import open_bus
 from tests.infra import unique
 from tests.integration.launcher_harness import Harness, harness, running_launcher
 
@@ -369,3 +375,76 @@ async def test_a_launch_is_acked_before_its_pull_and_a_redelivery_meanwhile_star
             await asyncio.sleep(0.5)
         assert len({e.data.container_id for e in h.of(TaskStarted, job.id)}) == 1
         assert driver.pulls == 1, "the second delivery joined the launch in flight"
+
+
+@contextlib.contextmanager
+def rabbitmq_consumer_timeout(ms: int) -> Iterator[None]:
+    """Lower the broker's consumer timeout (a delivery unacked for longer closes its channel) and check it
+    every 0.5 s instead of every minute, for channels opened meanwhile; restored afterwards."""
+    def set_env(key: str, value: int) -> None:
+        subprocess.run(["rabbitmqctl", "eval", f"application:set_env(rabbit, {key}, {value})."],
+                       check=True, capture_output=True, timeout=60)
+
+    set_env("consumer_timeout", ms)
+    set_env("channel_tick_interval", 500)
+    try:
+        yield
+    finally:
+        set_env("consumer_timeout", 1_800_000)
+        set_env("channel_tick_interval", 60_000)
+
+
+async def test_a_pull_longer_than_rabbitmqs_consumer_timeout_still_starts_one_container(
+        tmp_path: Path, mongo_uri: str, amqp_url: str, docker_client: docker.DockerClient) -> None:
+    prefix = unique("ctimeout-")
+    with rabbitmq_consumer_timeout(1500):
+        async with harness(tmp_path, mongo_uri, docker_client, PAIQ_AMQP_URL=amqp_url, PAIQ_QUEUE_PREFIX=prefix,
+                           PAIQ_EXCHANGE=f"{prefix}.events") as h, open_bus(h.settings) as bus:
+            seen: list[CloudEvent] = []
+
+            async def record(event: CloudEvent) -> Sequence[CloudEvent]:
+                seen.append(event)
+                return []
+
+            router = Router()
+            for kind in (TaskStarted, TaskExited):
+                router.on(kind, record)
+            await bus.subscribe(f"{prefix}.observer", ["task.*"], router, durable=False)
+            driver = SlowPullDriver.from_url(None)
+            assert isinstance(driver, SlowPullDriver)
+            driver.release = asyncio.Event()
+
+            async def exited(job_id: str) -> None:
+                for _ in range(300):
+                    if any(isinstance(e, TaskExited) and e.subject == job_id for e in seen):
+                        return
+                    await asyncio.sleep(0.1)
+                raise AssertionError(f"{job_id} never exited: {seen}")
+
+            async with running_launcher(h.settings, h.store, bus, driver=driver):  # type: ignore[arg-type]
+                broken: list[str] = []  # channels the broker closed (its consumer timeout, say)
+                for channel in bus._consume_channels:  # type: ignore[attr-defined]  # the launcher's, for this test
+                    channel.close_callbacks.add(lambda _, exc=None: broken.append(repr(exc)))
+                job, specs = await h.job("long-pull", command="true")
+                await bus.publish([LaunchTasks(subject=job.id, data=LaunchTasksData(
+                    job_id=job.id, attempt=job.attempt, node_id=h.node_id, tasks=tuple(specs)))])
+                await asyncio.sleep(4)  # the pull outlives the broker's 1.5 s timeout, checked every 0.5 s
+                driver.release.set()
+                await exited(job.id)
+                after, after_specs = await h.job("after-long-pull", command="true")  # the channel still consumes
+                await bus.publish([LaunchTasks(subject=after.id, data=LaunchTasksData(
+                    job_id=after.id, attempt=after.attempt, node_id=h.node_id, tasks=tuple(after_specs)))])
+                await exited(after.id)
+                assert broken == [], f"the broker closed a channel: {broken}"
+            started = [e for e in seen if isinstance(e, TaskStarted) and e.subject == job.id]
+            assert len({e.data.container_id for e in started}) == 1, started
+            assert driver.pulls == 2, "one pull per job"
+            handled = {s.labels["outcome"]: s.value for m in EVENTS_HANDLED.collect() for s in m.samples
+                       if s.name.endswith("_total") and s.labels.get("queue") == f"{prefix}.launcher.{h.node_id}"}
+            assert handled == {"ok": 2.0}, f"each launch delivered and acked once, the channel never broken: {handled}"
+            connection = await aio_pika.connect(amqp_url)
+            async with connection:
+                channel = await connection.channel()
+                for queue in (f"{prefix}.launcher.{h.node_id}", f"{prefix}.dead"):
+                    await channel.queue_delete(queue)
+                await channel.exchange_delete(f"{prefix}.events")
