@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 
@@ -11,14 +12,20 @@ import pytest
 from shared.embedded_mongo import embedded_mongo
 
 
-@pytest.fixture(scope="session")
-async def mongo_uri() -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def mongo_server() -> AsyncIterator[str]:
     """PAIQ_TEST_MONGODB_URI (e.g. a real mongod) when set, else a private in-memory SecantusDB."""
     configured = os.environ.get("PAIQ_TEST_MONGODB_URI")
     if configured:
         yield configured
         return
     async with embedded_mongo(None) as uri:
+        yield uri
+
+
+@pytest.fixture(scope="session")
+async def mongo_uri() -> AsyncIterator[str]:
+    async with mongo_server() as uri:
         yield uri
 
 

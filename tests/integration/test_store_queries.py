@@ -12,7 +12,6 @@ retries, the migration of older documents, and retention.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -24,13 +23,13 @@ from pymongo import AsyncMongoClient
 from services.status.service import StatusDeps, remove_expired, retry_policy
 from shared import lifecycle
 from shared.bus.memory import MemoryBus
-from shared.embedded_mongo import embedded_mongo
 from shared.events import TaskExitedData, TaskStartedData
 from shared.joblist import Cursor
 from shared.lifecycle import RetryPolicy
 from shared.records import JobRecord, JobState, NodeRecord, TaskState, initial_tasks, now_ms
 from shared.settings import Settings
 from shared.store import Store
+from tests.conftest import mongo_server
 from tests.infra import unique
 from tests.unit.factories import make_config, role_dict
 
@@ -118,11 +117,7 @@ def history_of(lo: int, hi: int) -> list[JobRecord]:
 async def private_uri() -> AsyncIterator[str]:
     """A server of this module's own (unless PAIQ_TEST_MONGODB_URI names one): timings must not include
     what other tests' leftover work asks of a shared one."""
-    configured = os.environ.get("PAIQ_TEST_MONGODB_URI")
-    if configured:
-        yield configured
-        return
-    async with embedded_mongo(None) as uri:
+    async with mongo_server() as uri:
         yield uri
 
 
