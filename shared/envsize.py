@@ -34,6 +34,7 @@ from shared.envvars import (
 )
 from shared.jobconfig import JobConfig, TaskRole, env_name
 from shared.placement import TaskPlacement
+from shared.validation import ConfigProblem
 
 MAX_ARG_STRLEN = 32 * 4096  # one "NAME=value" string, its NUL included (Linux: 32 pages)
 ENV_BUDGET = 1024 * 1024  # one task's whole environment, as exec counts it
@@ -42,17 +43,6 @@ WORST_IP = "255.255.255.255"
 WORST_PORT = 65535
 WORST_GPU = 99
 CONTAINER_NAME_MAX = len("paiq-") + 120 + len("-") + 8  # shared.launchspec.container_name
-
-
-class EnvSizeProblem(BaseModel):
-    """A limit the job's environment would pass: where in the config it comes from, and by how much."""
-
-    model_config = ConfigDict(frozen=True)
-    path: str
-    rule: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.rule}"
 
 
 class StringSize(BaseModel):
@@ -155,11 +145,11 @@ def estimate(config: JobConfig, *, user: str, paths: JobPaths) -> EnvEstimate:
     return EnvEstimate(total=total, roles=roles, job_envs=_sized(envs), strings=strings)
 
 
-def env_size_problems(config: JobConfig, *, user: str, paths: JobPaths) -> list[EnvSizeProblem]:
+def env_size_problems(config: JobConfig, *, user: str, paths: JobPaths) -> list[ConfigProblem]:
     """What would make Linux refuse to start a task of this job (nothing: it fits)."""
     est = estimate(config, user=user, paths=paths)
     problems = [
-        EnvSizeProblem(path=s.path, rule=(
+        ConfigProblem(path=s.path, rule=(
             f"variable {name} would be up to {s.size:,} bytes; Linux refuses to start a process with a variable "
             f"over {MAX_ARG_STRLEN:,} bytes (MAX_ARG_STRLEN, 128 KiB){s.hint}"))
         for name, s in est.strings.items() if s.size > MAX_ARG_STRLEN
@@ -169,7 +159,7 @@ def env_size_problems(config: JobConfig, *, user: str, paths: JobPaths) -> list[
         parts = [f"role {name} ({config.role(name).task_number:,} tasks) {size:,}" for name, size in heavy]
         if est.job_envs > ENV_BUDGET // 10:
             parts.append(f"jobEnvs {est.job_envs:,}")
-        problems.append(EnvSizeProblem(path="taskRoles", rule=(
+        problems.append(ConfigProblem(path="taskRoles", rule=(
             f"one task's environment would be up to {est.total:,} bytes, over paiq's budget of {ENV_BUDGET:,} "
             f"(1 MiB; Linux refuses to start a process whose environment and arguments pass a quarter of its "
             f"stack limit, 2 MiB with the usual 8 MiB); every task sees every task's host and ports, of which "

@@ -34,10 +34,8 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,17 +44,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aio_pika
-import docker
 
 from shared.bus.amqp import AmqpBus
-from shared.embedded_mongo import embedded_mongo
 from shared.events import NodeRegistered, NodeRegisteredData
 from shared.records import GpuInfo, NodeRecord, now_ms
 from shared.settings import Settings
 from shared.store import Store, open_store
 from tests.benchmarks.burst import pass_metrics
-from tests.benchmarks.submit_to_scheduled import _pct, cleanup_broker, cpu_seconds, processes
-from tests.infra import Platform, start_platform, stop_platform
+from tests.benchmarks.platform_run import separate_platform
+from tests.benchmarks.submit_to_scheduled import _pct, cpu_seconds, processes
+from tests.infra import Platform
 
 GPUS = tuple(GpuInfo(index=i, type="V100") for i in range(8))
 
@@ -236,37 +233,23 @@ async def measure(o: Options, platform: Platform, store: Store, agents: Agents, 
 
 
 async def run(o: Options) -> Result:
-    workdir = Path(tempfile.mkdtemp(prefix="paiq-nodes-"))
-    async with contextlib.AsyncExitStack() as stack:
-        mongo_uri = o.mongo_uri
-        if mongo_uri is None:
-            mongo_uri = await stack.enter_async_context(embedded_mongo(None, cache_size="1G"))
-        platform = await asyncio.to_thread(
-            start_platform, "separate", workdir, mongo_uri=mongo_uri, amqp_url=o.amqp_url, PAIQ_LOG_LEVEL="info",
-            PAIQ_RECONCILE_SECONDS=str(o.reconcile_s), PAIQ_NODE_TIMEOUT_SECONDS=str(o.node_timeout_s))
-        try:
-            env = platform.env
-            store = await stack.enter_async_context(open_store(mongo_uri, Settings.from_env(env).database))
-            await only_simulated_nodes(platform, store)
-            pids = {n: p for n, p in processes(platform, mongo_uri, o.amqp_url).items() if n != "launcher"}
-            pids["bench"] = os.getpid()
-            print("pids: " + ", ".join(f"{n} {p}" for n, p in pids.items()), file=sys.stderr, flush=True)
-            connection = await aio_pika.connect_robust(o.amqp_url)
-            stack.push_async_callback(connection.close)
-            channel = await connection.channel(publisher_confirms=True)
-            exchange = await channel.get_exchange(env["PAIQ_EXCHANGE"], ensure=False)
-            bus = AmqpBus(connection, channel, exchange, f"{env['PAIQ_QUEUE_PREFIX']}.dead", prefetch=16,
-                          retry_delay=0.5)
-            agents = Agents(store, channel, bus, exchange, env["PAIQ_QUEUE_PREFIX"], o)
-            return await measure(o, platform, store, agents, pids)
-        finally:
-            await asyncio.to_thread(stop_platform, platform, docker.from_env())
-            await cleanup_broker(o.amqp_url, platform.env, platform.node_id)
-            if o.keep:
-                print(f"logs kept in {workdir}", file=sys.stderr)
-            else:
-                shutil.rmtree(workdir, ignore_errors=True)
-    raise AssertionError("unreachable")
+    env = {"PAIQ_LOG_LEVEL": "info", "PAIQ_RECONCILE_SECONDS": str(o.reconcile_s),
+           "PAIQ_NODE_TIMEOUT_SECONDS": str(o.node_timeout_s)}
+    async with (separate_platform("nodes", o.mongo_uri, o.amqp_url, keep=o.keep, **env) as (platform, mongo_uri),
+                contextlib.AsyncExitStack() as stack):
+        store = await stack.enter_async_context(open_store(mongo_uri, Settings.from_env(platform.env).database))
+        await only_simulated_nodes(platform, store)
+        pids = {n: p for n, p in processes(platform, mongo_uri, o.amqp_url).items() if n != "launcher"}
+        pids["bench"] = os.getpid()
+        print("pids: " + ", ".join(f"{n} {p}" for n, p in pids.items()), file=sys.stderr, flush=True)
+        connection = await aio_pika.connect_robust(o.amqp_url)
+        stack.push_async_callback(connection.close)
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(platform.env["PAIQ_EXCHANGE"], ensure=False)
+        prefix = platform.env["PAIQ_QUEUE_PREFIX"]
+        bus = AmqpBus(connection, channel, exchange, f"{prefix}.dead", prefetch=16, retry_delay=0.5)
+        agents = Agents(store, channel, bus, exchange, prefix, o)
+        return await measure(o, platform, store, agents, pids)
 
 
 def table(o: Options, r: Result) -> str:
