@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 
 from shared.envvars import (
-    GPU_VARIABLES,
     JobPaths,
+    app_id,
+    gpu_variables,
     host_ip_name,
     host_list_name,
     job_env_values,
@@ -34,6 +35,7 @@ from shared.envvars import (
 )
 from shared.jobconfig import JobConfig, TaskRole, env_name
 from shared.placement import TaskPlacement
+from shared.records import job_id_of
 from shared.validation import ConfigProblem
 
 MAX_ARG_STRLEN = 32 * 4096  # one "NAME=value" string, its NUL included (Linux: 32 pages)
@@ -43,6 +45,7 @@ WORST_IP = "255.255.255.255"
 WORST_PORT = 65535
 WORST_GPU = 99
 CONTAINER_NAME_MAX = len("paiq-") + 120 + len("-") + 8  # shared.launchspec.container_name
+WORST_ATTEMPT = 10**10 - 1  # retryCount -2 retries without end
 
 
 class StringSize(BaseModel):
@@ -87,26 +90,30 @@ def _own(role: TaskRole) -> dict[str, str]:
     """A task's own variables at their largest (its role's last index, worst host, ports and GPUs)."""
     me = TaskPlacement(role=role.name, index=role.task_number - 1, node_id="", ip=WORST_IP,
                        gpus=(WORST_GPU,) * role.gpu_number,
-                       ports={p.label: (WORST_PORT,) * p.port_number for p in role.port_list})
+                       ports={p.label: (WORST_PORT,) * p.port_number for p in role.ports})
     env = task_variables(role, me.index, me, "c" * CONTAINER_NAME_MAX)
-    if me.gpus:
-        env.update(dict.fromkeys(GPU_VARIABLES, ",".join(map(str, me.gpus))))
+    env.update(gpu_variables(me.gpus))
     return env
 
 
+def worst_app_id(config: JobConfig, user: str) -> str:
+    """``APP_ID`` at its longest: an id of :func:`shared.records.new_job_id`, a 10-digit attempt."""
+    return app_id(f"{job_id_of(user, config.job_name)}~{'f' * 8}", WORST_ATTEMPT)
+
+
 def _host_entry(role: TaskRole) -> int:
-    """One task's part of its role's host list: ``ip`` or ``ip:port``, and a comma."""
-    return len(WORST_IP) + (1 + len(str(WORST_PORT)) if role.port_list else 0) + 1
+    """One task's part of its role's host list: ``ip:port`` (its http port), and a comma."""
+    return len(WORST_IP) + 1 + len(str(WORST_PORT)) + 1
 
 
 def _peer_tables(role: TaskRole) -> tuple[int, int]:
     """Bytes every task spends on one role's per-task variables, and the role's host list string."""
     r, n = env_name(role.name), role.task_number
     per_task = string_bytes(host_ip_name(r, ""), WORST_IP) + POINTER
-    for port in role.port_list:
+    for port in role.ports:
         value = port.port_number * (len(str(WORST_PORT)) + 1) - 1
         per_task += sum(string_bytes(name, "") + value + POINTER for name in port_names(r, "", env_name(port.label)))
-    index_digits = (1 + 2 * len(role.port_list)) * digits_below(n)  # each index, in each of those names
+    index_digits = (1 + 2 * len(role.ports)) * digits_below(n)  # each index, in each of those names
     host_list = string_bytes(host_list_name(r), "") + n * _host_entry(role) - 1
     return n * per_task + index_digits + host_list + POINTER, host_list
 
@@ -124,7 +131,8 @@ def estimate(config: JobConfig, *, user: str, paths: JobPaths) -> EnvEstimate:
             if k not in strings or size > strings[k].size:
                 strings[k] = StringSize(path=_PATH_OF.get(k, path), size=size)
 
-    job, envs = job_variables(config, user=user, paths=paths), job_env_values(config)
+    job = job_variables(config, user=user, paths=paths, app=worst_app_id(config, user))
+    envs = job_env_values(config)
     note("(job)", job)
     for k, v in envs.items():
         note(f"jobEnvs.{k}", {k: v})

@@ -43,6 +43,11 @@ class PortSpec(_Model):
     port_number: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(alias="portNumber")
 
 
+# OpenPAI gave every role these labels, one port each chosen by the platform, when its portList did not
+# declare them (rest-server models/v1/job/yarn.js: ``for (let defaultPortLabel of ['http', 'ssh'])``).
+DEFAULT_PORT_LABELS = ("http", "ssh")
+
+
 class TaskRole(_Model):
     name: RoleName
     task_number: Annotated[StrictInt, Field(ge=1, le=10000)] = Field(1, alias="taskNumber")
@@ -56,6 +61,14 @@ class TaskRole(_Model):
     min_succeeded_task_count: Annotated[StrictInt, Field(ge=1)] | None = Field(
         None, alias="minSucceededTaskCount"
     )
+
+    @property
+    def ports(self) -> tuple[PortSpec, ...]:
+        """The ports each task of the role gets: its portList, then ``http`` and ``ssh`` (one
+        platform-chosen port each) for those of the two it does not declare."""
+        declared = {p.label for p in self.port_list}
+        return self.port_list + tuple(PortSpec(label=label, begin_at=0, port_number=1)
+                                      for label in DEFAULT_PORT_LABELS if label not in declared)
 
 
 class JobConfig(_Model):

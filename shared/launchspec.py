@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from shared.envvars import JobEnvironment, job_environment, resolve_paths, task_environment
+from shared.envvars import JobEnvironment, app_id, job_environment, resolve_paths, task_environment
 from shared.placement import Plan
 from shared.records import JobRecord, TaskRecord, TaskSpec
 
@@ -69,7 +69,8 @@ class JobLaunch:
 
 def job_launch(job: JobRecord, plan: Plan, default_fs_uri: str) -> JobLaunch:
     paths = resolve_paths(job.config, job.user, default_fs_uri)
-    return JobLaunch(job=job, env=job_environment(job.config, plan, user=job.user, paths=paths),
+    env = job_environment(job.config, plan, user=job.user, paths=paths, app=app_id(job.id, job.attempt))
+    return JobLaunch(job=job, env=env,
                      auth_file=paths.auth_file, code_dir=paths.code_dir)
 
 

@@ -46,9 +46,9 @@ class Ask:
             gpus=role.gpu_number,
             gpu_kind=kind,
             fixed=tuple((s.label, tuple(range(s.begin_at, s.begin_at + s.port_number)))
-                        for s in role.port_list if s.begin_at),
-            random=tuple((s.label, s.port_number) for s in role.port_list if not s.begin_at),
-            labels=tuple(s.label for s in role.port_list),
+                        for s in role.ports if s.begin_at),
+            random=tuple((s.label, s.port_number) for s in role.ports if not s.begin_at),
+            labels=tuple(s.label for s in role.ports),
             lack_cpus=f"lack {_plural(role.cpu_number, 'free CPU')}",
             lack_memory=f"lack {role.memory_mb} MB of free memory",
             lack_gpus=f"lack {_plural(role.gpu_number, 'free GPU')}" + (f" of type {gpu_type}" if gpu_type else ""),

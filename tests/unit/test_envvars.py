@@ -23,7 +23,7 @@ from shared.launchspec import container_name, job_launch, placed_tasks, task_spe
 from shared.placement import ClusterSnapshot, Plan, place
 from shared.validation import Accepted, validate_job_config
 from tests.unit import seed_configs
-from tests.unit.envvars_reference import old_build_task_env
+from tests.unit.envvars_reference import script_task_env
 from tests.unit.factories import (
     load_seed_config,
     make_config,
@@ -59,9 +59,9 @@ TF_PLAN = make_plan(
 
 
 def env_for(config: JobConfig, plan: Plan, role: str, index: int, *, user: str = "alice",
-            fs: str = FS, container_id: str = "cid") -> dict[str, str]:
+            fs: str = FS, container_id: str = "cid", app: str = "alice~job~0a1b2c3d-0") -> dict[str, str]:
     return build_task_env(config, plan, user=user, role=config.role(role), index=index,
-                          paths=resolve_paths(config, user, fs), container_id=container_id)
+                          paths=resolve_paths(config, user, fs), container_id=container_id, app=app)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def ps0() -> dict[str, str]:
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        # every task sees the other tasks: hosts in task index order, each with its first port
+        # every task sees the other tasks: hosts in task index order, each with its http port
         ("PAI_TASK_ROLE_ps_server_HOST_LIST", "10.0.0.1:20000,10.0.0.2:20010"),
         ("PAI_TASK_ROLE_worker_HOST_LIST", "10.0.0.1:20002,10.0.0.2:20012"),
         ("PAI_ps_server_0_http_PORT", "20000"),
@@ -109,21 +109,35 @@ def ps0() -> dict[str, str]:
         ("PAI_CONTAINER_HOST_ssh_PORT_LIST", "20013"),
         ("PAI_CONTAINER_HOST_PORT", "20012"),
         ("PAI_CONTAINER_SSH_PORT", "20013"),
+        ("PAI_CURRENT_CONTAINER_IP", "10.0.0.2"),
+        ("PAI_CURRENT_CONTAINER_PORT", "20012"),
         ("PAI_CURRENT_TASK_ROLE_NAME", "worker"),
+        ("PAI_TASK_ROLE_NAME", "worker"),
         ("PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX", "1"),
         ("PAI_TASK_INDEX", "1"),
+        ("PAI_TASK_ROLE_INDEX", "1"),
         ("PAI_CURRENT_TASK_ROLE_TASK_COUNT", "2"),
+        ("PAI_TASK_ROLE_NUM", "2"),
         ("PAI_CURRENT_TASK_ROLE_CPU_COUNT", "2"),
+        ("PAI_TASK_CPU_NUM", "2"),
         ("PAI_CURRENT_TASK_ROLE_MEM_MB", "16384"),
+        ("PAI_TASK_MEM_MB", "16384"),
         ("PAI_CURRENT_TASK_ROLE_SHM_MB", "64"),
         ("PAI_CURRENT_TASK_ROLE_GPU_COUNT", "4"),
+        ("PAI_TASK_GPU_NUM", "4"),
+        ("PAI_RESOURCE", "4,2,16384,64"),
         ("PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT", "1"),
         ("PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT", "2"),
         ("PAI_CONTAINER_ID", "paiq-alice-worker-1"),
-        ("NVIDIA_VISIBLE_DEVICES", "0,1,2,3"),
         # job level
         ("PAI_JOB_NAME", "tensorflow-distributed-jobguid"),
+        ("FRAMEWORK_NAME", "alice~tensorflow-distributed-jobguid"),
+        ("APP_ID", "alice~job~0a1b2c3d-0"),
         ("PAI_USER_NAME", "alice"),
+        ("PAI_USERNAME", "alice"),
+        ("HADOOP_USER_NAME", "alice"),
+        ("PAI_TASKS_NUM", "4"),
+        ("PAI_TASK_ROLES_NUM", "2"),
         ("PAI_JOB_VC_NAME", "your_virtual_cluster"),
         ("PAI_DEFAULT_FS_URI", FS),
         ("PAI_WORK_DIR", "/pai"),
@@ -140,14 +154,22 @@ def test_tensorflow_worker_env(worker1: dict[str, str], name: str, value: str) -
 
 
 def test_ps_task_sees_the_same_job_wide_values_and_its_own(ps0: dict[str, str], worker1: dict[str, str]) -> None:
+    own = {"PAI_TASK_ROLE_NAME", "PAI_TASK_ROLE_NUM", "PAI_TASK_ROLE_INDEX"}  # the script's aliases of the task's own
     job_wide = [k for k in worker1 if k.startswith(("PAI_TASK_ROLE_", "PAI_HOST_IP_", "PAI_PORT_LIST_",
-                                                    "PAI_RESOURCE_", "PAI_ps_server_", "PAI_worker_"))]
+                                                    "PAI_RESOURCE_", "PAI_ps_server_", "PAI_worker_"))
+                and k not in own]
     assert len(job_wide) > 20
     assert {k: ps0[k] for k in job_wide} == {k: worker1[k] for k in job_wide}
     assert ps0["PAI_CURRENT_TASK_ROLE_NAME"] == "ps_server"
     assert ps0["PAI_CONTAINER_HOST_PORT_LIST"] == "http:20000;ssh:20001"
     assert ps0["PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT"] == ""
-    assert "NVIDIA_VISIBLE_DEVICES" not in ps0, "a task without GPUs is not given any"
+    assert ps0["NVIDIA_VISIBLE_DEVICES"] == "void", "a task without GPUs is handed none"
+
+
+def test_a_task_given_gpus_gets_no_gpu_variable_from_paiq(worker1: dict[str, str]) -> None:
+    # The engine's device request sets NVIDIA_VISIBLE_DEVICES itself (host ids, for NVIDIA's runtime);
+    # inside, CUDA numbers the task's GPUs from 0, so a CUDA_VISIBLE_DEVICES of host ids would hide them.
+    assert "NVIDIA_VISIBLE_DEVICES" not in worker1 and "CUDA_VISIBLE_DEVICES" not in worker1
 
 
 def test_every_value_is_text_and_every_platform_name_is_a_valid_variable(worker1: dict[str, str]) -> None:
@@ -182,13 +204,36 @@ def test_several_ports_per_label() -> None:
     assert env["PAI_CONTAINER_HOST_PORT"] == "21000"
 
 
-def test_a_role_without_ports_lists_bare_ips() -> None:
+def test_a_role_without_ports_gets_an_http_and_an_ssh_port_as_in_openpai() -> None:
     config = make_config(role_dict("r", taskNumber=2))
-    plan = make_plan(placement("r", 0, N1), placement("r", 1, N2))
+    nodes = [make_node(f"n{i}", ip=f"10.0.0.{i}", cpus=1, port_range=(30000, 30100)) for i in (1, 2)]
+    plan = place(ClusterSnapshot.build(nodes, []), config)
+    assert isinstance(plan, Plan)
     env = env_for(config, plan, "r", 1)
+    assert {plan.for_task("r", 0).node_id, plan.for_task("r", 1).node_id} == {"n1", "n2"}
+    assert env["PAI_TASK_ROLE_r_HOST_LIST"] == f"{plan.for_task('r', 0).ip}:30000,{plan.for_task('r', 1).ip}:30000"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "http:30000;ssh:30001"
+    assert (env["PAI_CONTAINER_HOST_PORT"], env["PAI_CURRENT_CONTAINER_PORT"], env["PAI_CONTAINER_SSH_PORT"]) == (
+        "30000", "30000", "30001")
+    assert (env["PAI_r_0_ssh_PORT"], env["PAI_PORT_LIST_r_1_http"]) == ("30001", "30000")
+
+
+def test_a_role_declaring_its_own_http_ports_keeps_them_and_gets_one_ssh_port() -> None:
+    config = make_config(role_dict("r", portList=[port_dict("http", 0, 2), port_dict("tb", 0, 1)]))
+    plan = place(ClusterSnapshot.build([make_node("n1", ip="10.0.0.1", port_range=(30000, 30100))], []), config)
+    assert isinstance(plan, Plan)
+    env = env_for(config, plan, "r", 0)
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "http:30000,30001;tb:30002;ssh:30003"
+    assert env["PAI_CONTAINER_HOST_PORT"] == "30000" and env["PAI_CONTAINER_SSH_PORT"] == "30003"
+    assert env["PAI_TASK_ROLE_r_HOST_LIST"] == "10.0.0.1:30000"
+
+
+def test_a_placement_without_an_http_port_lists_the_bare_ip() -> None:
+    # Plans placed before every role had an http port (a relaunch of such a job) still give a host list.
+    config = make_config(role_dict("r", taskNumber=2))
+    env = env_for(config, make_plan(placement("r", 0, N1), placement("r", 1, N2)), "r", 1)
     assert env["PAI_TASK_ROLE_r_HOST_LIST"] == "10.0.0.1,10.0.0.2"
-    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == ""
-    assert "PAI_CONTAINER_HOST_PORT" not in env and "PAI_CONTAINER_SSH_PORT" not in env
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "" and env["PAI_CONTAINER_HOST_PORT"] == ""
 
 
 @pytest.mark.parametrize(
@@ -226,9 +271,9 @@ def test_seed_004_jupyter_job_gets_its_port_variable() -> None:
     assert isinstance(plan, Plan)
     env = env_for(config, plan, "task_1", 0)
     assert env["PAI_CONTAINER_HOST_jupyter_PORT_LIST"] == "29640"
-    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "jupyter:29640"
-    assert env["PAI_TASK_ROLE_task_1_HOST_LIST"] == "192.168.30.14:29640"
-    assert env["NVIDIA_VISIBLE_DEVICES"] == "0"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "jupyter:29640;http:29641;ssh:29642"
+    assert env["PAI_TASK_ROLE_task_1_HOST_LIST"] == "192.168.30.14:29641"
+    assert "NVIDIA_VISIBLE_DEVICES" not in env
     assert env["PAI_OUTPUT_DIR"] == f"{FS}/Output/alice/jupyter_16be8b71", "outputDir \"\" means the default"
     assert env["PAI_DATA_DIR"] == "" and env["PAI_CODE_DIR"] == ""
 
@@ -244,10 +289,11 @@ def test_env_name(raw: str, name: str) -> None:
 
 def test_role_names_and_labels_with_dots_and_tildes_are_sanitized() -> None:
     config = make_config(role_dict("ps.server", portList=[port_dict("my.port")]), role_dict("w~1"))
-    plan = make_plan(placement("ps.server", 0, N1, ports={"my.port": (20000,)}), placement("w~1", 0, N2))
+    plan = make_plan(placement("ps.server", 0, N1, ports={"my.port": (20000,), "http": (20001,), "ssh": (20002,)}),
+                     placement("w~1", 0, N2, ports={"http": (20000,), "ssh": (20001,)}))
     env = env_for(config, plan, "ps.server", 0)
-    assert env["PAI_TASK_ROLE_ps_server_HOST_LIST"] == "10.0.0.1:20000"
-    assert env["PAI_TASK_ROLE_w_1_HOST_LIST"] == "10.0.0.2"
+    assert env["PAI_TASK_ROLE_ps_server_HOST_LIST"] == "10.0.0.1:20001"
+    assert env["PAI_TASK_ROLE_w_1_HOST_LIST"] == "10.0.0.2:20000"
     assert env["PAI_ps_server_0_my_port_PORT"] == "20000"
     assert env["PAI_PORT_LIST_ps_server_0_my_port"] == "20000"
     assert env["PAI_CONTAINER_HOST_my_port_PORT_LIST"] == "20000"
@@ -256,7 +302,7 @@ def test_role_names_and_labels_with_dots_and_tildes_are_sanitized() -> None:
     # names as values stay as the user wrote them
     assert env["PAI_CURRENT_TASK_ROLE_NAME"] == "ps.server"
     assert env["PAI_TASK_ROLE_LIST"] == "ps.server,w~1"
-    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "my.port:20000"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == "my.port:20000;http:20001;ssh:20002"
     assert all(re.fullmatch(r"[A-Za-z0-9_]+", k) for k in env)
 
 
@@ -342,7 +388,8 @@ def test_task_specs_for_the_tensorflow_job() -> None:
     assert w1.ports == {"http": (20012,), "ssh": (20013,)}
     assert w1.image == "your_docker_registry/pai.run.tensorflow"
     assert "--job_name=worker" in w1.command
-    assert w1.env == env_for(TF, TF_PLAN, "worker", 1, container_id=container_name(job.id, 2, "worker", 1))
+    assert w1.env == env_for(TF, TF_PLAN, "worker", 1, container_id=container_name(job.id, 2, "worker", 1),
+                             app=f"{job.id}-2")
     assert len({s.env["PAI_CONTAINER_ID"] for s in specs}) == 4
     assert w1.code_dir == f"{FS}/path/tensorflow-distributed-jobguid/code"
     assert w1.auth_file == "" and w1.is_debug is False
@@ -365,31 +412,36 @@ def test_placed_tasks_carry_the_plan() -> None:
     assert all(t.state == "WAITING" and t.container_id is None for t in tasks)
 
 
-def test_job_envs_cannot_widen_the_gpus_a_task_sees() -> None:
-    config = make_config(role_dict("main", gpuNumber=1), jobEnvs={"NVIDIA_VISIBLE_DEVICES": "all", "x": 1})
-    plan = make_plan(placement("main", 0, N1, gpus=(3,)))
+@pytest.mark.parametrize("gpus", [(3,), ()])
+def test_job_envs_cannot_choose_the_gpus_a_task_is_handed(gpus: tuple[int, ...]) -> None:
+    config = make_config(role_dict("main", gpuNumber=len(gpus)),
+                         jobEnvs={"NVIDIA_VISIBLE_DEVICES": "all", "CUDA_VISIBLE_DEVICES": "0", "x": 1})
+    plan = make_plan(placement("main", 0, N1, gpus=gpus))
     [spec] = task_specs(make_job(config), plan, "file:///srv/fs")
-    assert spec.env["NVIDIA_VISIBLE_DEVICES"] == "3" and spec.env["CUDA_VISIBLE_DEVICES"] == "3"
-    assert spec.env["x"] == "1"
+    # with GPUs the engine's device request names them; without, NVIDIA's runtime is told "void"
+    assert spec.env.get("NVIDIA_VISIBLE_DEVICES") == (None if gpus else "void")
+    # CUDA_VISIBLE_DEVICES counts inside the container's own GPUs: narrowing them is the job's business
+    assert spec.env["CUDA_VISIBLE_DEVICES"] == "0" and spec.env["x"] == "1"
 
 
-# --- the job's shared part and each task's own: the same environment as the first builder ----------
+# --- the job's shared part and each task's own: the environment OpenPAI's container script made ------
 #
-# The builder before "Scale II" is kept verbatim as the reference (tests/unit/envvars_reference.py). The
-# builder now makes the shared part once per job; for every task, the whole environment must be what
-# the reference gave.
+# tests/unit/envvars_reference.py transcribes v0.14's container script for one task, naively. The
+# builder makes the shared part once per job; for every task, the whole environment must be the
+# script's.
 
 
-def assert_same_as_the_old_builder(config: JobConfig, plan: Plan, *, user: str = "alice", fs: str = FS) -> None:
+def assert_same_as_the_script(config: JobConfig, plan: Plan, *, user: str = "alice", fs: str = FS) -> None:
     paths = resolve_paths(config, user, fs)
-    built = job_environment(config, plan, user=user, paths=paths)
+    built = job_environment(config, plan, user=user, paths=paths, app="app-1")
     for t in plan.tasks:
         role = config.role(t.role)
         cid = f"cid-{t.role}-{t.index}"
-        old = old_build_task_env(config, plan, user=user, role=role, index=t.index, paths=paths, container_id=cid)
-        assert task_environment(built.shared, built.own(role, t.index, cid)) == old, f"{t.role}[{t.index}]"
+        script = script_task_env(config, plan, user=user, role=role, index=t.index, paths=paths, container_id=cid,
+                                 app="app-1")
+        assert task_environment(built.shared, built.own(role, t.index, cid)) == script, f"{t.role}[{t.index}]"
         assert build_task_env(config, plan, user=user, role=role, index=t.index, paths=paths,
-                              container_id=cid) == old
+                              container_id=cid, app="app-1") == script
 
 
 # jobEnvs that collide with platform variables of every kind: job-wide, a peer's, the task's own, GPUs.
@@ -420,7 +472,7 @@ def configs_and_plans(draw: st.DrawFn) -> tuple[JobConfig, Plan]:
     for role in config.task_roles:
         for i in range(role.task_number):
             ports = {}
-            for p in role.port_list:
+            for p in role.ports:
                 ports[p.label] = tuple(range(port, port + p.port_number))
                 port += p.port_number
             gpus = tuple(draw(st.permutations(range(4)))[: role.gpu_number])
@@ -431,16 +483,16 @@ def configs_and_plans(draw: st.DrawFn) -> tuple[JobConfig, Plan]:
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(configs_and_plans())
-def test_the_environment_is_the_old_builders_for_every_task(case: tuple[JobConfig, Plan]) -> None:
-    assert_same_as_the_old_builder(*case)
+def test_the_environment_is_the_container_scripts_for_every_task(case: tuple[JobConfig, Plan]) -> None:
+    assert_same_as_the_script(*case)
 
 
 @pytest.mark.parametrize("config", [TF, seed_config(seed_configs.JUPYTER_004)], ids=["tf-000", "jupyter-004"])
-def test_the_seed_jobs_get_the_old_builders_environment(config: JobConfig) -> None:
+def test_the_seed_jobs_get_the_container_scripts_environment(config: JobConfig) -> None:
     plan = place(ClusterSnapshot.build([make_node(f"n{i}", gpus=["V100", "TITANX"] * 4, cpus=64, memory_mb=10**6)
                                         for i in range(3)], []), config)
     assert isinstance(plan, Plan)
-    assert_same_as_the_old_builder(config, plan)
+    assert_same_as_the_script(config, plan)
 
 
 @pytest.mark.parametrize(
@@ -452,24 +504,24 @@ def test_the_seed_jobs_get_the_old_builders_environment(config: JobConfig) -> No
         ({"PAI_TASK_INDEX": 7}, (), {"PAI_TASK_INDEX": "7", "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": "0"}),
         ({"PAI_CONTAINER_HOST_PORT": "1"}, (), {"PAI_CONTAINER_HOST_PORT": "1", "PAI_CONTAINER_HOST_http_PORT_LIST":
                                                 "20000"}),
-        # ... except the GPU variables of a task given GPUs; without GPUs they are the job's to set
-        ({"CUDA_VISIBLE_DEVICES": "all"}, (2,), {"CUDA_VISIBLE_DEVICES": "2", "NVIDIA_VISIBLE_DEVICES": "2"}),
-        ({"NVIDIA_VISIBLE_DEVICES": "all"}, (), {"NVIDIA_VISIBLE_DEVICES": "all"}),
-        ({}, (0, 1), {"CUDA_VISIBLE_DEVICES": "0,1", "NVIDIA_VISIBLE_DEVICES": "0,1", "PAI_TASK_INDEX": "0"}),
+        ({"CUDA_VISIBLE_DEVICES": "1"}, (2, 5), {"CUDA_VISIBLE_DEVICES": "1"}),
+        # ... except NVIDIA_VISIBLE_DEVICES, which says which GPUs a task is handed: never the job's
+        ({"NVIDIA_VISIBLE_DEVICES": "all"}, (), {"NVIDIA_VISIBLE_DEVICES": "void"}),
+        ({}, (0, 1), {"PAI_TASK_INDEX": "0", "PAI_TASK_GPU_NUM": "2"}),
     ],
 )
 def test_shared_then_own_keeps_the_precedence_of_job_envs(job_envs: dict[str, object], gpus: tuple[int, ...],
                                                           expected: dict[str, str]) -> None:
     config = make_config(role_dict("main", gpuNumber=len(gpus), portList=[port_dict("http")]), jobEnvs=job_envs)
     plan = make_plan(placement("main", 0, N1, gpus=gpus, ports={"http": (20000,)}))
-    built = job_environment(config, plan, user="alice", paths=resolve_paths(config, "alice", FS))
+    built = job_environment(config, plan, user="alice", paths=resolve_paths(config, "alice", FS), app="a")
     own = built.own(config.role("main"), 0, "cid")
     env = task_environment(built.shared, own)
     assert {k: env[k] for k in expected} == expected
-    # what jobEnvs set is not in the task's own part, so it cannot undo them (but for the GPUs)
-    assert not (set(own) & set(job_envs)) - {"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}
-    assert env == old_build_task_env(config, plan, user="alice", role=config.role("main"), index=0,
-                                     paths=resolve_paths(config, "alice", FS), container_id="cid")
+    # what jobEnvs set is not in the task's own part, so it cannot undo them (but NVIDIA_VISIBLE_DEVICES)
+    assert not (set(own) & set(job_envs)) - {"NVIDIA_VISIBLE_DEVICES"}
+    assert env == script_task_env(config, plan, user="alice", role=config.role("main"), index=0,
+                                  paths=resolve_paths(config, "alice", FS), container_id="cid", app="a")
 
 
 @pytest.mark.parametrize(
@@ -506,7 +558,7 @@ def test_a_task_own_part_does_not_grow_with_the_job_and_the_shared_part_grows_li
         assert len(specs) == workers + 2
         sizes[workers] = (len(launch.job_env), {len(s.env) for s in specs})
     # the same few variables of its own for every task, however large the job
-    assert sizes[10][1] == sizes[1000][1] == {15, 17}
+    assert sizes[10][1] == sizes[1000][1] == {25, 26}
     # per task of the job: its host, its port under two names (and the roles' few fixed ones)
     assert sizes[1000][0] - sizes[10][0] == 3 * 990
 
