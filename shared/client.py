@@ -62,6 +62,19 @@ class PaiqClient:
         answer, _ = await self._call("PUT", "/api/v1/user", json=body)
         return dict(answer)
 
+    async def users(self) -> list[dict[str, Any]]:
+        """Every user (an admin's call)."""
+        answer, _ = await self._call("GET", "/api/v1/user")
+        return list(answer)
+
+    async def user(self, user: str) -> dict[str, Any]:
+        answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}")
+        return dict(answer)
+
+    async def delete_user(self, user: str) -> dict[str, Any]:
+        answer, _ = await self._call("DELETE", "/api/v1/user", json={"username": user})
+        return dict(answer)
+
     async def stop(self, user: str, name: str) -> dict[str, Any]:
         answer, _ = await self._call("PUT", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/executionType",
                                      json={"value": "STOP"})
@@ -104,6 +117,11 @@ class PaiqClient:
 
     async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)
+        return body, headers
+
+    async def put_job(self, user: str, name: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
+        """Submit by OpenPAI's older ``PUT .../jobs/{name}``: the path names the job."""
+        body, headers = await self._call("PUT", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}", data=config)
         return body, headers
 
     async def job(self, user: str, name: str) -> dict[str, Any]:

@@ -59,6 +59,8 @@ async def _create_indexes(store: Store) -> None:
     await jobs.create_index([("completed_ms", ASCENDING)])
     await store.attempts.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
     await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+    # a user's tokens, ended when their password changes or they are removed
+    await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")
     existing = {str(ix["name"]) async for ix in await jobs.list_indexes()}
     for name in OBSOLETE_INDEXES:
         if name in existing:

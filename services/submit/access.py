@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from aiohttp import web
 
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.users import DEFAULT_TOKEN_SECONDS, MAX_TOKEN_SECONDS, Principal, check_user_name
+from services.submit.views import user_view
+from shared.vclusters import with_default
+
+log = structlog.get_logger("paiq.submit.access")
 
 
 async def principal_of(request: web.Request) -> Principal:
@@ -95,6 +100,41 @@ async def put_user(request: web.Request) -> web.Response:
     return web.json_response({"message": f"create user {user} successfully"}, status=201)
 
 
+async def list_users(request: web.Request) -> web.Response:
+    """``GET /api/v1/user``: every user, by name, for an admin (OpenPAI's ``getAllUser`` shape)."""
+    await require_admin(request)
+    deps = request.app[DEPS]
+    vcs = with_default(await deps.store.list_vcs()).values()
+    return web.json_response([user_view(u, vcs) for u in await deps.users.list_all()])
+
+
+async def get_user(request: web.Request) -> web.Response:
+    """``GET /api/v1/user/{user}``: one's own profile, or anyone's for an admin."""
+    principal = await principal_of(request)
+    name = check_user_name(request.match_info["user"])
+    if name != principal.user and not principal.admin:
+        raise ApiError("ForbiddenUserError", f"user {principal.user} may see only their own profile, not {name}'s")
+    deps = request.app[DEPS]
+    info = await deps.users.get(name)
+    if info is None:
+        # OpenPAI v0.13 and v0.14 answered this route's unknown user with 400, not 404
+        raise ApiError("NoUserError", f"user {name} does not exist", status=400)
+    return web.json_response(user_view(info, with_default(await deps.store.list_vcs()).values()))
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    """OpenPAI's ``DELETE /api/v1/user`` ``{"username": ...}``: an admin removes a user who is not an
+    admin; the user's tokens stop working at once. Their jobs stay, as in OpenPAI."""
+    principal = await require_admin(request)
+    user = check_user_name(_string(await _body(request), "username"))
+    tokens = await request.app[DEPS].users.delete(user)
+    log.info("user removed", user=user, by=principal.user, tokens_ended=tokens)
+    return web.json_response({"message": f"remove user {user} successfully"})
+
+
 def add_access_routes(app: web.Application) -> None:
     app.router.add_post("/api/v1/token", create_token)
     app.router.add_put("/api/v1/user", put_user)
+    app.router.add_get("/api/v1/user", list_users)
+    app.router.add_delete("/api/v1/user", delete_user)
+    app.router.add_get("/api/v1/user/{user}", get_user)

@@ -60,11 +60,17 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def api_root(request: web.Request) -> web.Response:
+    """OpenPAI's ``/api/v1`` answered this HTML line (its ``controllers/index.js``); clients probe it."""
+    return web.Response(text="<pre>PAI RESTful API</pre>", content_type="text/html")
+
+
 def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/api/v1", api_root)
     add_access_routes(app)
     add_job_routes(app)
     add_cluster_routes(app)

@@ -17,6 +17,7 @@ STATUS_OF = {
     "NoJobSshInfoError": 404,
     "ConflictJobError": 409,
     "ConflictUserError": 409,
+    "RemoveAdminError": 403,
     "ConflictVirtualClusterError": 409,
     "NoApiError": 404,
     "MethodNotAllowedError": 405,
@@ -26,11 +27,14 @@ STATUS_OF = {
 
 
 class ApiError(PaiqError):
-    def __init__(self, code: str, message: str) -> None:
+    """``status`` only where OpenPAI answered a code with another status than its usual one (its
+    ``GET /api/v1/user/{user}`` said ``400 NoUserError``; its PUT and DELETE said 404)."""
+
+    def __init__(self, code: str, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.status = STATUS_OF[code]
+        self.status = status or STATUS_OF[code]
 
     def response(self) -> web.Response:
         return web.json_response({"code": self.code, "message": self.message}, status=self.status)

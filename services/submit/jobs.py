@@ -1,7 +1,8 @@
-"""Job routes of the v1 API: submit, list, detail, config, stop, delete, ssh."""
+"""Job routes of the v1 API: submit (POST, or PUT by name), list, detail, config, stop, delete, ssh."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import structlog
@@ -43,15 +44,51 @@ async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
 
 
 async def submit_job(request: web.Request) -> web.Response:
+    """``POST /api/v1/user/{user}/jobs``: the body's ``jobName`` names the job."""
+    return await _submit(request, path_name=None)
+
+
+async def put_job(request: web.Request) -> web.Response:
+    """``PUT /api/v1/user/{user}/jobs/{job}``, OpenPAI's older way to submit: the path names the job.
+
+    As in OpenPAI v0.14 the body must still carry a ``jobName`` (400 without one), and where it names
+    another job the path's name wins: OpenPAI overwrote ``jobName`` with it, paiq does too and says so
+    in a warning. Everything else is the POST's submission.
+    """
+    return await _submit(request, path_name=request.match_info["job"])
+
+
+def named_by_path(raw: dict[str, Any], name: str) -> tuple[dict[str, Any], str | None]:
+    """The body of a ``PUT .../jobs/{name}`` as OpenPAI took it, and a warning when it was renamed."""
+    given = raw.get("jobName")
+    if not isinstance(given, str) or given == name:
+        return raw, None  # absent or not a string: the config's own validation refuses it
+    return {**raw, "jobName": name}, (f"jobName: the body says {given!r} but the path names the job {name!r}; "
+                                      "the path's name is used, as in OpenPAI")
+
+
+def _accepted(body: bytes, path_name: str | None) -> Accepted:
+    """The body as a valid config (400 InvalidParametersError naming each problem otherwise)."""
+    parsed = parse_job_json(body)
+    renamed = None
+    if isinstance(parsed, dict) and path_name is not None:
+        parsed, renamed = named_by_path(parsed, path_name)
+    result = validate_job_config(parsed) if isinstance(parsed, dict) else parsed
+    if not isinstance(result, Accepted):
+        raise ApiError("InvalidParametersError", result.message)
+    if renamed:
+        result = result.model_copy(update={"warnings": (*result.warnings, renamed)})
+    return result
+
+
+async def _submit(request: web.Request, *, path_name: str | None) -> web.Response:
+    """Both ways to submit: as the path's user only, into a VC they may use, under a name not taken."""
     deps = request.app[DEPS]
     user = _path_user(request)
     principal = await principal_of(request)
     if principal.user != user:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not submit jobs as {user}")
-    parsed = parse_job_json(await request.read())
-    result = validate_job_config(parsed) if isinstance(parsed, dict) else parsed
-    if not isinstance(result, Accepted):
-        raise ApiError("InvalidParametersError", result.message)
+    result = _accepted(await request.read(), path_name)
     config = result.config
     _check_storage_paths(config, user, deps.settings.default_fs_uri)
     # Every task sees every task's host and ports: refuse now a job whose tasks Linux would not start.
@@ -247,6 +284,7 @@ def add_job_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/user/{user}/jobs", list_user_jobs)
     app.router.add_post("/api/v1/user/{user}/jobs", submit_job)
     app.router.add_get("/api/v1/user/{user}/jobs/{job}", get_job)
+    app.router.add_put("/api/v1/user/{user}/jobs/{job}", put_job)
     app.router.add_delete("/api/v1/user/{user}/jobs/{job}", delete_job)
     app.router.add_get("/api/v1/user/{user}/jobs/{job}/config", get_job_config)
     app.router.add_get("/api/v1/user/{user}/jobs/{job}/ssh", get_job_ssh)

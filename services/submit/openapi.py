@@ -33,6 +33,18 @@ SCHEMAS: dict[str, Any] = {
                                "warnings": {"type": "array", "items": {"type": "string"}}}},
     "Token": {"type": "object", "required": ["user", "token", "admin"],
               "properties": {"user": {"type": "string"}, "token": {"type": "string"}, "admin": {"type": "boolean"}}},
+    "User": {
+        "type": "object", "description": "a user as OpenPAI v0.14 answered GET /api/v1/user/:username",
+        "required": ["username", "email", "grouplist", "extension", "admin", "virtualCluster"],
+        "additionalProperties": False,
+        "properties": {
+            "username": {"type": "string"}, "email": {"type": "string"},
+            "grouplist": {"type": "array", "items": {"type": "string"}},
+            "extension": {"type": "object", "required": ["virtualCluster"],
+                          "properties": {"virtualCluster": {"type": "array", "items": {"type": "string"}}}},
+            "admin": {"type": "boolean"},
+            "virtualCluster": {"description": "the virtual clusters the user may submit to",
+                               "type": "array", "items": {"type": "string"}}}},
     "JobSummary": {
         "type": "object",
         "required": ["name", "username", "state", "subState", "executionType", "retries", "retryDetails",
@@ -152,10 +164,24 @@ PATHS: dict[str, Any] = {
             "properties": {"username": {"type": "string"}, "password": {"type": "string"},
                            "expiration": {"type": "integer"}}}}}},
         "responses": {"200": _json(_ref("Token"), "a new token"), **_errors(400, 401)}}},
-    "/api/v1/user": {"put": {
-        "summary": "admin: create a user (modify false) or change one (modify true)", "security": _AUTH,
-        "responses": {"200": _json(_ref("Message"), "changed"), "201": _json(_ref("Message"), "created"),
-                      **_errors(400, 401, 403, 404, 409)}}},
+    "/api/v1": {"get": {"summary": "OpenPAI's API root", "responses": {"200": {
+        "description": "<pre>PAI RESTful API</pre>", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+    "/api/v1/user": {
+        "put": {"summary": "admin: create a user (modify false) or change one (modify true)", "security": _AUTH,
+                "responses": {"200": _json(_ref("Message"), "changed"), "201": _json(_ref("Message"), "created"),
+                              **_errors(400, 401, 403, 404, 409)}},
+        "get": {"summary": "admin: every user, by name", "security": _AUTH,
+                "responses": {"200": _json({"type": "array", "items": _ref("User")}, "the users"),
+                              **_errors(401, 403)}},
+        "delete": {"summary": "admin: remove a user who is not an admin (403 RemoveAdminError for an admin, "
+                              "yourself included); their tokens end at once, their jobs stay", "security": _AUTH,
+                   "requestBody": {"content": {"application/json": {"schema": {
+                       "type": "object", "required": ["username"], "properties": {"username": {"type": "string"}}}}}},
+                   "responses": {"200": _json(_ref("Message"), "removed"), **_errors(400, 401, 403, 404)}}},
+    "/api/v1/user/{user}": {"get": {
+        "summary": "a user's profile: one's own, or anyone's for an admin (400 NoUserError for an unknown user, "
+                   "as in OpenPAI)", "security": _AUTH, "parameters": _USER_PARAM,
+        "responses": {"200": _json(_ref("User"), "the user"), **_errors(400, 401, 403)}}},
     "/api/v1/jobs": {"get": {
         "summary": "all jobs, newest first (a page: X-Next-Cursor when more follow)",
         "parameters": [{"name": "username", "in": "query", "schema": {"type": "string"}}, *_PAGE_PARAMS],
@@ -170,6 +196,11 @@ PATHS: dict[str, Any] = {
     "/api/v1/user/{user}/jobs/{job}": {
         "get": {"summary": "job detail", "parameters": _JOB_PARAMS,
                 "responses": {"200": _json(_ref("JobDetail"), "the job"), **_errors(404)}},
+        "put": {"summary": "submit a job named by the path (the body's jobName is required; where it differs, the "
+                           "path's name is used and a warning says so)", "security": _AUTH, "parameters": _JOB_PARAMS,
+                "requestBody": {"content": {"application/json": {"schema": _ref("JobConfig")}}},
+                "responses": {"202": _json(_ref("Message"), "accepted; Location names the job"),
+                              **_errors(400, 401, 403, 404, 409, 413)}},
         "delete": {"summary": "stop (if running) and delete a job", "security": _AUTH, "parameters": _JOB_PARAMS,
                    "responses": {"202": _json(_ref("Message"), "deleted or being stopped"),
                                  **_errors(401, 403, 404)}}},

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 import bcrypt
 import structlog
+from pydantic import BaseModel, ConfigDict
+from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
 from services.submit.errors import ApiError
@@ -33,6 +35,25 @@ class Principal:
     user: str
     admin: bool
     groups: tuple[str, ...] = ()
+
+
+class UserInfo(BaseModel):
+    """A user as the API may show it: never the password hash."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    admin: bool
+    groups: tuple[str, ...] = ()
+
+
+# What a user's document may show: the password hash never leaves the store.
+_SHOWN = {"admin": 1, "groups": 1}
+
+
+def _info(doc: dict[str, object]) -> UserInfo:
+    groups = doc.get("groups")
+    return UserInfo(name=str(doc["_id"]), admin=bool(doc.get("admin")),
+                    groups=tuple(str(g) for g in groups) if isinstance(groups, list) else ())
 
 
 def check_user_name(user: str) -> str:
@@ -98,6 +119,29 @@ class Users:
 
     async def exists(self, user: str) -> bool:
         return await self._users.count_documents({"_id": user}, limit=1) > 0
+
+    async def get(self, user: str) -> UserInfo | None:
+        doc = await self._users.find_one({"_id": user}, _SHOWN)
+        return _info(doc) if doc is not None else None
+
+    async def list_all(self) -> list[UserInfo]:
+        """Every user, by name (the ``_id`` index)."""
+        return [_info(d) async for d in self._users.find({}, _SHOWN).sort([("_id", ASCENDING)])]
+
+    async def delete(self, user: str) -> int:
+        """Remove a user who is not an admin, and every token of theirs; how many tokens that ended.
+
+        As in OpenPAI, an admin is never removed (``403 RemoveAdminError``), so neither yourself nor
+        the last admin: the platform cannot be locked out this way. The filter makes the check and the
+        removal one step, so a user made admin meanwhile stays.
+        """
+        if (await self._users.delete_one({"_id": user, "admin": {"$ne": True}})).deleted_count == 0:
+            if await self.exists(user):
+                raise ApiError("RemoveAdminError", f"user {user} is an admin, and admins may not be removed "
+                                                   "(so the platform always keeps one)")
+            raise ApiError("NoUserError", f"user {user} does not exist")
+        # principal() already refuses tokens whose user is gone; this also drops them from the store
+        return int((await self._tokens.delete_many({"user": user})).deleted_count)
 
     async def count(self) -> int:
         return await self._users.count_documents({})

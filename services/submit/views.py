@@ -1,13 +1,24 @@
-"""Job records rendered in the shapes OpenPAI's REST API answered with (times in ms since epoch)."""
+"""Jobs and users rendered in the shapes OpenPAI's REST API answered with (times in ms since epoch)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from services.submit.users import UserInfo
 from shared.joblist import JobSummary
 from shared.queueing import shown_reason
 from shared.records import AttemptRecord, JobRecord, TaskRecord
+from shared.vclusters import VirtualCluster
+
+
+def user_view(user: UserInfo, vcs: Iterable[VirtualCluster]) -> dict[str, Any]:
+    """A user as OpenPAI v0.14 answered ``GET /api/v1/user/:username`` (its v2 user model, password
+    removed): ``virtualCluster`` lists the virtual clusters the user may submit to, by name or group;
+    paiq keeps no e-mail address, so ``email`` is empty as it was in OpenPAI for a user without one."""
+    allowed = [vc.name for vc in vcs if vc.admits(user.name, user.groups)]
+    return {"username": user.name, "email": "", "grouplist": list(user.groups),
+            "extension": {"virtualCluster": allowed}, "admin": user.admin, "virtualCluster": allowed}
 
 
 def _retry_details(job: JobRecord | JobSummary) -> dict[str, int]:
