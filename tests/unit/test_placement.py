@@ -192,10 +192,10 @@ def test_fixed_ports_taken_by_a_running_job_send_the_task_elsewhere() -> None:
     n1, n2 = make_node("n1"), make_node("n2")
     fixed = make_config(role_dict(portList=[port_dict("http", 30000, 2)]))
     running = placed_job(fixed, planned(snapshot(n1), fixed))
-    assert running.tasks[0].ports == {"http": (30000, 30001)}
+    assert running.tasks[0].ports == {"http": (30000, 30001), "ssh": (20000,)}
     plan = planned(snapshot(n1, n2, jobs=(running,)), make_config(role_dict(portList=[port_dict("web", 30001)])))
     assert nodes_of(plan) == ["n2"]
-    assert plan.tasks[0].ports == {"web": (30001,)}
+    assert plan.tasks[0].ports == {"web": (30001,), "http": (20000,), "ssh": (20001,)}
 
 
 def test_fixed_port_taken_everywhere_is_the_reason() -> None:
@@ -213,7 +213,7 @@ def test_fixed_ports_collide_between_tasks_of_one_job_on_one_node() -> None:
     assert result.counts == {"have port 30000 (http) taken": 1}
     plan = planned(snapshot(make_node("n1", cpus=64), make_node("n2")), config)
     assert nodes_of(plan) == ["n1", "n2"]
-    assert [t.ports for t in plan.tasks] == [{"http": (30000,)}, {"http": (30000,)}]
+    assert [t.ports for t in plan.tasks] == [{"http": (30000,), "ssh": (20000,)}] * 2
 
 
 def test_fixed_ports_collide_between_roles_on_one_node() -> None:
@@ -226,7 +226,7 @@ def test_fixed_ports_collide_between_roles_on_one_node() -> None:
 def test_fixed_ports_may_lie_outside_the_node_range() -> None:
     plan = planned(snapshot(make_node("n1", port_range=(20000, 20010))),
                    make_config(role_dict(portList=[port_dict("http", 8080)])))
-    assert plan.tasks[0].ports == {"http": (8080,)}
+    assert plan.tasks[0].ports == {"http": (8080,), "ssh": (20000,)}
 
 
 def test_random_ports_come_from_the_node_range_and_never_collide() -> None:
@@ -239,27 +239,57 @@ def test_random_ports_come_from_the_node_range_and_never_collide() -> None:
 
 
 def test_random_ports_run_out_with_a_reason() -> None:
-    node = make_node("n1", cpus=64, port_range=(20000, 20003))
+    # Each task takes 3 ports of the range: its 2 ``ssh`` and the default ``http``; two tasks fill it.
+    node = make_node("n1", cpus=64, port_range=(20000, 20005))
     config = make_config(role_dict(taskNumber=3, portList=[port_dict("ssh", 0, 2)]))
     result = unplaceable(snapshot(node), config)
     assert result.task == "main[2]"
-    assert result.counts == {"lack 2 free ports in 20000-20003": 1}
+    assert result.counts == {"lack 2 free ports in 20000-20005": 1}
 
 
 def test_random_ports_skip_ports_held_by_running_jobs() -> None:
     node = make_node("n1", port_range=(20000, 20009))
     fixed = make_config(role_dict(portList=[port_dict("a", 20000, 3)]), jobName="fixed")
     running = placed_job(fixed, planned(snapshot(node), fixed))
+    assert running.tasks[0].ports == {"a": (20000, 20001, 20002), "http": (20003,), "ssh": (20004,)}
     plan = planned(snapshot(node, jobs=(running,)), make_config(role_dict(portList=[port_dict("r", 0, 2)])))
-    assert plan.tasks[0].ports == {"r": (20003, 20004)}
+    assert plan.tasks[0].ports == {"r": (20005, 20006), "http": (20007,), "ssh": (20008,)}
 
 
 def test_random_ports_of_a_task_leave_its_fixed_ports_alone() -> None:
     node = make_node("n1", port_range=(20000, 20009))
     config = make_config(role_dict(portList=[port_dict("rand", 0, 2), port_dict("fixed", 20000, 1)]))
     ports = planned(snapshot(node), config).tasks[0].ports
-    assert ports == {"rand": (20001, 20002), "fixed": (20000,)}
-    assert list(ports) == ["rand", "fixed"], "labels keep the config's order"
+    assert ports == {"rand": (20001, 20002), "fixed": (20000,), "http": (20003,), "ssh": (20004,)}
+    assert list(ports) == ["rand", "fixed", "http", "ssh"], "labels keep the config's order, defaults last"
+
+
+def test_every_role_gets_one_http_and_one_ssh_port_unless_it_declares_them() -> None:
+    """OpenPAI v0.14's rest-server added ``http`` and ``ssh`` (one platform-chosen port each) to every
+    role whose portList did not declare them; placement finds those ports like any other."""
+    node = make_node("n1", port_range=(20000, 20009))
+    bare = planned(snapshot(node), make_config(role_dict())).tasks[0].ports
+    assert list(bare) == ["http", "ssh"]
+    assert len(bare["http"]) == len(bare["ssh"]) == 1 and bare["http"] != bare["ssh"]
+    assert all(20000 <= p <= 20009 for ps in bare.values() for p in ps)
+    assert bare == {"http": (20000,), "ssh": (20001,)}
+    # A declared http keeps its 3 ports; ssh is still added, once.
+    http3 = planned(snapshot(node), make_config(role_dict(portList=[port_dict("http", 0, 3)]))).tasks[0].ports
+    assert http3 == {"http": (20000, 20001, 20002), "ssh": (20003,)}
+    # Both declared (one fixed, outside the range): nothing added.
+    both = make_config(role_dict(portList=[port_dict("ssh", 0, 2), port_dict("http", 30000)]))
+    assert planned(snapshot(node), both).tasks[0].ports == {"ssh": (20000, 20001), "http": (30000,)}
+    # The defaults count against the range: 2 declared ports fit in 3, but with http and ssh a task
+    # needs 4. A range of exactly 4 takes it.
+    web2 = make_config(role_dict(portList=[port_dict("web", 0, 2)]))
+    result = unplaceable(snapshot(make_node("n1", port_range=(20000, 20002))), web2)
+    assert result.counts == {"lack 1 free port in 20000-20002": 1}
+    assert "1 node lacks 1 free port in 20000-20002" in result.reason
+    assert planned(snapshot(make_node("n1", port_range=(20000, 20003))), web2).tasks[0].ports == {
+        "web": (20000, 20001), "http": (20002,), "ssh": (20003,)}
+    # A bare role on a one-port range: http gets it, ssh lacks one.
+    assert unplaceable(snapshot(make_node("n1", port_range=(20000, 20000))), make_config()).counts == {
+        "lack 1 free port in 20000-20000": 1}
 
 
 @settings(max_examples=100, deadline=None, database=None)
@@ -284,9 +314,11 @@ def test_any_plan_respects_capacity_and_never_double_books(
         return
     assert len(result.tasks) == tasks
     by_node: dict[str, list[Any]] = defaultdict(list)
+    specs = config.task_roles[0].ports  # the portList and the default http and ssh
     for t in result.tasks:
         by_node[t.node_id].append(t)
-        for spec in config.task_roles[0].port_list:
+        assert list(t.ports) == [spec.label for spec in specs]
+        for spec in specs:
             assert len(t.ports[spec.label]) == spec.port_number
             if spec.begin_at:
                 assert t.ports[spec.label] == tuple(range(spec.begin_at, spec.begin_at + spec.port_number))
@@ -309,13 +341,14 @@ def test_any_plan_respects_capacity_and_never_double_books(
      (TaskState.FAILED, False), (TaskState.STOPPED, False)],
 )
 def test_only_non_final_tasks_of_placed_jobs_use_resources(state: TaskState, held: bool) -> None:
-    node = make_node("n1", cpus=4, memory_mb=4096, gpus=["V100"] * 2, port_range=(20000, 20001))
+    node = make_node("n1", cpus=4, memory_mb=4096, gpus=["V100"] * 2, port_range=(20000, 20003))
     other = make_config(role_dict(cpuNumber=3, memoryMB=3000, gpuNumber=2, portList=[port_dict("a", 0, 2)]),
                         jobName="other")
     job = placed_job(other, planned(snapshot(node), other), state)
     usage = snapshot(node, jobs=(job,)).usage["n1"]
     if held:
-        assert (usage.cpus, usage.memory_mb, usage.gpus, usage.ports) == (3, 3000, {0, 1}, {20000, 20001})
+        # The two ``a`` ports and the default http and ssh: the whole range.
+        assert (usage.cpus, usage.memory_mb, usage.gpus, usage.ports) == (3, 3000, {0, 1}, set(range(20000, 20004)))
     else:
         assert (usage.cpus, usage.memory_mb, usage.gpus, usage.ports) == (0, 0, set(), set())
     result = place(snapshot(node, jobs=(job,)), make_config(role_dict(cpuNumber=2)))
@@ -365,7 +398,8 @@ def test_place_does_not_change_the_snapshot_but_hold_does() -> None:
     assert planned(snap, config) == plan, "placing again without hold gives the same plan"
     snap.hold(plan, config)
     usage = snap.usage["n1"]
-    assert (usage.cpus, usage.memory_mb, usage.gpus, usage.ports) == (3, 600, {0}, {20000, 20001})
+    assert plan.tasks[0].ports == {"p": (20000, 20001), "http": (20002,), "ssh": (20003,)}
+    assert (usage.cpus, usage.memory_mb, usage.gpus, usage.ports) == (3, 600, {0}, set(range(20000, 20004)))
     result = unplaceable(snap, config)
     assert result.counts == {"lack 3 free CPUs": 1}
 
@@ -387,13 +421,15 @@ def test_a_big_job_gets_distinct_ports_from_the_bottom_of_the_range_and_given_ba
     config = make_config(role_dict("w", taskNumber=3000, cpuNumber=1, memoryMB=100, portList=[port_dict("http")]))
     plan = place(snapshot, config, seed=1)
     assert isinstance(plan, Plan)
-    ports = sorted(p for t in plan.tasks for p in t.ports["http"])
-    assert ports == list(range(20000, 23000)), "the lowest free ports, each once"
+    assert all(list(t.ports) == ["http", "ssh"] for t in plan.tasks)
+    ports = sorted(p for t in plan.tasks for ps in t.ports.values() for p in ps)
+    assert ports == list(range(20000, 26000)), "the lowest free ports (http and the default ssh), each once"
     state = snapshot.by_id["n1"]
     snapshot.hold(plan, config)
-    assert state.port_floor == 23000, "below the floor every port is taken"
+    assert state.port_floor == 26000, "below the floor every port is taken"
     first = plan.tasks[0]
-    snapshot.give(state, Claim(1, 100, (), first.ports["http"]))
-    assert state.port_floor == first.ports["http"][0], "a port given back lowers the floor"
+    given_back = first.ports["http"] + first.ports["ssh"]
+    snapshot.give(state, Claim(1, 100, (), given_back))
+    assert state.port_floor == min(given_back), "a port given back lowers the floor"
     again = place(snapshot, make_config(role_dict("x", portList=[port_dict("http")])), seed=2)
-    assert isinstance(again, Plan) and again.tasks[0].ports["http"] == first.ports["http"]
+    assert isinstance(again, Plan) and again.tasks[0].ports == first.ports, "the ports given back, reused"

@@ -29,6 +29,14 @@ def _s(n: int) -> str:
     return "s" if n != 1 else ""
 
 
+def port_specs(role: TaskRole) -> list[tuple[str, int, int]]:
+    """(label, beginAt, portNumber) of every port a task of ``role`` gets: its portList, then one
+    platform-chosen port for each of OpenPAI's default labels ``http`` and ``ssh`` it does not declare."""
+    specs = [(s.label, s.begin_at, s.port_number) for s in role.port_list]
+    declared = {label for label, _, _ in specs}
+    return specs + [(label, 0, 1) for label in ("http", "ssh") if label not in declared]
+
+
 def naive_reason(node: NodeRecord, u: NodeUsage, role: TaskRole, gpu_type: str) -> str | None:
     """Why ``node`` cannot take one task of ``role``, by looking at everything; None when it can."""
     if node.cpus - u.cpus < role.cpu_number:
@@ -40,18 +48,19 @@ def naive_reason(node: NodeRecord, u: NodeUsage, role: TaskRole, gpu_type: str) 
         kind = f" of type {gpu_type}" if gpu_type else ""
         return f"lack {role.gpu_number} free GPU{_s(role.gpu_number)}{kind}"
     taken = set(u.ports)
-    for spec in (s for s in role.port_list if s.begin_at):
-        wanted = list(range(spec.begin_at, spec.begin_at + spec.port_number))
+    specs = port_specs(role)
+    for label, begin, count in (s for s in specs if s[1]):
+        wanted = list(range(begin, begin + count))
         if taken.intersection(wanted):
             where = str(wanted[0]) if len(wanted) == 1 else f"{wanted[0]}-{wanted[-1]}"
-            return f"have port {where} ({spec.label}) taken"
+            return f"have port {where} ({label}) taken"
         taken.update(wanted)
     lo, hi = node.port_range
     free_ports = sum(1 for p in range(lo, hi + 1) if p not in taken)
-    for spec in (s for s in role.port_list if not s.begin_at):
-        if free_ports < spec.port_number:
-            return f"lack {spec.port_number} free port{_s(spec.port_number)} in {lo}-{hi}"
-        free_ports -= spec.port_number
+    for _, _, count in (s for s in specs if not s[1]):
+        if free_ports < count:
+            return f"lack {count} free port{_s(count)} in {lo}-{hi}"
+        free_ports -= count
     return None
 
 
@@ -76,7 +85,7 @@ nodes_st = st.lists(
         "cpus": st.integers(0, 8),
         "memory_mb": st.sampled_from([100, 500, 1000, 4000]),
         "gpus": st.lists(st.sampled_from(TYPES), max_size=4),
-        "ports": st.integers(1, 8),
+        "ports": st.integers(1, 12),
         "lost": st.sampled_from([False, False, False, True]),
     }),
     min_size=1, max_size=6,
@@ -87,7 +96,9 @@ role_st = st.fixed_dictionaries({
     "cpuNumber": st.integers(1, 3),
     "memoryMB": st.sampled_from([100, 400, 900]),
     "gpuNumber": st.integers(0, 2),
-    "ports": st.lists(st.tuples(st.integers(1, 3), st.sampled_from([0, 0, 20003, 20006])), max_size=2),
+    # (portNumber, beginAt, whether the spec takes the label of a default port: http first, ssh second)
+    "ports": st.lists(st.tuples(st.integers(1, 3), st.sampled_from([0, 0, 20003, 20006]), st.booleans()),
+                      max_size=2),
 })
 
 job_st = st.tuples(st.lists(role_st, min_size=1, max_size=2), st.sampled_from(["", *TYPES]))
@@ -104,18 +115,19 @@ def job(spec: tuple[list[dict[str, Any]], str], name: str) -> JobConfig:
     out = []
     for r, role in enumerate(roles):
         ports = []
-        for j, (count, begin) in enumerate(role["ports"]):
+        for j, (count, begin, default_label) in enumerate(role["ports"]):
             # Fixed spans of one role must not overlap (validation refuses that): move them apart.
             start = fixed_at if begin else 0
             fixed_at += 4 if begin else 0
-            ports.append(port_dict(f"p{j}", start, count))
+            ports.append(port_dict(("http", "ssh")[j] if default_label else f"p{j}", start, count))
         out.append(role_dict(f"r{r}", taskNumber=role["taskNumber"], cpuNumber=role["cpuNumber"],
                              memoryMB=role["memoryMB"], gpuNumber=role["gpuNumber"], portList=ports))
     return make_config(*out, jobName=name, gpuType=gpu_type)
 
 
 def check_plan(snap: ClusterSnapshot, plan: Plan, config: JobConfig) -> None:
-    """A plan names live nodes, GPUs of the asked type that exist, and the ports its specs ask for."""
+    """A plan names live nodes, GPUs of the asked type that exist, and the ports its specs ask for (the
+    default http and ssh included)."""
     nodes = {n.id: n for n in snap.nodes}
     assert len(plan.tasks) == config.total_tasks
     for t in plan.tasks:
@@ -123,11 +135,13 @@ def check_plan(snap: ClusterSnapshot, plan: Plan, config: JobConfig) -> None:
         kinds = {g.index: g.type for g in node.gpus}
         assert len(t.gpus) == role.gpu_number and set(t.gpus) <= set(kinds)
         assert not config.gpu_type or all(kinds[g] == config.gpu_type for g in t.gpus)
-        for spec in role.port_list:
-            got = t.ports[spec.label]
-            assert len(got) == spec.port_number
-            if spec.begin_at:
-                assert got == tuple(range(spec.begin_at, spec.begin_at + spec.port_number))
+        specs = port_specs(role)
+        assert list(t.ports) == [label for label, _, _ in specs]
+        for label, begin, count in specs:
+            got = t.ports[label]
+            assert len(got) == count
+            if begin:
+                assert got == tuple(range(begin, begin + count))
             else:
                 assert all(node.port_range[0] <= p <= node.port_range[1] for p in got)
 
@@ -232,22 +246,27 @@ def test_random_ports_skip_a_run_of_taken_ports_at_the_start_of_the_range() -> N
     plan = place(snap, config)
     assert isinstance(plan, Plan)
     snap.hold(plan, config)
-    assert snap.states[0].ports_in_range == 120
-    nxt = place(snap, make_config(role_dict(portList=[port_dict("b", 0, 2), port_dict("c", 20121, 1)])))
+    assert snap.states[0].ports_in_range == 200, "3 'a' ports and the default http and ssh, 40 times"
+    assert snap.states[0].port_floor == 20200
+    nxt = place(snap, make_config(role_dict(portList=[port_dict("b", 0, 2), port_dict("c", 20201, 1)])))
     assert isinstance(nxt, Plan)
-    assert nxt.tasks[0].ports == {"b": (20120, 20122), "c": (20121,)}
+    assert nxt.tasks[0].ports == {"b": (20200, 20202), "c": (20201,), "http": (20203,), "ssh": (20204,)}
 
 
 def test_ports_held_outside_the_range_do_not_count_against_it() -> None:
-    node = make_node("n1", port_range=(20000, 20001))
+    node = make_node("n1", port_range=(20000, 20003))
     snap = ClusterSnapshot.build([node], [])
-    fixed = make_config(role_dict(portList=[port_dict("f", 8080, 5)]), jobName="fixed")
+    # http and ssh declared as fixed ports too, so that none of this job's ports falls in the range.
+    fixed = make_config(role_dict(portList=[port_dict("f", 8080, 5), port_dict("http", 8085), port_dict("ssh", 8086)]),
+                        jobName="fixed")
     plan = place(snap, fixed)
     assert isinstance(plan, Plan)
     snap.hold(plan, fixed)
+    assert snap.usage["n1"].ports == set(range(8080, 8087))
     assert snap.states[0].ports_in_range == 0
+    # The next task needs all 4 ports of the range (2 'r', default http and ssh) and gets them.
     nxt = place(snap, make_config(role_dict(portList=[port_dict("r", 0, 2)])))
-    assert isinstance(nxt, Plan) and nxt.tasks[0].ports == {"r": (20000, 20001)}
+    assert isinstance(nxt, Plan) and nxt.tasks[0].ports == {"r": (20000, 20001), "http": (20002,), "ssh": (20003,)}
 
 
 def test_a_gpu_type_no_node_has_is_counted_as_lacking_gpus() -> None:
@@ -259,12 +278,15 @@ def test_a_gpu_type_no_node_has_is_counted_as_lacking_gpus() -> None:
 
 @pytest.mark.parametrize(
     ("random_ports", "expected"),
-    [(2, {"fixed": (20001,), "rand": (20000, 20002)}), (3, "lack 3 free ports in 20000-20002")],
+    # 5 ports in the range: the own fixed 20001, 'rand', and the default http and ssh. With 3 'rand'
+    # ports the ssh port finds none left; counting 20001 as free it would (wrongly) seem to fit.
+    [(2, {"fixed": (20001,), "rand": (20000, 20002), "http": (20003,), "ssh": (20004,)}),
+     (3, "lack 1 free port in 20000-20004")],
 )
 def test_a_task_s_own_fixed_port_inside_the_range_is_not_free_for_its_random_ports(
     random_ports: int, expected: dict[str, tuple[int, ...]] | str,
 ) -> None:
-    snap = ClusterSnapshot.build([make_node("n1", port_range=(20000, 20002))], [])
+    snap = ClusterSnapshot.build([make_node("n1", port_range=(20000, 20004))], [])
     config = make_config(role_dict(portList=[port_dict("fixed", 20001), port_dict("rand", 0, random_ports)]))
     result = place(snap, config)
     if isinstance(expected, str):
