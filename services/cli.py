@@ -173,6 +173,70 @@ async def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def pick_container(info: dict[str, Any], role: str | None, index: int | None) -> dict[str, Any] | str:
+    """The task to ssh into (the first running one without ROLE), or why there is none."""
+    running = info.get("containers") or []
+    for c in running:
+        if role in (None, c.get("taskRoleName")) and index in (None, c.get("taskIndex")):
+            return dict(c)
+    if not running:
+        return "no task of the job is running (ssh reaches running tasks only)"
+    names = ", ".join(f"{c.get('taskRoleName')} {c.get('taskIndex')}" for c in running)
+    return f"no running task {role or ''} {'' if index is None else index}".rstrip() + f"; running: {names}"
+
+
+def ssh_command(key_path: Path, container: dict[str, Any], command: Sequence[str]) -> list[str]:
+    """The ssh command line into a task: root at its host, on its ssh port, with the job's key."""
+    return ["ssh", "-i", str(key_path), "-p", str(container["sshPort"]), "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes",
+            f"root@{container['sshIp']}", *command]
+
+
+def _split_ssh_args(rest: Sequence[str]) -> tuple[str | None, int | None, list[str]]:
+    """``[ROLE [INDEX]] [-- COMMAND...]``."""
+    words = list(rest)
+    command: list[str] = []
+    if "--" in words:
+        at = words.index("--")
+        words, command = words[:at], words[at + 1:]
+    if len(words) > 2:
+        raise ValueError(f"expected [ROLE [INDEX]] before '--', got {' '.join(words)!r}")
+    role = words[0] if words else None
+    try:
+        index = int(words[1]) if len(words) > 1 else None
+    except ValueError:
+        raise ValueError(f"INDEX must be a number, got {words[1]!r}") from None
+    return role, index, command
+
+
+async def cmd_ssh(args: argparse.Namespace) -> int:
+    """``paiq ssh JOB [ROLE [INDEX]] [-- COMMAND...]``: ssh into a running task with the job's key."""
+    user, name = _split_job(args.job, _user(args))
+    role, index, command = _split_ssh_args(args.rest)
+    async with paiq_client(_api(args), _token(args)) as client:
+        info = await client.ssh_info(user, name)
+        chosen = pick_container(info, role, index)
+        if isinstance(chosen, str):
+            print(f"paiq: job {user}~{name}: {chosen}", file=sys.stderr)
+            return 2
+        key_name = str(info["keyPair"]["privateKeyFileName"])
+        key = await client.key_file(user, name, key_name)
+    folder = _credentials_path().parent / "keys"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key_path = folder / key_name
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+    os.chmod(key_path, 0o600)  # ssh refuses a key others may read
+    line = ssh_command(key_path, chosen, command)
+    sys.stdout.flush()
+    try:
+        os.execvp(line[0], line)
+    except FileNotFoundError:
+        print("paiq: ssh is not installed here (openssh-client)", file=sys.stderr)
+        return 2
+
+
 def describe_event(event: dict[str, Any]) -> str:
     """One line a person reads: time, type, job, and what happened."""
     data = event.get("data") or {}
@@ -264,6 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("index", nargs="?", type=int)
     lo.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the task ends")
     lo.add_argument("--tail", type=int, help="only the last N lines")
+    sh = sub.add_parser("ssh", help="ssh into a running task with the job's key (ROLE INDEX, or the first "
+                                    "running task; a COMMAND after -- runs instead of a shell)")
+    sh.add_argument("job", help="JOB (yours) or USER~JOB")
+    sh.add_argument("rest", nargs=argparse.REMAINDER, metavar="[ROLE [INDEX]] [-- COMMAND...]")
     return p
 
 
@@ -284,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"paiq: cannot read {args.file}: {e.strerror}", file=sys.stderr)
             return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status, "login": cmd_login,
-                "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events}
+                "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events, "ssh": cmd_ssh}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:

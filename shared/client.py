@@ -153,6 +153,25 @@ class PaiqClient:
             if cursor is None:
                 return
 
+    async def ssh_info(self, user: str, name: str) -> dict[str, Any]:
+        answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/ssh")
+        return dict(answer)
+
+    async def key_file(self, user: str, name: str, file: str) -> str:
+        """A key file of the job's SSH key pair (the private key needs the owner's or an admin's token)."""
+        path = f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/ssh/{quote(file)}"
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        try:
+            async with self._session.get(self._base + path, headers=headers) as resp:
+                if resp.status >= 400:
+                    body = await resp.json(content_type=None)
+                    body = body if isinstance(body, dict) else {}
+                    raise ApiCallError(resp.status, str(body.get("code", "UnknownError")),
+                                       str(body.get("message", resp.reason)))
+                return await resp.text()
+        except aiohttp.ClientConnectionError as e:
+            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+
     async def task_log(self, user: str, name: str, role: str, index: int, *, tail: int | None = None,
                        follow: bool = False, stream: str = "all") -> AsyncIterator[str]:
         """A task's log, line by line; with ``follow``, new lines as they come until the log is complete."""

@@ -21,6 +21,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.errors import JobExistsError, LeaseLostError, StoreError
+from shared.jobkeys import JobKey
 from shared.joblist import Cursor, JobPage, list_page
 from shared.logstore import LogStore
 from shared.records import (
@@ -61,6 +62,7 @@ class Store:
         self.tokens: AsyncCollection[Doc] = db["tokens"]
         self.attempts: AsyncCollection[Doc] = db["job_attempts"]
         self.meta: AsyncCollection[Doc] = db["meta"]
+        self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.jobkeys: never in a job document
         self.tallies = Tallies(db)
         self._transactions: bool | None = None
 
@@ -275,9 +277,21 @@ class Store:
         if doc.get("counted"):
             await self.tallies.remove(str(doc["virtual_cluster"]), str(doc["state"]), job_id)
         await self.attempts.delete_many({"job_id": job_id})
+        await self.job_keys.delete_one({"_id": job_id})
         await LogStore(self.jobs.database).delete_job(job_id)
         result = await self.jobs.delete_one({"_id": job_id})
         return result.deleted_count == 1
+
+    async def put_job_key(self, key: JobKey) -> None:
+        await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True)
+
+    async def job_key(self, job_id: str) -> JobKey | None:
+        """The job's SSH key pair; None for a job submitted before paiq made them."""
+        doc = await self.job_keys.find_one({"_id": job_id})
+        return JobKey.from_document(doc) if doc else None
+
+    async def delete_job_key(self, job_id: str) -> None:
+        await self.job_keys.delete_one({"_id": job_id})
 
     async def expired_jobs(self, completed_before_ms: int, limit: int) -> list[str]:
         """Ids of ended jobs completed before the time, that hold nothing any more (retention)."""

@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import calendar
 import contextlib
+import io
 import struct
+import tarfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
 import docker
@@ -23,6 +26,7 @@ from docker.utils import parse_repository_tag
 
 from services.launcher.driver import (
     ContainerExit,
+    ContainerFile,
     ContainerInfo,
     ContainerSpec,
     LogLine,
@@ -78,10 +82,11 @@ class DockerDriver:
             container = await asyncio.to_thread(self._client.containers.create, spec.image, **kwargs)
         except docker.errors.APIError as e:
             if e.status_code == 409:  # the name is taken: this task's container exists already
-                return await self._start_existing(spec.name)
+                return await self._start_existing(spec)
             raise DriverError(f"create {spec.name} failed", exit_code=EXIT_ENGINE_FAILURE,
                               reason=f"the engine refused to create the container: {_explain(e)}") from e
         try:
+            await self._put_files(container, spec)
             await asyncio.to_thread(container.start)
         except docker.errors.APIError as e:
             await self.remove(str(container.id))
@@ -89,11 +94,19 @@ class DockerDriver:
             raise DriverError(f"start {spec.name} failed", exit_code=code, reason=reason) from e
         return str(container.id)
 
-    async def _start_existing(self, name: str) -> str:
-        """The id of the container called ``name``; started if it was created and never started."""
+    @staticmethod
+    async def _put_files(container: Any, spec: ContainerSpec) -> None:
+        if spec.files and not await asyncio.to_thread(container.put_archive, "/", files_archive(spec.files)):
+            raise docker.errors.APIError(f"the engine did not take the files of {spec.name}")
+
+    async def _start_existing(self, spec: ContainerSpec) -> str:
+        """The id of the container called ``spec.name``; started, with its files, if it was created and
+        never started."""
+        name = spec.name
         container = await asyncio.to_thread(self._client.containers.get, name)
         if container.status == "created":
             try:
+                await self._put_files(container, spec)
                 await asyncio.to_thread(container.start)
             except docker.errors.APIError as e:
                 code, reason = start_failure(_explain(e))
@@ -249,6 +262,27 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["device_requests"] = [DeviceRequest(
             driver="nvidia", device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
     return kwargs
+
+
+def files_archive(files: tuple[ContainerFile, ...]) -> bytes:
+    """A tar of ``files`` to unpack at ``/``: each file and its directories, owned by root."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        made: set[str] = set()
+        for f in files:
+            parts = PurePosixPath(f.path).relative_to("/").parts
+            for depth in range(1, len(parts)):
+                folder = "/".join(parts[:depth])
+                if folder not in made:
+                    made.add(folder)
+                    info = tarfile.TarInfo(folder)
+                    info.type, info.mode = tarfile.DIRTYPE, 0o700 if folder.startswith("root") else 0o755
+                    tar.addfile(info)
+            data = f.content.get_secret_value()
+            info = tarfile.TarInfo("/".join(parts))
+            info.size, info.mode = len(data), f.mode
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _info(attrs: dict[str, Any]) -> ContainerInfo:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
 
 from shared import exitcodes
 from shared.errors import DriverError
@@ -26,6 +26,16 @@ class PullError(DriverError):
         self.login_refused = login_refused
 
 
+class ContainerFile(BaseModel):
+    """A file put into a container after it is created and before it starts (owned by root; its
+    directories made 0700 under /root, 0755 elsewhere). Secret: never in a repr or a log."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str  # absolute
+    mode: int
+    content: SecretBytes
+
+
 class ContainerSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
     name: str
@@ -43,6 +53,7 @@ class ContainerSpec(BaseModel):
     network_mode: str = "host"
     published_ports: tuple[int, ...] = ()  # bridge networking: each published 1:1 (tcp and udp)
     log_max_bytes: int = 0  # the engine's own log file of the container (0: the engine's default)
+    files: tuple[ContainerFile, ...] = ()
 
 
 class ContainerInfo(BaseModel):
@@ -80,8 +91,9 @@ class ContainerDriver(Protocol):
         """Pull ``image``; raises DriverError (exit code 254) when it cannot."""
 
     async def run(self, spec: ContainerSpec) -> str:
-        """Create and start a container; its id. Idempotent by name: if a container of that name
-        exists already, its id. Raises DriverError when the engine refuses."""
+        """Create a container, put its ``files`` into it, start it; its id. Idempotent by name: if a
+        container of that name exists already, its id (started, with its files, if it never was).
+        Raises DriverError when the engine refuses."""
 
     async def find(self, name: str) -> ContainerInfo | None: ...
 

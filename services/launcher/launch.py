@@ -25,6 +25,7 @@ from services.launcher.taskcontainer import container_spec, wants_pull
 from shared import exitcodes
 from shared.errors import DriverError
 from shared.events import CloudEvent, TaskProgress, TaskProgressData
+from shared.jobkeys import JobKey
 from shared.launchspec import container_name
 from shared.logstore import RunKey, RunPhase
 from shared.metrics import LAUNCH
@@ -59,7 +60,8 @@ async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list
 async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mapping[str, str]) -> list[CloudEvent]:
     began = time.monotonic()
     node_id = deps.node.node_id
-    existing, job = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id))
+    existing, job, ssh = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id),
+                                              deps.store.job_key(spec.job_id))
     if job is None or job.state.is_final or job.attempt != spec.attempt:
         log.info("launch skipped: the job is gone, over, or on another attempt", job_id=spec.job_id)
         return []
@@ -69,7 +71,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
             return []  # it ran and ended: the exit path reports it
         log.info("task already has a running container; not starting another", job_id=spec.job_id,
                  role=spec.role, index=spec.index, container=existing.id[:12])
-        watch(deps, key, existing.id, is_debug=spec.is_debug)
+        watch(deps, key, existing.id)
         return [started_event(key, node_id, existing.id)]
     run = await deps.logs.claim(key, node_id)
     if run.phase is RunPhase.ENDED:
@@ -86,11 +88,11 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
         if not isinstance(found, CodeDir):
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
         code_dir = found.host_path
-    return await _start(deps, spec, key, name, code_dir, began, job_env)
+    return await _start(deps, spec, key, name, code_dir, began, job_env, ssh)
 
 
 async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, code_dir: str,
-                 began: float, job_env: Mapping[str, str]) -> list[CloudEvent]:
+                 began: float, job_env: Mapping[str, str], ssh: JobKey | None) -> list[CloudEvent]:
     """Pull if needed, then create and start the container, unless the job no longer wants it."""
     node_id = deps.node.node_id
     try:
@@ -103,10 +105,10 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, cod
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
             return []
         container_id = await deps.driver.run(container_spec(
-            spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options, job_env=job_env))
+            spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options, job_env=job_env, ssh=ssh))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
-    watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
+    watch(deps, key, container_id)  # before any await: it may end at once
     if not await _still_wanted(deps, spec):
         deps.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
     await deps.logs.set_running(key, container_id)

@@ -2,7 +2,8 @@
 
 - labels: who the container belongs to, so a restarted launcher finds its tasks again;
 - pull: whether to ask the registry before starting (absent, or tagged ``latest`` when configured);
-- the command: ``/bin/sh -c <command>``, or for ``isDebug`` jobs a wrapper that, when the command
+- the command: ``/bin/sh -c <command>`` (after the SSH setup of :mod:`services.launcher.sshsetup` when
+  the job has a key pair), or for ``isDebug`` jobs a wrapper that, when the command
   fails, says so on stderr (a line :func:`parse_debug_marker` recognises) and keeps the container
   running for the reservation time before exiting with the command's code. A kept container still
   holds its resources and can be entered (``docker exec``) with the task's environment.
@@ -15,7 +16,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from services.launcher.driver import ContainerSpec
+from services.launcher.sshsetup import COMMAND_PREFIX, ssh_files
 from shared.envvars import task_environment
+from shared.jobkeys import JobKey
 from shared.records import TaskSpec
 from shared.settings import LauncherSettings
 
@@ -60,12 +63,14 @@ def parse_debug_marker(line: str) -> tuple[int, int] | None:
 
 
 def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, settings: LauncherSettings,
-                   job_env: Mapping[str, str] = NO_JOB_ENV) -> ContainerSpec:
-    """The container of one task; its environment is the launch's ``job_env`` with the task's own over it."""
-    command: str = spec.command
+                   job_env: Mapping[str, str] = NO_JOB_ENV, ssh: JobKey | None = None) -> ContainerSpec:
+    """The container of one task; its environment is the launch's ``job_env`` with the task's own over it.
+    With the job's key pair (``ssh``), the container gets its SSH files and starts sshd first
+    (:mod:`services.launcher.sshsetup`)."""
+    command: str = spec.command if ssh is None else COMMAND_PREFIX + spec.command
     args: tuple[str, ...] = ()
     if spec.is_debug:
-        command, args = DEBUG_WRAPPER, ("paiq-debug", spec.command, str(settings.debug_keep_seconds))
+        command, args = DEBUG_WRAPPER, ("paiq-debug", command, str(settings.debug_keep_seconds))
     bridge = settings.network == "bridge"
     return ContainerSpec(
         name=name, image=spec.image, command=command, command_args=args, env=task_environment(job_env, spec.env),
@@ -73,4 +78,5 @@ def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, se
         gpus=spec.gpus, code_dir=code_dir, network_mode=settings.network,
         published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),
         log_max_bytes=max(settings.task_log_max_bytes, 1024 * 1024),
+        files=ssh_files(ssh) if ssh is not None else (),
     )

@@ -18,6 +18,7 @@ from services.submit.jobs import add_job_routes
 from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
 from services.submit.portal import add_portal_routes
+from services.submit.ssh import add_ssh_routes
 from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.credentials import credentials_path, write_credentials
@@ -73,6 +74,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     app.router.add_get("/api/v1", api_root)
     add_access_routes(app)
     add_job_routes(app)
+    add_ssh_routes(app)
     add_cluster_routes(app)
     add_openapi_route(app)
     add_log_routes(app)

@@ -1,4 +1,5 @@
-"""Job routes of the v1 API: submit (POST, or PUT by name), list, detail, config, stop, delete, ssh."""
+"""Job routes of the v1 API: submit (POST, or PUT by name), list, detail, config, stop, delete (SSH:
+:mod:`services.submit.ssh`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from aiohttp import web
 from services.submit.access import optional_principal, principal_of
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
+from services.submit.lookup import job_or_404, path_user
+from services.submit.ssh import new_job_key, requested_user_keys
 from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary, without_private
 from shared.envsize import env_size_problems
@@ -28,10 +31,6 @@ from shared.validation import Accepted, parse_job_json, validate_job_config
 from shared.vclusters import VirtualCluster, with_default
 
 log = structlog.get_logger("paiq.submit")
-
-
-def _path_user(request: web.Request) -> str:
-    return check_user_name(request.match_info["user"])
 
 
 async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
@@ -84,7 +83,7 @@ def _accepted(body: bytes, path_name: str | None) -> Accepted:
 async def _submit(request: web.Request, *, path_name: str | None) -> web.Response:
     """Both ways to submit: as the path's user only, into a VC they may use, under a name not taken."""
     deps = request.app[DEPS]
-    user = _path_user(request)
+    user = path_user(request)
     principal = await principal_of(request)
     if principal.user != user:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not submit jobs as {user}")
@@ -100,14 +99,18 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
     if not vc.admits(principal.user, principal.groups):
         raise ApiError("ForbiddenUserError", f"user {user} may not use virtual cluster {vc.name}")
+    admitted = requested_user_keys(config)
     job = JobRecord(
         id=new_job_id(user, config.job_name), user=user, name=config.job_name,
         virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
         warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
     )
+    # The key first: a job is never launched without it. (A key whose job was refused is removed.)
+    await deps.store.put_job_key(new_job_key(job, admitted))
     try:
         await deps.store.insert_job(job)
     except JobExistsError as e:
+        await deps.store.delete_job_key(job.id)
         raise ApiError("ConflictJobError", f"job {config.job_name} already exists for user {user}") from e
     log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
     await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
@@ -137,14 +140,6 @@ async def virtual_clusters(request: web.Request) -> dict[str, VirtualCluster]:
     return with_default(await request.app[DEPS].store.list_vcs())
 
 
-async def _job_or_404(request: web.Request) -> JobRecord:
-    user, name = _path_user(request), request.match_info["job"]
-    job = await request.app[DEPS].store.find_job(user, name)
-    if job is None:
-        raise ApiError("NoJobError", f"job {name} of user {user} was not found")
-    return job
-
-
 def _may_change(principal: Principal, job: JobRecord) -> None:
     if principal.user != job.user and not principal.admin:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not change job {job.name} of {job.user}")
@@ -153,7 +148,7 @@ def _may_change(principal: Principal, job: JobRecord) -> None:
 async def get_job(request: web.Request) -> web.Response:
     """Open to all, as in OpenPAI; what the tasks printed (stderr tails) only for the owner or an admin,
     as their logs are."""
-    job = await _job_or_404(request)
+    job = await job_or_404(request)
     store = request.app[DEPS].store
     attempts = await store.attempts_of(job.id) if job.attempt else []
     detail = job_detail(job, attempts, await _positions(store) if job.sub_state == "queued" else {})
@@ -164,7 +159,7 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def get_job_config(request: web.Request) -> web.Response:
-    job = await _job_or_404(request)
+    job = await job_or_404(request)
     accept = request.headers.get("Accept", "")
     if "yaml" in accept:
         return web.Response(text=yaml.safe_dump(job.raw_config, sort_keys=False, allow_unicode=True),
@@ -172,14 +167,9 @@ async def get_job_config(request: web.Request) -> web.Response:
     return web.json_response(job.raw_config)
 
 
-async def get_job_ssh(request: web.Request) -> web.Response:
-    job = await _job_or_404(request)
-    raise ApiError("NoJobSshInfoError", f"job {job.name} has no SSH information: paiq does not set up SSH yet")
-
-
 async def _request_stop(request: web.Request, *, delete: bool) -> tuple[JobRecord, JobRecord | None]:
     """Mark the job (if still active) as to be stopped; the job as found and as changed (None if over)."""
-    job = await _job_or_404(request)
+    job = await job_or_404(request)
     principal = await principal_of(request)
     _may_change(principal, job)
     changes: dict[str, object] = {"stop_requested_by": principal.user}
@@ -276,7 +266,7 @@ async def list_jobs(request: web.Request) -> web.Response:
 
 
 async def list_user_jobs(request: web.Request) -> web.Response:
-    return await _list(request, _path_user(request))
+    return await _list(request, path_user(request))
 
 
 def add_job_routes(app: web.Application) -> None:
@@ -287,5 +277,4 @@ def add_job_routes(app: web.Application) -> None:
     app.router.add_put("/api/v1/user/{user}/jobs/{job}", put_job)
     app.router.add_delete("/api/v1/user/{user}/jobs/{job}", delete_job)
     app.router.add_get("/api/v1/user/{user}/jobs/{job}/config", get_job_config)
-    app.router.add_get("/api/v1/user/{user}/jobs/{job}/ssh", get_job_ssh)
     app.router.add_put("/api/v1/user/{user}/jobs/{job}/executionType", put_execution_type)

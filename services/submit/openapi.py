@@ -45,6 +45,20 @@ SCHEMAS: dict[str, Any] = {
             "admin": {"type": "boolean"},
             "virtualCluster": {"description": "the virtual clusters the user may submit to",
                                "type": "array", "items": {"type": "string"}}}},
+    "SshInfo": {
+        "type": "object", "required": ["containers", "keyPair"],
+        "properties": {
+            "containers": {"type": "array", "items": {
+                "type": "object", "required": ["id", "sshIp", "sshPort"],
+                "properties": {"id": {"type": "string"}, "sshIp": {"type": "string"},
+                               "sshPort": {"type": "string"}, "taskRoleName": {"type": "string"},
+                               "taskIndex": {"type": "integer"}}}},
+            "keyPair": {"type": "object",
+                        "required": ["folderPath", "publicKeyFileName", "privateKeyFileName",
+                                     "privateKeyDirectDownloadLink"],
+                        "properties": {k: {"type": "string"} for k in (
+                            "folderPath", "publicKeyFileName", "privateKeyFileName",
+                            "privateKeyDirectDownloadLink")}}}},
     "JobSummary": {
         "type": "object",
         "required": ["name", "username", "state", "subState", "executionType", "retries", "retryDetails",
@@ -210,8 +224,15 @@ PATHS: dict[str, Any] = {
             "application/json": {"schema": _ref("JobConfig")}, "text/yaml": {"schema": {"type": "string"}}}},
             **_errors(404)}}},
     "/api/v1/user/{user}/jobs/{job}/ssh": {"get": {
-        "summary": "SSH information", "parameters": _JOB_PARAMS,
-        "responses": {"200": _json({"type": "object"}, "ssh info"), **_errors(404)}}},
+        "summary": "SSH information (OpenPAI's shape): the running tasks' ssh endpoints and the key pair's files",
+        "parameters": _JOB_PARAMS,
+        "responses": {"200": _json(_ref("SshInfo"), "ssh info"), **_errors(400, 404)}}},
+    "/api/v1/user/{user}/jobs/{job}/ssh/{file}": {"get": {
+        "summary": "a key file of the job: <user>~<job>.pub to anyone, the private key <user>~<job> to the "
+                   "job's owner or an admin", "parameters": [
+            *_JOB_PARAMS, {"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "the key file", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                      **_errors(400, 401, 403, 404)}}},
     "/api/v1/user/{user}/jobs/{job}/executionType": {"put": {
         "summary": 'stop a job: {"value": "STOP"}', "security": _AUTH, "parameters": _JOB_PARAMS,
         "requestBody": {"content": {"application/json": {"schema": {

@@ -4,6 +4,8 @@
 #   paiq/paiq:test             the service image (services/Dockerfile) on that base
 #   paiq/rabbitmq:test         RabbitMQ from Debian's package, in place of the official image
 #   paiq/secantusdb:test       SecantusDB (from the service image's venv), in place of mongod
+# With the argument `sshd`, only the base and
+#   paiq/sshd:test             the base with openssh-server: a task image like OpenPAI's, to ssh into
 # Idempotent: each image carries the label paiq.inputs, a hash of everything it is built from, and
 # is rebuilt only when that hash changes; rebuilds reuse the engine's layer cache. For Debian 12 as
 # root (debootstrap); one build at a time on the machine (flock).
@@ -14,6 +16,7 @@ BASE_IMAGE=paiq/debian-base:bookworm
 SERVICE_IMAGE=paiq/paiq:test
 RABBITMQ_IMAGE=paiq/rabbitmq:test
 SECANTUS_IMAGE=paiq/secantusdb:test
+SSHD_IMAGE=paiq/sshd:test
 SUITE=bookworm
 
 log() { printf '[build-images] %s\n' "$*" >&2; }
@@ -98,6 +101,14 @@ flock 9
 
 base_hash=$( { declare -f build_base; echo "$SUITE $DEBIAN_MIRROR $DEBIAN_SECURITY"; } | hash_of)
 ensure "$BASE_IMAGE" "$base_hash" build_base "$base_hash"
+
+if [ "${1:-}" = sshd ]; then
+  sshd_hash=$( { image_id "$BASE_IMAGE"; cat tests/deploy/sshd.Dockerfile; } | hash_of)
+  ensure "$SSHD_IMAGE" "$sshd_hash" \
+    build "$SSHD_IMAGE" "$sshd_hash" tests/deploy/sshd.Dockerfile tests/deploy --build-arg "BASE_IMAGE=$BASE_IMAGE"
+  log "image ready: $SSHD_IMAGE"
+  exit 0
+fi
 
 # This machine's own extra CAs (e.g. of an egress proxy in front of PyPI), for pip in the build.
 EXTRA_CA_CERTS=$(cat /usr/local/share/ca-certificates/*.crt 2>/dev/null || true)

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import docker
 import pytest
+from pydantic import SecretStr
 
 from services.launcher.docker_driver import DockerDriver, create_args
 from services.launcher.driver import ContainerExit, ContainerSpec
+from services.launcher.sshsetup import COMMAND_PREFIX, parse_ssh_marker, ssh_files
 from shared.errors import DriverError
+from shared.jobkeys import JobKey
 from tests.infra import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -130,3 +133,35 @@ async def test_pulling_a_missing_image_is_a_254(driver: DockerDriver) -> None:
         await driver.pull("127.0.0.1:1/nothing/here:1", None)
     assert refused.value.exit_code == 254
     assert "could not be pulled" in refused.value.reason
+
+
+async def test_a_job_key_and_ssh_config_are_in_the_container_before_its_command(
+        driver: DockerDriver, node_id: str, docker_client: docker.DockerClient) -> None:
+    key = JobKey(job_id="alice~job~0a1b2c3d", user="alice", job_name="job", private_key=SecretStr("PRIVATE\n"),
+                 public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJob paiq:alice~job",
+                 user_keys=("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMine me@laptop",))
+    # Role names with '.' and '~' (sanitised in variable names, kept in host names); a task of the
+    # second role without an ssh port is left out.
+    env = {"PAI_TASK_ROLE_LIST": "ps.server,w~1", "PAI_TASK_ROLE_TASK_COUNT_ps_server": "2",
+           "PAI_TASK_ROLE_TASK_COUNT_w_1": "2", "PAI_HOST_IP_ps_server_0": "10.0.0.1",
+           "PAI_PORT_LIST_ps_server_0_ssh": "30001", "PAI_HOST_IP_ps_server_1": "10.0.0.2",
+           "PAI_PORT_LIST_ps_server_1_ssh": "30011,30012", "PAI_HOST_IP_w_1_0": "10.0.0.3",
+           "PAI_PORT_LIST_w_1_0_ssh": "30021", "PAI_HOST_IP_w_1_1": "10.0.0.4", "PAI_CONTAINER_SSH_PORT": "30001"}
+    command = COMMAND_PREFIX + ("cat /root/.ssh/config; stat -c '%a %n' /root/.ssh /root/.ssh/* /pai/bootstrap/*; "
+                                "cat /root/.ssh/authorized_keys /root/.ssh/alice~job")
+    cid = await driver.run(spec(node_id, command, env=env, files=ssh_files(key)))
+    result = await asyncio.to_thread(docker_client.api.wait, cid)
+    assert result["StatusCode"] == 0
+    out = await driver.logs_tail(cid, 100)
+    hosts = [(line.split()[1]) for line in out.splitlines() if line.startswith("Host ")]
+    assert hosts == ["ps.server-0", "ps.server-1", "w~1-0"]
+    assert "Host ps.server-1\n  HostName 10.0.0.2\n  Port 30011\n  User root\n" in out
+    assert "  IdentityFile /root/.ssh/alice~job\n" in out
+    assert "700 /root/.ssh" in out and "600 /root/.ssh/alice~job" in out and "600 /root/.ssh/authorized_keys" in out
+    assert "644 /root/.ssh/alice~job.pub" in out and "755 /pai/bootstrap/paiq-ssh.sh" in out
+    assert "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJob paiq:alice~job\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMine" in out
+    assert "PRIVATE" in out
+    # busybox has no sshd: the task ran all the same, and its stderr says why ssh is unavailable
+    errors = await driver.logs_tail(cid, 100, stderr_only=True)
+    assert parse_ssh_marker(errors.splitlines()[-1]) == (
+        "ssh unavailable: the image has no sshd (install openssh-server in the image to ssh into its tasks)")

@@ -1,0 +1,22 @@
+"""What a route's path names: its user (a valid name, else 400) and that user's job (else 404)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.submit.deps import DEPS
+from services.submit.errors import ApiError
+from services.submit.users import check_user_name
+from shared.records import JobRecord
+
+
+def path_user(request: web.Request) -> str:
+    return check_user_name(request.match_info["user"])
+
+
+async def job_or_404(request: web.Request) -> JobRecord:
+    user, name = path_user(request), request.match_info["job"]
+    job = await request.app[DEPS].store.find_job(user, name)
+    if job is None:
+        raise ApiError("NoJobError", f"job {name} of user {user} was not found")
+    return job
