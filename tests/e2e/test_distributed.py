@@ -52,6 +52,27 @@ async def test_workers_reach_every_ps_and_the_job_succeeds_while_ps_still_run(
     assert all(r["PAI_TASK_ROLE_ps_server_HOST_LIST"] == hosts for r in reports)
     assert all(r["batch_size"] == "32" and r["job_model"] == "resnet20" for r in reports)
     assert reports[0]["PAI_RESOURCE_worker"] == "0,1,128,64"
+    # Every variable of OpenPAI v0.14's container script, as the task itself sees it
+    workers = {t["taskIndex"]: t for t in detail["taskRoles"]["worker"]["taskStatuses"]}
+    for r in reports:
+        me = workers[int(r["WORKER"])]
+        http, ssh = me["containerPorts"]["http"], me["containerPorts"]["ssh"]
+        assert {k: r.get(k) for k in (
+            "PAI_TASK_ROLE_INDEX", "PAI_TASK_INDEX", "PAI_USERNAME", "PAI_USER_NAME", "HADOOP_USER_NAME",
+            "PAI_CURRENT_CONTAINER_IP", "PAI_CONTAINER_HOST_IP", "PAI_CURRENT_CONTAINER_PORT",
+            "PAI_CONTAINER_HOST_PORT", "PAI_CONTAINER_SSH_PORT", "PAI_CONTAINER_HOST_PORT_LIST", "PAI_RESOURCE",
+            "PAI_TASK_ROLE_NAME", "PAI_TASK_ROLE_NUM", "PAI_TASK_CPU_NUM", "PAI_TASK_MEM_MB", "PAI_TASK_GPU_NUM",
+            "PAI_TASKS_NUM", "PAI_TASK_ROLES_NUM", "FRAMEWORK_NAME", "NVIDIA_VISIBLE_DEVICES")} == {
+            "PAI_TASK_ROLE_INDEX": r["WORKER"], "PAI_TASK_INDEX": r["WORKER"], "PAI_USERNAME": user,
+            "PAI_USER_NAME": user, "HADOOP_USER_NAME": user, "PAI_CURRENT_CONTAINER_IP": me["containerIp"],
+            "PAI_CONTAINER_HOST_IP": me["containerIp"], "PAI_CURRENT_CONTAINER_PORT": http,
+            "PAI_CONTAINER_HOST_PORT": http, "PAI_CONTAINER_SSH_PORT": ssh,
+            "PAI_CONTAINER_HOST_PORT_LIST": f"http:{http};ssh:{ssh}", "PAI_RESOURCE": "0,1,128,64",
+            "PAI_TASK_ROLE_NAME": "worker", "PAI_TASK_ROLE_NUM": "2", "PAI_TASK_CPU_NUM": "1",
+            "PAI_TASK_MEM_MB": "128", "PAI_TASK_GPU_NUM": "0", "PAI_TASKS_NUM": "4", "PAI_TASK_ROLES_NUM": "2",
+            "FRAMEWORK_NAME": f"{user}~tf-distributed", "NVIDIA_VISIBLE_DEVICES": "void"}
+        assert r["APP_ID"].startswith(f"{user}~tf-distributed~") and r["APP_ID"].endswith("-0")
+        assert "CUDA_VISIBLE_DEVICES" not in r
 
     # The parameter servers never exit on their own: completing the job stops them.
     for _ in range(150):
