@@ -61,6 +61,8 @@ async def _create_indexes(store: Store) -> None:
     await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
     # a user's tokens, ended when their password changes or they are removed
     await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")
+    # whether an admin is left when one is demoted (services/submit/users.py)
+    await store.users.create_index([("admin", ASCENDING)], name="users_by_admin")
     existing = {str(ix["name"]) async for ix in await jobs.list_indexes()}
     for name in OBSOLETE_INDEXES:
         if name in existing:

@@ -111,6 +111,9 @@ class Users:
             changes["groups"] = list(groups)
         if not await self.exists(user):
             raise ApiError("NoUserError", f"user {user} does not exist")
+        if admin is False and not await self._users.count_documents({"admin": True, "_id": {"$ne": user}}, limit=1):
+            raise ApiError("RemoveAdminError", f"user {user} is the last admin; make another user an admin first "
+                                               "(the platform always keeps one)")
         if changes:
             await self._users.update_one({"_id": user}, {"$set": changes})
         if password is not None:

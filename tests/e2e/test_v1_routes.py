@@ -281,3 +281,24 @@ async def test_no_admin_is_ever_removed_so_the_platform_keeps_one(platform: Plat
     answer = await call(platform, "DELETE", "/api/v1/user", token=admin_token, json={"username": other_admin})
     assert answer[0] == 200
     refused(await call(platform, "GET", "/api/v1/user", token=other_token), 401, "UnauthorizedUserError")
+
+
+async def test_the_last_admin_is_never_demoted(platform: Platform, admin: PaiqClient, admin_token: str) -> None:
+    """Removing admin rights could lock the platform out as removing the user would: refused for the last."""
+    # other tests of this platform made admins of their own: take their rights, so one admin is left
+    for u in await admin.users():
+        if u["admin"] and u["username"] != ADMIN_USER:
+            await admin.put_user(u["username"], None, admin=False, modify=True)
+    answer = await call(platform, "PUT", "/api/v1/user", token=admin_token,
+                        json={"username": ADMIN_USER, "admin": False, "modify": True})
+    refused(answer, 403, "RemoveAdminError")
+    documented("PUT", "/api/v1/user", answer)
+    assert "last admin" in answer[1]["message"]
+    # with a second admin, the first may step down (and is made admin again by the second)
+    deputy = unique("deputy")
+    await admin.put_user(deputy, "secret-pass", admin=True)
+    await admin.put_user(ADMIN_USER, None, admin=False, modify=True)
+    deputy_client = admin.with_token(await token_of(platform, deputy))
+    await deputy_client.put_user(ADMIN_USER, None, admin=True, modify=True)
+    status, me, _ = await call(platform, "GET", f"/api/v1/user/{ADMIN_USER}", token=admin_token)
+    assert status == 200 and me["admin"] is True
