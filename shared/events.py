@@ -124,8 +124,9 @@ class JobRetryingData(_Data):
 
 
 class JobRetrying(CloudEvent):
-    """An attempt failed and the retry policy gives the job another; the job is WAITING ("retry pending")
-    until ``retry_at_ms`` and until every task of the failed attempt has ended."""
+    """An attempt ended (failed, or ended any way with retryCount -2) and the retry policy gives the job
+    another; the job is WAITING ("retry pending") until ``retry_at_ms`` and until every task of the
+    ended attempt has ended."""
 
     type: Literal["job.retrying"] = "job.retrying"
     data: JobRetryingData

@@ -2,7 +2,7 @@
 
 Field names follow the protocol (camelCase aliases); defaults are OpenPAI's (see OPENPAI.md).
 These models only describe a config that already passed :mod:`shared.validation`, which is where
-unknown fields, nulls, size limits and cross-field rules are dealt with.
+unknown fields, nulls, numbers written as strings, size limits and cross-field rules are dealt with.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-JOB_NAME_PATTERN = r"^[A-Za-z0-9\-._~]+$"
+# OpenPAI v0.14's own jobName pattern: no ``~``, which separates the parts of paiq's job ids
+# (``user~jobName~suffix``, shared.records.new_job_id). Role names and port labels may hold one.
+JOB_NAME_PATTERN = r"^[A-Za-z0-9\-._]+$"
 ROLE_NAME_PATTERN = r"^[A-Za-z0-9._~]+$"
 PORT_LABEL_PATTERN = r"^[A-Za-z0-9._~]+$"
 JOB_ENV_KEY_PATTERN = r"^\w+$"
@@ -24,6 +26,10 @@ _DOMAIN = rf"(?:localhost(?::[0-9]+)?|{_LABEL}(?:\.{_LABEL})+(?::[0-9]+)?|{_LABE
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_PATTERN = (rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
                  r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+
+# retryCount's two special values (frameworklauncher's RetryPolicyDescriptor, see shared.lifecycle):
+RETRY_UNLIMITED = -1  # failures a user's code may cause are retried without limit; success ends the job
+RETRY_ALWAYS = -2  # every completion, success included, starts a new attempt: runs until stopped
 
 StrictInt = Annotated[int, Field(strict=True)]
 JobName = Annotated[str, StringConstraints(strict=True, pattern=JOB_NAME_PATTERN, max_length=255)]
@@ -39,8 +45,8 @@ class _Model(BaseModel):
 
 class PortSpec(_Model):
     label: PortLabel
-    begin_at: Annotated[StrictInt, Field(ge=0, le=65535)] = Field(alias="beginAt")
-    port_number: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(alias="portNumber")
+    begin_at: Annotated[StrictInt, Field(ge=0, le=65535)] = Field(0, alias="beginAt")  # 0: the platform picks
+    port_number: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(1, alias="portNumber")
 
 
 # OpenPAI gave every role these labels, one port each chosen by the platform, when its portList did not
@@ -83,7 +89,7 @@ class JobConfig(_Model):
     )
     task_roles: Annotated[tuple[TaskRole, ...], Field(min_length=1, max_length=100)] = Field(alias="taskRoles")
     gpu_type: Annotated[str, StringConstraints(strict=True, max_length=128)] = Field("", alias="gpuType")
-    retry_count: Annotated[StrictInt, Field(ge=0, le=1000)] = Field(0, alias="retryCount")
+    retry_count: Annotated[StrictInt, Field(ge=RETRY_ALWAYS, le=1000)] = Field(0, alias="retryCount")
     job_envs: dict[str, EnvValue] = Field(default_factory=dict, alias="jobEnvs")
     extras: dict[str, Any] = Field(default_factory=dict)
 

@@ -6,11 +6,26 @@ calls one of these and writes the result over the version it read.
 
 Job states: WAITING (queued, starting, pulling image, retry pending) -> RUNNING -> SUCCEEDED | FAILED |
 STOPPED. ``sub_state`` says which part of a state a job is in; ``reason`` says why, in words.
+
+When an attempt completes, the retry policy is frameworklauncher's (its RetryPolicyDescriptor and
+Service.attemptToRetry; OpenPAI's rest-server turned retryCount -2 into ``fancyRetryPolicy: false``):
+
+- retryCount N >= 0 or -1 ("fancy"): by the exit spec's reaction, transient failures (ALWAYS_RETRY,
+  ALWAYS_BACKOFF_RETRY) are retried as platform / resource retries, at most ``max_platform_retries``
+  each; permanent ones (NEVER_RETRY) end the job; the others (RETRY_TO_MAX: the user's code or unknown)
+  are user retries, at most N of them, or without limit for -1. Success ends the job.
+- retryCount -2 (not fancy): every completion, success included, starts a new attempt; the job runs
+  until a user stops it (a service). Transient failures still count as platform / resource retries,
+  everything else as a user retry.
+
+Every retry waits a delay that doubles with each attempt in a row that ended soon after it launched, so
+a crash loop cannot hammer the cluster; an attempt that ran longer than the cap resets it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from shared.completion import Completion, decide_completion
 from shared.events import (
@@ -28,10 +43,12 @@ from shared.events import (
     TaskStartedData,
 )
 from shared.exitcodes import STOPPED_BY_USER
-from shared.exitspec import ExitSpecTable, Reaction
+from shared.exitspec import ExitSpec, ExitSpecTable, Reaction
+from shared.jobconfig import RETRY_ALWAYS, RETRY_UNLIMITED
 from shared.records import AttemptRecord, JobRecord, JobState, TaskState, holds_resources, initial_tasks
 
 Change = tuple[JobRecord, list[CloudEvent]]
+Counter = Literal["user", "platform", "resource"]
 
 QUEUED = "queued"
 STARTING = "starting"
@@ -53,9 +70,16 @@ class RetryPolicy:
     backoff_base_ms: int = 2000
     backoff_max_ms: int = 300_000
 
-    def delay_ms(self, retries_so_far: int, reaction: Reaction) -> int:
+    def delay_ms(self, streak: int, reaction: Reaction) -> int:
+        """The wait before the next attempt after ``streak`` earlier attempts in a row ended quickly."""
         base = self.backoff_base_ms * (4 if reaction is Reaction.ALWAYS_BACKOFF_RETRY else 1)
-        return int(min(base * 2 ** retries_so_far, self.backoff_max_ms))
+        return int(min(base * 2 ** min(streak, 32), self.backoff_max_ms))
+
+    def streak(self, job: JobRecord, now: int) -> int:
+        """The job's backoff streak as its current attempt ending at ``now`` leaves it: 0 when the attempt
+        ran longer than the backoff's cap (a healthy run: restart promptly), else the streak so far."""
+        ran_ms = now - job.launched_ms if job.launched_ms is not None else 0
+        return 0 if ran_ms > self.backoff_max_ms else job.backoff_streak
 
 
 def _with_task(job: JobRecord, slot: int, **changes: object) -> JobRecord:
@@ -144,20 +168,44 @@ def _exit_state(code: int, attempt_over: bool) -> TaskState:
 
 
 def conclude(job: JobRecord, outcome: Completion, now: int, policy: RetryPolicy) -> Change:
-    """An attempt completed: retry it if the exit spec and the counters allow, else end the job."""
+    """An attempt completed: retry it if the retry policy allows, else end the job."""
     spec = policy.table.spec(outcome.exit_code)
-    if outcome.state == JobState.FAILED:
-        counts = job.retry_counts
-        counter: str | None = None
-        if spec.reaction is Reaction.ALWAYS_RETRY and counts.platform < policy.max_platform_retries:
-            counter = "platform"
-        elif spec.reaction is Reaction.ALWAYS_BACKOFF_RETRY and counts.resource < policy.max_platform_retries:
-            counter = "resource"
-        elif spec.reaction is Reaction.RETRY_TO_MAX and counts.user < job.config.retry_count:
-            counter = "user"
-        if counter is not None:
-            return _retry(job, outcome, counter, now, policy)
+    counter = retry_counter(job, outcome, spec, policy)
+    if counter is not None:
+        return _retry(job, outcome, counter, now, policy)
     return _finish(job, outcome, now, phrase=spec.phrase, kind=spec.type.value)
+
+
+_TRANSIENT: dict[Reaction, Counter] = {Reaction.ALWAYS_RETRY: "platform", Reaction.ALWAYS_BACKOFF_RETRY: "resource"}
+
+
+def retry_counter(job: JobRecord, outcome: Completion, spec: ExitSpec, policy: RetryPolicy) -> Counter | None:
+    """The counter the next attempt counts on ("user", "platform", "resource"), or None: the job ends."""
+    limit = job.config.retry_count
+    failed = outcome.state == JobState.FAILED
+    if outcome.state == JobState.STOPPED:
+        return None
+    if limit == RETRY_ALWAYS:  # not fancy: every completion starts a new attempt
+        return _TRANSIENT.get(spec.reaction, "user") if failed else "user"
+    if not failed:
+        return None
+    transient = _TRANSIENT.get(spec.reaction)
+    if transient is not None:
+        return transient if getattr(job.retry_counts, transient) < policy.max_platform_retries else None
+    if spec.reaction is Reaction.RETRY_TO_MAX and (limit == RETRY_UNLIMITED or job.retry_counts.user < limit):
+        return "user"
+    return None
+
+
+def retry_budget(retry_count: int, counter: str, n: int) -> str:
+    """The retry policy in words, for the ``n``-th retry counted on ``counter``."""
+    if retry_count == RETRY_ALWAYS:
+        return f"{counter} retry {n}; started again after every exit until stopped (retryCount -2)"
+    if counter != "user":
+        return f"not counted against retryCount ({counter} retry {n})"
+    if retry_count == RETRY_UNLIMITED:
+        return f"user retry {n}, unlimited (retryCount -1)"
+    return f"{n} of {retry_count} allowed"
 
 
 def _exit_fields(job: JobRecord, outcome: Completion, policy_phrase: str, policy_type: str) -> dict[str, object]:
@@ -191,20 +239,20 @@ def _finish(job: JobRecord, outcome: Completion, now: int, *, phrase: str = "", 
     return _settle(job), [event, *stops]
 
 
-def _retry(job: JobRecord, outcome: Completion, counter: str, now: int, policy: RetryPolicy) -> Change:
+def _retry(job: JobRecord, outcome: Completion, counter: Counter, now: int, policy: RetryPolicy) -> Change:
     spec = policy.table.spec(outcome.exit_code)
-    before = getattr(job.retry_counts, counter)
-    counts = job.retry_counts.model_copy(update={counter: before + 1})
-    delay = policy.delay_ms(before, spec.reaction)
-    budget = (f"{counts.user} of {job.config.retry_count} allowed" if counter == "user"
-              else f"not counted against retryCount ({counter} retry {getattr(counts, counter)})")
-    reason = (f"attempt {job.attempt} failed with exit {outcome.exit_code} ({spec.phrase}: {spec.reason}); "
-              f"retry {counts.total}, {budget}, in {delay / 1000:g}s")
+    counts = job.retry_counts.model_copy(update={counter: getattr(job.retry_counts, counter) + 1})
+    streak = policy.streak(job, now)
+    delay = policy.delay_ms(streak, spec.reaction)
+    ended = ("succeeded" if outcome.state == JobState.SUCCEEDED
+             else f"failed with exit {outcome.exit_code} ({spec.phrase}: {spec.reason})")
+    budget = retry_budget(job.config.retry_count, counter, getattr(counts, counter))
+    reason = f"attempt {job.attempt} {ended}; retry {counts.total}, {budget}, in {delay / 1000:g}s"
     stops = stop_commands(job, attempt=job.attempt, by_user=False, reason=reason)
     job = _close_waiting(job, "the attempt ended before this task started", now)
     job = job.model_copy(update={
         "state": JobState.WAITING, "sub_state": RETRY_PENDING, "reason": reason, "retry_counts": counts,
-        "retries": counts.total, "retry_at_ms": now + delay,
+        "retries": counts.total, "retry_at_ms": now + delay, "backoff_streak": streak + 1,
         **_exit_fields(job, outcome, spec.phrase, spec.type.value)})
     event = JobRetrying(subject=job.id, data=JobRetryingData(
         job_id=job.id, attempt=job.attempt, exit_code=outcome.exit_code, reason=reason, counter=counter,

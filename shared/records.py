@@ -158,6 +158,9 @@ class JobRecord(_Record):
     archived: tuple[AttemptRecord, ...] = ()
     retry_counts: RetryCounts = RetryCounts()
     retry_at_ms: int | None = None
+    # Attempts in a row that ended within the retry backoff's cap of their launch: the exponent of the
+    # next retry's delay. An attempt that ran longer resets it (shared.lifecycle.RetryPolicy).
+    backoff_streak: int = 0
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
     placement_id: str | None = None  # which scheduler commit placed the current attempt
     # Judged unable to start even on the idle cluster as it is: left out of the scheduler's reads (its

@@ -2,6 +2,12 @@
 
 Every refusal names the JSON path and the rule. Nothing here raises for bad input: the result is a
 value (``Accepted`` or ``Rejected``), so callers map it to an answer in one place.
+
+What is accepted follows OpenPAI v0.14's Joi schema (rest-server src/config/job.js): its integers were
+``Joi.number().integer()`` with Joi's default conversion, so ``"2"``, ``" 2 "``, ``"2.0"``, ``"1e3"`` and
+``2.0`` are the integers they spell; ``"1.5"``, ``"abc"``, ``""`` and booleans are not. paiq converts them
+before its models see them (:func:`joi_integer`) and stores the config as submitted. Where paiq is
+stricter than that schema the rule says why.
 """
 
 from __future__ import annotations
@@ -10,10 +16,13 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from shared.configproblems import ConfigProblem as ConfigProblem
+from shared.configproblems import json_type, problems_from, shown
 from shared.jobconfig import EXTRAS_KEY_PATTERN, IMAGE_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole, env_name
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -27,15 +36,16 @@ _TOP_NULLABLE = {"authFile", "dataDir", "outputDir", "codeDir", "virtualCluster"
                  "retryCount", "jobEnvs", "extras"}
 _TOP_EMPTY_MEANS_DEFAULT = {"virtualCluster"}
 _ROLE_NULLABLE = {"taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "portList"}
-
-
-class ConfigProblem(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    path: str
-    rule: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.rule}"
+# Every integer of the protocol: Joi's ``number().integer()``, numeric strings converted.
+_TOP_INTEGERS = {"retryCount"}
+_ROLE_INTEGERS = {"taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "minFailedTaskCount",
+                  "minSucceededTaskCount"}
+_PORT_INTEGERS = {"beginAt", "portNumber"}
+# In OpenPAI's schema, obsolete: validated as an integer, then only warned about (middlewares/job.js).
+_OBSOLETE_INTEGERS = {"killAllOnCompletedTaskNumber": "use minFailedTaskCount and minSucceededTaskCount instead"}
+# What JavaScript's Number() reads as a decimal number (after trimming whitespace): no hex, no Infinity.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_SAFE_INTEGER = 2**53 - 1  # Joi's integer() is Number.isSafeInteger
 
 
 class Rejected(BaseModel):
@@ -75,7 +85,7 @@ def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
     except ValueError as e:  # e.g. an integer literal of thousands of digits
         return _reject("(body)", f"is not acceptable JSON ({e})")
     if not isinstance(data, dict):
-        return _reject("(body)", f"must be a JSON object, got {_json_type(data)}")
+        return _reject("(body)", f"must be a JSON object, got {json_type(data)}")
     return data
 
 
@@ -86,14 +96,15 @@ def _no_constant(name: str) -> object:
 def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:
     """Validate a decoded job config; see OPENPAI.md for the rules and defaults."""
     if not isinstance(raw, Mapping):
-        return _reject("(body)", f"must be a JSON object, got {_json_type(raw)}")
+        return _reject("(body)", f"must be a JSON object, got {json_type(raw)}")
     warnings: list[str] = []
-    cleaned = _clean(raw, warnings)
-    problems = _check_free_maps(cleaned)
+    problems: list[ConfigProblem] = []
+    cleaned = _clean(raw, warnings, problems)
+    problems.extend(_check_free_maps(cleaned))
     try:
         config = JobConfig.model_validate(cleaned)
     except ValidationError as e:
-        problems.extend(_problems_from(e))
+        problems.extend(problems_from(e))
         # Still report the cross-field rules of every role that is valid on its own, so one answer
         # lists everything to fix.
         problems.extend(_cross_field_problems(_roles_valid_alone(cleaned.get("taskRoles"))))
@@ -108,10 +119,36 @@ def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:
     return Accepted(config=config, raw=dict(raw), warnings=tuple(warnings))
 
 
-def _clean(raw: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """Drop nulls that mean "default" and fields the protocol does not know (with a warning each)."""
+def joi_integer(value: object) -> object:
+    """The integer ``value`` stands for as OpenPAI's Joi read it (``number().integer()``, converting):
+    a JSON integer, an integral JSON number (``2.0``) or a string of a decimal number that is integral
+    (``"2"``, ``" 2 "``, ``"2.0"``, ``"1e3"``), within JavaScript's safe integers. Anything else comes
+    back unchanged, for the model to refuse with its path."""
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:  # is_integer() is False for NaN and inf
+            return int(value)
+        return value
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        number = Decimal(value.strip())
+        if number.copy_abs() <= MAX_SAFE_INTEGER and number == number.to_integral_value():
+            return int(number)
+    return value
+
+
+def _integers(values: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: joi_integer(v) if k in keys else v for k, v in values.items()}
+
+
+def _clean(raw: Mapping[str, Any], warnings: list[str], problems: list[ConfigProblem]) -> dict[str, Any]:
+    """Drop nulls that mean "default" and fields the protocol does not know (with a warning each);
+    integers written as strings or as integral numbers become integers (:func:`joi_integer`)."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
+        if key in _OBSOLETE_INTEGERS:
+            problems.extend(_obsolete_integer(key, value, warnings))
+            continue
         if key not in _TOP_FIELDS:
             warnings.append(f"{key}: unknown field, ignored (kept in the stored config)")
             continue
@@ -120,6 +157,7 @@ def _clean(raw: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
         if value == "" and key in _TOP_EMPTY_MEANS_DEFAULT:
             continue
         out[key] = value
+    out = _integers(out, _TOP_INTEGERS)
     roles = out.get("taskRoles")
     if isinstance(roles, list):
         out["taskRoles"] = [_clean_role(r, i, warnings) for i, r in enumerate(roles)]
@@ -135,6 +173,7 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
             warnings.append(f"taskRoles[{i}].{key}: unknown field, ignored (kept in the stored config)")
         elif not (value is None and key in _ROLE_NULLABLE):
             out[key] = value
+    out = _integers(out, _ROLE_INTEGERS)
     ports = out.get("portList")
     if isinstance(ports, list):
         cleaned_ports: list[object] = []
@@ -142,10 +181,20 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
             if isinstance(port, dict):
                 for key in port.keys() - _PORT_FIELDS:
                     warnings.append(f"taskRoles[{i}].portList[{j}].{key}: unknown field, ignored")
-                port = {k: v for k, v in port.items() if k in _PORT_FIELDS}
+                port = _integers({k: v for k, v in port.items() if k in _PORT_FIELDS}, _PORT_INTEGERS)
             cleaned_ports.append(port)
         out["portList"] = cleaned_ports
     return out
+
+
+def _obsolete_integer(key: str, value: object, warnings: list[str]) -> list[ConfigProblem]:
+    instead = _OBSOLETE_INTEGERS[key]
+    number = joi_integer(value)
+    if isinstance(number, bool) or not isinstance(number, int):
+        return [ConfigProblem(path=key, rule=f"must be an integer, got {json_type(value)} {shown(value)}; "
+                                             f"it is obsolete and ignored: {instead}")]
+    warnings.append(f"{key}: obsolete, ignored (kept in the stored config); {instead}")
+    return []
 
 
 def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
@@ -153,7 +202,7 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
     problems: list[ConfigProblem] = []
     envs = cleaned.get("jobEnvs", {})
     if not isinstance(envs, dict):
-        problems.append(ConfigProblem(path="jobEnvs", rule=f"must be an object, got {_json_type(envs)}"))
+        problems.append(ConfigProblem(path="jobEnvs", rule=f"must be an object, got {json_type(envs)}"))
         cleaned.pop("jobEnvs", None)
     else:
         for key, value in envs.items():
@@ -162,11 +211,11 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
             if value is None or isinstance(value, dict | list):
                 problems.append(ConfigProblem(
                     path=f"jobEnvs.{key}",
-                    rule=f"must be a string, number or boolean, got {_json_type(value)}"))
+                    rule=f"must be a string, number or boolean, got {json_type(value)}"))
             problems.extend(_non_finite(value, f"jobEnvs.{key}"))
     extras = cleaned.get("extras", {})
     if not isinstance(extras, dict):
-        problems.append(ConfigProblem(path="extras", rule=f"must be an object, got {_json_type(extras)}"))
+        problems.append(ConfigProblem(path="extras", rule=f"must be an object, got {json_type(extras)}"))
         cleaned.pop("extras", None)
     else:
         for key, value in extras.items():
@@ -259,69 +308,6 @@ def _port_problems(role: TaskRole, at: str) -> list[ConfigProblem]:
                 path=f"{at}.portList[{j}]",
                 rule=f"beginAt + portNumber - 1 must be <= 65535, got {port.begin_at + port.port_number - 1}"))
     return problems
-
-
-def _problems_from(error: ValidationError) -> list[ConfigProblem]:
-    errors = error.errors()
-    locs = [tuple(err["loc"]) for err in errors]
-    # pydantic also reports a list as too short when its items fail; the item errors say it better.
-    return [
-        ConfigProblem(path=_path(err["loc"]), rule=_rule(err))
-        for err, loc in zip(errors, locs, strict=True)
-        if not (err["type"] == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs))
-    ]
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(body)"
-
-
-def _rule(err: Any) -> str:
-    kind: str = err["type"]
-    ctx: dict[str, Any] = err.get("ctx") or {}
-    got = _json_type(err.get("input"))
-    rules = {
-        "missing": "is required",
-        "greater_than_equal": f"must be >= {ctx.get('ge')}, got {err.get('input')!r}",
-        "less_than_equal": f"must be <= {ctx.get('le')}, got {err.get('input')!r}",
-        "string_pattern_mismatch": f"must match {ctx.get('pattern')}, got {err.get('input')!r}",
-        "int_type": f"must be an integer, got {got}",
-        "string_type": f"must be a string, got {got}",
-        "string_too_short": "must not be empty",
-        "string_too_long": f"must be at most {ctx.get('max_length')} characters",
-        "too_short": f"must have at least {ctx.get('min_length')} item(s)",
-        "too_long": f"must have at most {ctx.get('max_length')} items",
-        "model_type": f"must be an object, got {got}",
-        "model_attributes_type": f"must be an object, got {got}",
-        "dict_type": f"must be an object, got {got}",
-        "tuple_type": f"must be a list, got {got}",
-        "list_type": f"must be a list, got {got}",
-    }
-    return rules.get(kind, str(err.get("msg", kind)))
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _dedupe(problems: list[ConfigProblem]) -> list[ConfigProblem]:

@@ -375,7 +375,7 @@ async def test_a_refused_submission_lists_each_field_then_the_accepted_job_is_st
     assert await page.eval("location.hash") == "#/submit", "the token must leave the address"
 
     # An invalid file, loaded with the file input: each problem on its own line.
-    bad = {"jobName": "bad name!", "image": "local/busybox:latest", "retryCount": -1, "taskRoles": [
+    bad = {"jobName": "bad name!", "image": "local/busybox:latest", "retryCount": -3, "taskRoles": [
         {"name": "main", "memoryMB": 128, "shmMB": 256, "command": "true"},
         {"name": "main", "memoryMB": 128, "command": "true"}]}
     (tmp_path / "bad.json").write_text(json.dumps(bad))

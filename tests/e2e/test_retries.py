@@ -66,3 +66,29 @@ async def test_a_permanent_failure_is_not_retried(api: PaiqClient, user: str) ->
     assert status["appExitSpec"]["phrase"] == "ImagePullFailed"
     assert status["appExitSpec"]["type"] == "USER_FAILURE"
     assert "RUNNING" not in states
+
+
+async def test_a_retry_count_minus_2_job_starts_again_after_success_until_its_user_stops_it(
+        api: PaiqClient, user: str) -> None:
+    """retryCount -2 (frameworklauncher's normal policy, unlimited): a service. Its command exits 0, and
+    the job starts it again, attempt after attempt, until the user stops the job."""
+    async with AttemptCounter() as counter:
+        command = f"nc 127.0.0.1 {counter.port} </dev/null; exit 0"
+        await api.submit(user, json.dumps(job_config("service", command=command, retryCount=-2)).encode())
+        status: dict[str, object] = {}
+        for _ in range(600):
+            status = (await api.job(user, "service"))["jobStatus"]
+            assert status["state"] not in ("SUCCEEDED", "FAILED", "STOPPED"), status
+            if isinstance(status["attempt"], int) and status["attempt"] >= 1 and counter.count >= 2:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"no second attempt ran: {status}")
+        await api.stop(user, "service")
+        detail, _ = await wait_final(api, user, "service")
+
+    status = detail["jobStatus"]
+    assert status["state"] == "STOPPED" and status["appExitCode"] == -210, status
+    assert status["retryDetails"]["user"] >= 1 and status["retryDetails"]["platform"] == 0
+    attempts = status["attempts"]
+    assert attempts and all(a["exitCode"] == 0 and a["exitType"] == "USER_SUCCESS" for a in attempts)

@@ -1,4 +1,5 @@
-"""The live feed's job filter: exact job, even when names contain '~'."""
+"""The live feed's job filter: exact job, even when names contain '~' (refused in new job names since
+paiq follows OpenPAI's jobName pattern, but jobs submitted before keep theirs)."""
 
 from __future__ import annotations
 

@@ -40,6 +40,8 @@ def without(d: dict[str, Any], key: str) -> dict[str, Any]:
 REFUSALS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
     ("jobName with a space", config_dict(jobName="my job"), "jobName", ("must match", "A-Za-z0-9")),
     ("jobName with a slash", config_dict(jobName="a/b"), "jobName", ("must match",)),
+    ("jobName with a tilde", config_dict(jobName="a~b"), "jobName",
+     ("must match", "no '~'", "user~jobName~suffix", "separates")),
     ("jobName empty", config_dict(jobName=""), "jobName", ("must match",)),
     ("jobName trailing newline", config_dict(jobName="job\n"), "jobName", ("must match",)),
     ("jobName not a string", config_dict(jobName=5), "jobName", ("string", "integer")),
@@ -90,16 +92,41 @@ REFUSALS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
      "taskRoles[0].minFailedTaskCount", (">= 1",)),
     ("minSucceededTaskCount 0", config_dict(role_dict(minSucceededTaskCount=0)),
      "taskRoles[0].minSucceededTaskCount", (">= 1",)),
-    ("retryCount -1", config_dict(retryCount=-1), "retryCount", (">= 0", "-1")),
-    ("taskNumber a string", config_dict(role_dict(taskNumber="2")), "taskRoles[0].taskNumber",
-     ("integer", "string")),
-    ("taskNumber a float", config_dict(role_dict(taskNumber=2.0)), "taskRoles[0].taskNumber",
-     ("integer", "number")),
+    ("retryCount -3", config_dict(retryCount=-3), "retryCount", (">= -2", "-3", "-1 retries", "-2 starts")),
+    ("retryCount 1001", config_dict(retryCount=1001), "retryCount", ("<= 1000", "-1")),
+    ("taskNumber a non-integral string", config_dict(role_dict(taskNumber="1.5")), "taskRoles[0].taskNumber",
+     ("integer", "string", "'1.5'")),
+    ("taskNumber a non-integral number", config_dict(role_dict(taskNumber=2.5)), "taskRoles[0].taskNumber",
+     ("integer", "number", "2.5")),
     ("taskNumber a bool", config_dict(role_dict(taskNumber=True)), "taskRoles[0].taskNumber",
      ("integer", "boolean")),
-    ("memoryMB a string", config_dict(role_dict(memoryMB="8192")), "taskRoles[0].memoryMB",
-     ("integer", "string")),
+    ("taskNumber over 10000", config_dict(role_dict(taskNumber=10001)), "taskRoles[0].taskNumber",
+     ("<= 10000", "never start")),
+    ("memoryMB a word", config_dict(role_dict(memoryMB="abc")), "taskRoles[0].memoryMB",
+     ("integer", "string", "'abc'")),
+    ("memoryMB an empty string", config_dict(role_dict(memoryMB="")), "taskRoles[0].memoryMB",
+     ("integer", "string", "''")),
     ("retryCount a float", config_dict(retryCount=1.5), "retryCount", ("integer", "number")),
+    ("retryCount an empty string", config_dict(retryCount=""), "retryCount", ("integer", "string")),
+    ("retryCount a list", config_dict(retryCount=[1]), "retryCount", ("integer", "list")),
+    ("gpuNumber hexadecimal", config_dict(role_dict(gpuNumber="0x1")), "taskRoles[0].gpuNumber", ("integer",)),
+    ("gpuNumber Infinity", config_dict(role_dict(gpuNumber="Infinity")), "taskRoles[0].gpuNumber", ("integer",)),
+    ("gpuNumber with an underscore", config_dict(role_dict(gpuNumber="1_0")), "taskRoles[0].gpuNumber",
+     ("integer",)),
+    ("cpuNumber past safe integers", config_dict(role_dict(cpuNumber="1e400")), "taskRoles[0].cpuNumber",
+     ("integer", "'1e400'")),
+    ("cpuNumber a huge number", config_dict(role_dict(cpuNumber=1e300)), "taskRoles[0].cpuNumber",
+     ("integer", "number")),
+    ("minFailedTaskCount a word", config_dict(role_dict(minFailedTaskCount="one")),
+     "taskRoles[0].minFailedTaskCount", ("integer", "'one'")),
+    ("beginAt a null", config_dict(role_dict(portList=[{"label": "a", "beginAt": None}])),
+     "taskRoles[0].portList[0].beginAt", ("integer", "null")),
+    ("portNumber a non-integral string", config_dict(role_dict(portList=[{"label": "a", "portNumber": "2.5"}])),
+     "taskRoles[0].portList[0].portNumber", ("integer", "'2.5'")),
+    ("portNumber 0 as a string", config_dict(role_dict(portList=[{"label": "a", "portNumber": "0"}])),
+     "taskRoles[0].portList[0].portNumber", (">= 1", "0")),
+    ("killAllOnCompletedTaskNumber not an integer", config_dict(killAllOnCompletedTaskNumber="all"),
+     "killAllOnCompletedTaskNumber", ("integer", "obsolete", "minFailedTaskCount")),
     ("beginAt a bool", config_dict(role_dict(portList=[port_dict("a", True, 1)])),
      "taskRoles[0].portList[0].beginAt", ("integer", "boolean")),
     ("portList an object", config_dict(role_dict(portList={"label": "a"})), "taskRoles[0].portList",
@@ -136,7 +163,7 @@ def test_one_answer_lists_every_problem() -> None:
     raw = config_dict(
         role_dict("a", taskNumber=0),
         role_dict("b", memoryMB=200, shmMB=300, minFailedTaskCount=2),
-        jobName="bad name", retryCount=-1,
+        jobName="bad name", retryCount=-3,
     )
     paths = {p.path for p in rejected(raw).problems}
     assert paths >= {"jobName", "retryCount", "taskRoles[0].taskNumber", "taskRoles[1].shmMB",
@@ -153,7 +180,7 @@ def test_problems_are_not_repeated() -> None:
 # --- what is accepted, and the defaults -------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["a", "A-b_c.d~e", "tensorflow-distributed-jobguid", "x" * 255, "0"])
+@pytest.mark.parametrize("name", ["a", "A-b_c.d-e", "tensorflow-distributed-jobguid", "x" * 255, "0"])
 def test_job_name_pattern_accepts(name: str) -> None:
     assert accepted(config_dict(jobName=name)).config.job_name == name
 
@@ -320,6 +347,19 @@ def test_seed_004_examples_are_accepted_with_warnings_for_unknown_fields(text: s
     assert result.config.gpu_type == "TITANX"
     assert sorted(w.split(":")[0] for w in result.warnings) == ["taskRoles[0].storageGB", "tmp"]
     assert result.raw["tmp"] == raw["tmp"]
+
+
+@pytest.mark.parametrize("name", ["TF_EXAMPLE_000", "TF_EXAMPLE_002", "HELLOWORLD_004", "JUPYTER_004"])
+def test_every_seed_config_is_accepted_and_gives_back_what_it_stored(name: str) -> None:
+    raw = load_seed_config(getattr(seed_configs, name))
+    result = accepted(raw)
+    assert result.raw == raw
+    assert all(w.endswith("(kept in the stored config)") for w in result.warnings)
+
+
+def test_seed_configs_are_all_tested() -> None:
+    assert sorted(n for n in vars(seed_configs) if n.isupper()) == sorted(
+        ["TF_EXAMPLE_000", "TF_EXAMPLE_002", "HELLOWORLD_004", "JUPYTER_004"])
 
 
 # --- the body: parse_job_json -----------------------------------------------------------------
