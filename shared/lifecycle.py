@@ -117,7 +117,8 @@ def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
     if slot is None or job.tasks[slot].state != TaskState.WAITING:
         return None
     # Even for a job already over: the container runs and holds resources until the launcher stops it.
-    job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now, sub_state="")
+    job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now, sub_state="",
+                     reason=d.detail)
     if job.state == JobState.WAITING and job.sub_state != RETRY_PENDING:
         job = job.model_copy(update={"state": JobState.RUNNING, "launched_ms": job.launched_ms or now,
                                      "reason": ""})

@@ -113,6 +113,25 @@ class DockerDriver:
                 raise DriverError(f"start {name} failed", exit_code=code, reason=reason) from e
         return str(container.id)
 
+    async def first_file(self, container_id: str, paths: tuple[str, ...]) -> str | None:
+        api: Any = self._client.api
+
+        def exists(path: str) -> bool:  # HEAD of the archive route: the file's stat, not its content
+            response = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path})
+            if response.status_code == 404:
+                return False
+            api._raise_for_status(response)
+            return True
+
+        for path in paths:
+            try:
+                if await asyncio.to_thread(exists, path):
+                    return path
+            except docker.errors.APIError as e:
+                raise DriverError(f"stat {path} in {container_id[:12]} failed", exit_code=EXIT_ENGINE_FAILURE,
+                                  reason=f"the engine could not look into the container: {_explain(e)}") from e
+        return None
+
     async def find(self, name: str) -> ContainerInfo | None:
         try:
             container = await asyncio.to_thread(self._client.containers.get, name)

@@ -97,6 +97,9 @@ class ContainerDriver(Protocol):
 
     async def find(self, name: str) -> ContainerInfo | None: ...
 
+    async def first_file(self, container_id: str, paths: tuple[str, ...]) -> str | None:
+        """The first of ``paths`` that exists in the container's file system (its image's and its own)."""
+
     async def list_managed(self, node_id: str) -> list[ContainerInfo]: ...
 
     def exits(self) -> AsyncIterator[ContainerExit]:

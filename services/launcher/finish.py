@@ -16,7 +16,6 @@ from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerExit, ContainerInfo, LogLine
 from services.launcher.exits import classify_exit
 from services.launcher.recorder import LogRecorder
-from services.launcher.sshsetup import parse_ssh_marker
 from services.launcher.taskcontainer import LABEL_JOB, parse_debug_marker
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.launchspec import container_name
@@ -44,55 +43,46 @@ def exited_event(key: RunKey, node_id: str, code: int, reason: str, diagnostics:
         exit_code=code, reason=reason, diagnostics=diagnostics, container_id=container_id))
 
 
-def started_event(key: RunKey, node_id: str, container_id: str) -> TaskStarted:
+def started_event(key: RunKey, node_id: str, container_id: str, detail: str = "") -> TaskStarted:
     return TaskStarted(subject=key.job_id, data=TaskStartedData(
         job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=node_id,
-        container_id=container_id))
+        container_id=container_id, detail=detail))
 
 
-def watch(deps: LauncherDeps, key: RunKey, container_id: str) -> None:
+def watch(deps: LauncherDeps, key: RunKey, container_id: str, *, is_debug: bool) -> None:
     """Record the running container's output (once per container, however often asked)."""
     current = deps.recorders.get(container_id)
     if current is not None and not current.done():
         return
+    on_line = _Announce(deps, key, container_id) if is_debug else None
     recorder = LogRecorder(deps.logs, deps.driver, key, container_id,
-                           max_bytes=deps.options.task_log_max_bytes, on_line=_Announce(deps, key, container_id))
+                           max_bytes=deps.options.task_log_max_bytes, on_line=on_line)
     deps.recorders[container_id] = asyncio.create_task(recorder.run(), name=f"logs-{container_id[:12]}")
 
 
 class _Announce:
-    """Turns a platform line of the task's stderr into a ``task.progress``: the isDebug wrapper's (kept
-    for debugging, until when) and the SSH setup's (why ssh into the task is unavailable)."""
+    """Turns the isDebug wrapper's stderr line into a ``task.progress`` (kept for debugging, until when)."""
 
     def __init__(self, deps: LauncherDeps, key: RunKey, container_id: str) -> None:
         self._deps, self._key, self._container_id = deps, key, container_id
 
     def __call__(self, line: LogLine) -> None:
-        if line.stream != "stderr" or not line.text.startswith("[paiq] "):
-            return
-        k = self._key
-        unavailable = parse_ssh_marker(line.text)
-        if unavailable is not None:
-            log.info("ssh into a task is unavailable", job_id=k.job_id, role=k.role, index=k.index,
-                     why=unavailable)
-            self._publish(sub_state="", detail=unavailable, kept_until_ms=None)
+        if line.stream != "stderr" or self._container_id in self._deps.kept_announced:
             return
         marker = parse_debug_marker(line.text)
-        if marker is None or self._container_id in self._deps.kept_announced:
+        if marker is None:
             return
         code, seconds = marker
         self._deps.kept_announced.add(self._container_id)
-        log.info("isDebug: a failed task's container is kept for debugging", job_id=k.job_id, role=k.role,
-                 index=k.index, exit_code=code, kept_seconds=seconds)
-        self._publish(sub_state="kept for debugging", kept_until_ms=line.ts_ns // 1_000_000 + seconds * 1000,
-                      detail=f"the command exited with code {code}; isDebug keeps the container for {seconds} s")
-
-    def _publish(self, *, sub_state: str, detail: str, kept_until_ms: int | None) -> None:
+        until = line.ts_ns // 1_000_000 + seconds * 1000
         k = self._key
         event = TaskProgress(subject=k.job_id, data=TaskProgressData(
             job_id=k.job_id, attempt=k.attempt, role=k.role, index=k.index, node_id=self._deps.node.node_id,
-            sub_state=sub_state, kept_until_ms=kept_until_ms, detail=detail))
-        self._deps.spawn(f"announce-{self._container_id[:12]}", self._deps.publish([event]))
+            sub_state="kept for debugging", kept_until_ms=until,
+            detail=f"the command exited with code {code}; isDebug keeps the container for {seconds} s"))
+        log.info("isDebug: a failed task's container is kept for debugging", job_id=k.job_id, role=k.role,
+                 index=k.index, exit_code=code, kept_seconds=seconds)
+        self._deps.spawn(f"announce-kept-{self._container_id[:12]}", self._deps.publish([event]))
 
 
 async def finish(deps: LauncherDeps, ended: ContainerExit | ContainerInfo) -> None:

@@ -20,6 +20,7 @@ from services.launcher.codedir import CodeDir, resolve_code_dir
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import PullError
 from services.launcher.finish import exited_event, started_event, watch
+from services.launcher.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.stopping import stop_container
 from services.launcher.taskcontainer import container_spec, wants_pull
 from shared import exitcodes
@@ -71,7 +72,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
             return []  # it ran and ended: the exit path reports it
         log.info("task already has a running container; not starting another", job_id=spec.job_id,
                  role=spec.role, index=spec.index, container=existing.id[:12])
-        watch(deps, key, existing.id)
+        watch(deps, key, existing.id, is_debug=spec.is_debug)
         return [started_event(key, node_id, existing.id)]
     run = await deps.logs.claim(key, node_id)
     if run.phase is RunPhase.ENDED:
@@ -108,13 +109,24 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, cod
             spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options, job_env=job_env, ssh=ssh))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
-    watch(deps, key, container_id)  # before any await: it may end at once
+    watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
     if not await _still_wanted(deps, spec):
         deps.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
     await deps.logs.set_running(key, container_id)
     LAUNCH.observe(time.monotonic() - began)
+    detail = await _ssh_detail(deps, container_id) if ssh is not None else ""
     log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
-    return [started_event(key, node_id, container_id)]
+    return [started_event(key, node_id, container_id, detail)]
+
+
+async def _ssh_detail(deps: LauncherDeps, container_id: str) -> str:
+    """The task's message about SSH: empty when its image has sshd, else why ssh into it is unavailable."""
+    try:
+        found = await deps.driver.first_file(container_id, SSHD_PATHS)
+    except DriverError as e:
+        log.warning("could not tell whether the task's image has sshd", container=container_id[:12], reason=e.reason)
+        return ""
+    return "" if found else NO_SSHD
 
 
 async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:

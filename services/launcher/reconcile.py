@@ -69,7 +69,7 @@ async def _settle(deps: LauncherDeps, c: ContainerInfo, job: JobRecord | None) -
     if c.id not in deps.recorders:
         log.info("adopted a running task container", job_id=key.job_id, role=key.role, index=key.index,
                  container=c.id[:12])
-        watch(deps, key, c.id)
+        watch(deps, key, c.id, is_debug=c.labels.get("paiq.debug") == "1")
         await deps.logs.set_running(key, c.id)
     task = job.tasks[job.task_slot(key.role, key.index)]
     if task.state is TaskState.WAITING:

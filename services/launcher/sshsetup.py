@@ -6,17 +6,16 @@ Before the task's command starts, the launcher puts into its container the job's
 - ``/root/.ssh/config`` gets a ``Host <role>-<index>`` for every task of the job, from the PAI_*
   variables every task sees (``PAI_HOST_IP_<r>_<i>``, ``PAI_PORT_LIST_<r>_<i>_ssh``), so ``ssh
   worker-0`` reaches a peer (seed 000);
-- if the image has ``sshd`` (OpenPAI's images did), it is started on the task's ``ssh`` port
-  (``PAI_CONTAINER_SSH_PORT``), keys only; if not, the task's stderr says so on a line
-  :func:`parse_ssh_marker` recognises, and the launcher makes it the task's message;
-- login shells get the task's environment (``/etc/profile.d/paiq-task-env.sh``).
+- if the image has ``sshd`` at one of :data:`SSHD_PATHS` (OpenPAI's images did), it is started on the
+  task's ``ssh`` port (``PAI_CONTAINER_SSH_PORT``), keys only, and login shells get the task's
+  environment (``/etc/profile.d/paiq-task-env.sh``); if not, the script is silent (the task's log is
+  the user's) and the launcher, which looks for the same paths, makes :data:`NO_SSHD` the task's message.
 
-The script never stops the task's command: whatever fails is only said.
+The script never stops the task's command: an sshd that fails to start says why on the task's stderr.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from pydantic import SecretBytes
@@ -28,7 +27,9 @@ KEY_DIR = "/root/.ssh"
 SCRIPT = "/pai/bootstrap/paiq-ssh.sh"
 # Run first by the task's shell; its own failures never reach the task's command.
 COMMAND_PREFIX = f"/bin/sh {SCRIPT} </dev/null || true\n"
-_MARKER = re.compile(r"^\[paiq\] ssh: unavailable: (.+)$")
+# Where images keep sshd (Debian/Ubuntu, Alpine, RHEL: /usr/sbin; images that build their own: /usr/local)
+SSHD_PATHS = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd", "/usr/bin/sshd")
+NO_SSHD = "ssh unavailable: the image has no sshd (install openssh-server in the image to ssh into its tasks)"
 
 _SCRIPT = r"""# paiq: SSH into this task (see services/launcher/sshsetup.py). Never stops the task's command.
 say() { echo "[paiq] ssh: $*" >&2; }
@@ -51,30 +52,25 @@ key_name=__KEY_NAME__
     done
   done
 } > /root/.ssh/config 2>/dev/null && chmod 600 /root/.ssh/config
-sshd=$(command -v sshd 2>/dev/null || true)
-if [ -z "$sshd" ] && [ -x /usr/sbin/sshd ]; then sshd=/usr/sbin/sshd; fi
-if [ -z "$sshd" ]; then
-  say "unavailable: the image has no sshd (install openssh-server in the image to ssh into its tasks)"
-  exit 0
-fi
-if [ -z "${PAI_CONTAINER_SSH_PORT:-}" ]; then say "unavailable: the task has no ssh port"; exit 0; fi
-if [ "$(id -u)" != 0 ]; then say "unavailable: sshd needs the task to run as root"; exit 0; fi
+sshd=""
+for candidate in __SSHD_PATHS__; do
+  if [ -x "$candidate" ]; then sshd=$candidate; break; fi
+done
+[ -n "$sshd" ] || exit 0  # the launcher says so in the task's message
+if [ -z "${PAI_CONTAINER_SSH_PORT:-}" ]; then say "not started: the task has no ssh port"; exit 0; fi
+if [ "$(id -u)" != 0 ]; then say "not started: sshd needs the task to run as root"; exit 0; fi
 mkdir -p /run/sshd && chmod 755 /run/sshd
 ssh-keygen -A >/dev/null 2>&1 || true
 export -p | grep -v -E '^export (HOME|PWD|OLDPWD|SHLVL|HOSTNAME|TERM|_)=' > /etc/profile.d/paiq-task-env.sh 2>/dev/null
-if "$sshd" -p "$PAI_CONTAINER_SSH_PORT" -o PermitRootLogin=without-password -o PasswordAuthentication=no \
+"$sshd" -p "$PAI_CONTAINER_SSH_PORT" -o PermitRootLogin=without-password -o PasswordAuthentication=no \
     -o ChallengeResponseAuthentication=no -o PubkeyAuthentication=yes \
     -o AuthorizedKeysFile=/root/.ssh/authorized_keys -o StrictModes=no -o PidFile=/run/paiq-sshd.pid -o UsePAM=no \
-    2>/tmp/paiq-sshd.err; then
-  say "sshd listening on port $PAI_CONTAINER_SSH_PORT"
-else
-  say "unavailable: sshd did not start: $(tail -c 300 /tmp/paiq-sshd.err | tr '\n' ' ')"
-fi
+    2>/tmp/paiq-sshd.err || say "sshd did not start: $(tail -c 300 /tmp/paiq-sshd.err | tr '\n' ' ')"
 """
 
 
 def ssh_script(key: JobKey) -> str:
-    return _SCRIPT.replace("__KEY_NAME__", shlex.quote(key.name))
+    return _SCRIPT.replace("__KEY_NAME__", shlex.quote(key.name)).replace("__SSHD_PATHS__", " ".join(SSHD_PATHS))
 
 
 def ssh_files(key: JobKey) -> tuple[ContainerFile, ...]:
@@ -88,9 +84,3 @@ def ssh_files(key: JobKey) -> tuple[ContainerFile, ...]:
         file(f"{KEY_DIR}/authorized_keys", 0o600, key.authorized_keys),
         file(SCRIPT, 0o755, ssh_script(key)),
     )
-
-
-def parse_ssh_marker(line: str) -> str | None:
-    """Why SSH is unavailable in the task, when ``line`` is the script's announcement of it."""
-    m = _MARKER.match(line.rstrip("\n"))
-    return f"ssh unavailable: {m.group(1)}" if m else None

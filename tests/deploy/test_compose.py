@@ -71,14 +71,15 @@ async def test_hello_world_succeeds_through_the_published_api(
     assert task["containerNodeId"] == compose_stack.node_id
 
 
-# ps tasks listen on their port; worker i connects to ps i through PAI_TASK_ROLE_ps_HOST_LIST (host IP
-# and host port) and says hello; a ps succeeds only when it heard its worker. So the job succeeds only
-# if task ports are real host ports that tasks reach each other on. The listener's stdin is a FIFO
+# ps tasks listen on their http port (every role has one, as in OpenPAI); worker i connects to ps i
+# through PAI_TASK_ROLE_ps_HOST_LIST (host IP and http port) and says hello; a ps succeeds only when it
+# heard its worker. So the job succeeds only if task ports are real host ports that tasks reach each
+# other on. The listener's stdin is a FIFO
 # held open: a task's stdin is at EOF, and busybox `nc -l` may quit on that EOF before reading what
 # arrived (measured: about 1 listen in 20).
 PS_COMMAND = (
     'mkfifo /tmp/hold && exec 3<>/tmp/hold; '
-    'msg=$(nc -l -p "$PAI_CONTAINER_HOST_port_PORT_LIST" <&3); echo "ps $PAI_TASK_INDEX got: $msg"; '
+    'msg=$(nc -l -p "$PAI_CONTAINER_HOST_PORT" <&3); echo "ps $PAI_TASK_INDEX got: $msg"; '
     '[ "$msg" = "hello from worker $PAI_TASK_INDEX" ]')
 WORKER_COMMAND = (
     'peer=$(echo "$PAI_TASK_ROLE_ps_HOST_LIST" | cut -d, -f$((PAI_TASK_INDEX + 1))); '
@@ -90,7 +91,7 @@ WORKER_COMMAND = (
 async def test_a_ps_worker_job_runs_four_containers_that_talk_over_host_ports(
         compose_stack: ComposeStack, compose_api: PaiqClient, compose_user: str) -> None:
     roles = [{"name": name, "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128,
-              "portList": [{"label": "port", "beginAt": 0, "portNumber": 1}], "command": command}
+              "command": command}
              for name, command in (("ps", PS_COMMAND), ("worker", WORKER_COMMAND))]
     config = {"jobName": "ps-worker", "image": "local/busybox:latest", "taskRoles": roles}
     await compose_api.submit(compose_user, json.dumps(config).encode())

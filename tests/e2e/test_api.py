@@ -188,11 +188,15 @@ async def test_lists_page_by_cursor_newest_first_with_a_state_filter(platform: P
         await api.stop(user, name)
 
 
-async def test_ssh_info_is_404_until_ssh_exists(platform: Platform, api: PaiqClient, user: str) -> None:
-    await api.submit(user, json.dumps(job_config("nossh", command="true")).encode())
-    status, body, _ = await raw(platform, "GET", f"/api/v1/user/{user}/jobs/nossh/ssh")
-    assert (status, body["code"]) == (404, "NoJobSshInfoError")
-    await wait_final(api, user, "nossh")
+async def test_ssh_info_of_an_ended_job_lists_no_container_and_of_an_unknown_job_is_404(
+        platform: Platform, api: PaiqClient, user: str) -> None:
+    await api.submit(user, json.dumps(job_config("ended", command="true")).encode())
+    await wait_final(api, user, "ended")
+    status, body, _ = await raw(platform, "GET", f"/api/v1/user/{user}/jobs/ended/ssh")
+    assert status == 200 and body["containers"] == []
+    assert body["keyPair"]["privateKeyFileName"] == f"{user}~ended"
+    status, body, _ = await raw(platform, "GET", f"/api/v1/user/{user}/jobs/nosuchjob/ssh")
+    assert (status, body["code"]) == (404, "NoJobError")
 
 
 async def test_an_unknown_virtual_cluster_is_404_and_nothing_is_stored(api: PaiqClient, user: str) -> None:

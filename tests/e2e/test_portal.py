@@ -350,8 +350,9 @@ async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why
     assert await cells(page, "#attempts tr[data-attempt='0']") != []
     for task in broken["taskRoles"]["main"]["taskStatuses"]:
         shown = await cells(page, f"#tasks tr[data-task='main/{task['taskIndex']}']")
+        ports = task["containerPorts"]  # every role has an http and an ssh port, as in OpenPAI
         assert shown[:9] == [str(task["taskIndex"]), task["taskState"], task["subState"] or "\u2014",
-                             platform.node_id, "127.0.0.1", "\u2014", "\u2014",
+                             platform.node_id, "127.0.0.1", f"http: {ports['http']}; ssh: {ports['ssh']}", "\u2014",
                              str(task["containerExitCode"]), task["containerExitReason"]], shown
         assert shown[10] == "Log"
     trigger = status["appExitTriggerTaskIndex"]
@@ -406,7 +407,7 @@ async def test_a_refused_submission_lists_each_field_then_the_accepted_job_is_st
     await page.click("#submitted-link")
     await page.wait("document.querySelector('#job-state')?.innerText === 'RUNNING'", "the job to run", timeout_s=40)
     task = await cells(page, "#tasks tr[data-task='main/0']")
-    assert task[1] == "RUNNING" and re.fullmatch(r"http: \d+", task[5]), task
+    assert task[1] == "RUNNING" and re.fullmatch(r"http: \d+; ssh: \d+", task[5]), task
     await page.click("#stop")
     await page.click("#stop-confirm")
     await page.wait("document.querySelector('#job-state').innerText === 'STOPPED'", "the job to stop", timeout_s=30)

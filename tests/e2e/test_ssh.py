@@ -119,6 +119,7 @@ async def test_a_task_sshes_into_its_peer_and_paiq_ssh_runs_a_command_in_a_task(
         for c in info["containers"]:
             task = detail["taskRoles"][c["taskRoleName"]]["taskStatuses"][c["taskIndex"]]
             assert (c["sshIp"], c["sshPort"]) == (task["containerIp"], task["containerPorts"]["ssh"])
+            assert task["containerExitReason"] == "", "an image with sshd gets no message"
 
         # paiq ssh from the host runs a command in a task
         password_user_token = (await api.with_token(None).login(user, "secret-pass"))["token"]
@@ -198,6 +199,8 @@ async def test_an_image_without_sshd_runs_its_task_and_says_ssh_is_unavailable(
         await asyncio.sleep(0.25)
     assert reason == ("ssh unavailable: the image has no sshd (install openssh-server in the image to ssh into "
                       "its tasks)")
+    # the task's log is the user's: the setup wrote nothing there
+    assert "".join([line async for line in api.task_log(user, name, "main", 0)]) == ""
     await api.stop(user, name)
     final, _ = await wait_final(api, user, name)
     assert final["jobStatus"]["state"] == "STOPPED"

@@ -36,8 +36,10 @@ async def test_hello_world_runs_in_a_container_that_sees_its_environment(api: Pa
     assert env["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == "0"
     ports = task["containerPorts"]["http"]
     assert len(ports.split(",")) == 2
-    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == f"http:{ports}"
+    ssh = task["containerPorts"]["ssh"]  # not declared: every role gets one, as in OpenPAI
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == f"http:{ports};ssh:{ssh}"
     assert env["PAI_CONTAINER_HOST_http_PORT_LIST"] == ports
+    assert env["PAI_CONTAINER_SSH_PORT"] == ssh
 
 
 async def test_two_roles_run_four_containers(api: PaiqClient, user: str) -> None:
