@@ -101,9 +101,9 @@ async def test_a_ps_worker_job_runs_four_containers_that_talk_over_host_ports(
     assert [t["containerExitCode"] for t in tasks] == [0, 0, 0, 0]
     assert len({t["containerId"] for t in tasks}) == 4
     assert {t["containerNodeId"] for t in tasks} == {compose_stack.node_id}
-    ports = [int(t["containerPorts"]["port"]) for t in tasks]
+    ports = [int(t["containerPorts"][label]) for t in tasks for label in ("http", "ssh")]
     low, high = map(int, compose_stack.settings["PAIQ_NODE_PORT_RANGE"].split("-"))
-    assert len(set(ports)) == 4 and all(low <= p <= high for p in ports)
+    assert len(set(ports)) == 8 and all(low <= p <= high for p in ports)
 
 
 async def test_a_code_dir_on_the_host_file_system_is_mounted_into_the_task(
