@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import docker
 import pytest
 
@@ -69,6 +72,17 @@ def registry_image(registry: Registry, docker_client: docker.DockerClient) -> st
     image = registry.image(f"paiq/{unique('busybox')}:1")
     push_image(docker_client, "local/busybox:latest", image)
     return image
+
+
+async def raw(platform: Platform, method: str, path: str, **kw: Any) -> tuple[int, Any, dict[str, str]]:
+    """One HTTP request to the platform's API as any client sends it: status, body (JSON if it is), headers."""
+    async with aiohttp.ClientSession() as s, s.request(method, platform.api + path, **kw) as resp:
+        text = await resp.text()
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = text
+        return resp.status, body, dict(resp.headers)
 
 
 def job_config(name: str, *, command: str, image: str = "local/busybox:latest",

@@ -6,13 +6,12 @@ import asyncio
 import json
 from typing import Any
 
-import aiohttp
 import jsonschema
 import pytest
 
 from services.submit.openapi import document
 from shared.client import ApiCallError, PaiqClient
-from tests.e2e.conftest import job_config, logged_in
+from tests.e2e.conftest import job_config, logged_in, raw
 from tests.infra import Platform, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -25,16 +24,6 @@ def schema_of(name: str) -> dict[str, Any]:
 
 def valid(instance: Any, name: str) -> None:
     jsonschema.validate(instance, schema_of(name))
-
-
-async def raw(platform: Platform, method: str, path: str, **kw: Any) -> tuple[int, Any, dict[str, str]]:
-    async with aiohttp.ClientSession() as s, s.request(method, platform.api + path, **kw) as resp:
-        text = await resp.text()
-        try:
-            body: Any = json.loads(text)
-        except ValueError:
-            body = text
-        return resp.status, body, dict(resp.headers)
 
 
 async def test_anonymous_submit_is_401(platform: Platform, user: str) -> None:

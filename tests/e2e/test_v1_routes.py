@@ -15,7 +15,7 @@ import pytest
 
 from services.submit.openapi import document
 from shared.client import PaiqClient
-from tests.e2e.conftest import job_config
+from tests.e2e.conftest import job_config, raw
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -24,14 +24,7 @@ Answer = tuple[int, Any, dict[str, str]]
 
 
 async def call(platform: Platform, method: str, path: str, *, token: str | None = None, **kw: Any) -> Answer:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with aiohttp.ClientSession() as s, s.request(method, platform.api + path, headers=headers, **kw) as resp:
-        text = await resp.text()
-        try:
-            body: Any = json.loads(text)
-        except ValueError:
-            body = text
-        return resp.status, body, dict(resp.headers)
+    return await raw(platform, method, path, headers={"Authorization": f"Bearer {token}"} if token else {}, **kw)
 
 
 def documented(method: str, route: str, answer: Answer, schema: dict[str, Any] | None = None) -> None:
