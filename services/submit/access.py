@@ -7,9 +7,16 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from services.submit.bodies import read_object
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
-from services.submit.users import DEFAULT_TOKEN_SECONDS, MAX_TOKEN_SECONDS, Principal, check_user_name
+from services.submit.users import (
+    DEFAULT_TOKEN_SECONDS,
+    MAX_TOKEN_SECONDS,
+    Principal,
+    check_user_name,
+    password_problem,
+)
 from services.submit.views import user_view
 from shared.vclusters import with_default
 
@@ -22,6 +29,8 @@ async def principal_of(request: web.Request) -> Principal:
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError("UnauthorizedUserError",
                        "this request needs 'Authorization: Bearer <token>'; get a token with POST /api/v1/token")
+    if not token.isascii():  # paiq's tokens are URL-safe base64; other bytes arrive as lone surrogates
+        raise ApiError("UnauthorizedUserError", "the token is not one paiq gave out: tokens are ASCII")
     principal = await request.app[DEPS].users.principal(token.strip())
     if principal is None:
         raise ApiError("UnauthorizedUserError", "the token is unknown or has expired; log in again")
@@ -45,19 +54,6 @@ async def require_admin(request: web.Request) -> Principal:
     return principal
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
-    """JSON or form body as a dict (OpenPAI's clients send both)."""
-    if request.content_type in {"application/x-www-form-urlencoded", "multipart/form-data"}:
-        return dict(await request.post())
-    try:
-        data = await request.json()
-    except ValueError as e:
-        raise ApiError("InvalidParametersError", "the body must be a JSON object or a form") from e
-    if not isinstance(data, dict):
-        raise ApiError("InvalidParametersError", "the body must be a JSON object or a form")
-    return data
-
-
 def _string(body: dict[str, Any], field: str) -> str:
     value = body.get(field)
     if not isinstance(value, str) or not value:
@@ -65,16 +61,31 @@ def _string(body: dict[str, Any], field: str) -> str:
     return value
 
 
-async def create_token(request: web.Request) -> web.Response:
-    body = await _body(request)
-    user, password = _string(body, "username"), _string(body, "password")
-    raw = body.get("expiration", DEFAULT_TOKEN_SECONDS)
+def _expiration(raw: object) -> int:
+    """A token's lifetime in seconds: an integral number, or a numeric string as forms send it."""
+    refusal = ApiError("InvalidParametersError",
+                       f"expiration: must be a whole number of seconds, 1-{MAX_TOKEN_SECONDS}")
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise refusal
     try:
-        expiration = int(raw)
-    except (TypeError, ValueError) as e:
-        raise ApiError("InvalidParametersError", "expiration: must be a number of seconds") from e
-    if not 1 <= expiration <= MAX_TOKEN_SECONDS:
-        raise ApiError("InvalidParametersError", f"expiration: must be 1-{MAX_TOKEN_SECONDS} seconds")
+        seconds = int(raw)
+    except (ValueError, OverflowError) as e:  # "1.5", "abc", a string of thousands of digits, inf, nan
+        raise refusal from e
+    if isinstance(raw, float) and seconds != raw:
+        raise refusal
+    if not 1 <= seconds <= MAX_TOKEN_SECONDS:
+        raise refusal
+    return seconds
+
+
+async def create_token(request: web.Request) -> web.Response:
+    body = await read_object(request)
+    user, password = check_user_name(_string(body, "username")), _string(body, "password")
+    # No stored password breaks these rules, so this says nothing about the user; bcrypt would refuse it.
+    problem = password_problem(password, at_least=1)
+    if problem:
+        raise ApiError("InvalidParametersError", problem)
+    expiration = _expiration(body.get("expiration", DEFAULT_TOKEN_SECONDS))
     token, admin = await request.app[DEPS].users.login(user, password, expiration)
     return web.json_response({"user": user, "token": token, "admin": admin})
 
@@ -82,7 +93,7 @@ async def create_token(request: web.Request) -> web.Response:
 async def put_user(request: web.Request) -> web.Response:
     """OpenPAI's ``PUT /api/v1/user``: an admin creates (``modify: false``) or changes a user."""
     await require_admin(request)
-    body = await _body(request)
+    body = await read_object(request)
     user = check_user_name(_string(body, "username"))
     admin = body.get("admin")
     if admin is not None and not isinstance(admin, bool):
@@ -92,8 +103,8 @@ async def put_user(request: web.Request) -> web.Response:
         raise ApiError("InvalidParametersError", "groups: must be a list of non-empty strings")
     users = request.app[DEPS].users
     if body.get("modify") is True:
-        password = body.get("password")
-        await users.update(user, password=str(password) if password is not None else None, admin=admin,
+        password = _string(body, "password") if body.get("password") is not None else None
+        await users.update(user, password=password, admin=admin,
                            groups=tuple(groups) if groups is not None else None)
         return web.json_response({"message": f"update user {user} successfully"})
     await users.create(user, _string(body, "password"), admin=bool(admin), groups=tuple(groups or ()))
@@ -126,7 +137,7 @@ async def delete_user(request: web.Request) -> web.Response:
     """OpenPAI's ``DELETE /api/v1/user`` ``{"username": ...}``: an admin removes a user who is not an
     admin; the user's tokens stop working at once. Their jobs stay, as in OpenPAI."""
     principal = await require_admin(request)
-    user = check_user_name(_string(await _body(request), "username"))
+    user = check_user_name(_string(await read_object(request), "username"))
     tokens = await request.app[DEPS].users.delete(user)
     log.info("user removed", user=user, by=principal.user, tokens_ended=tokens)
     return web.json_response({"message": f"remove user {user} successfully"})

@@ -12,12 +12,13 @@ from aiohttp import web
 from services.submit.access import add_access_routes
 from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, for_status, shown
 from services.submit.feed import add_feed_routes
 from services.submit.jobs import add_job_routes
 from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
 from services.submit.portal import add_portal_routes
+from services.submit.protocol import ApiRunner
 from services.submit.ssh import add_ssh_routes
 from services.submit.users import Users
 from shared.bus.base import Bus
@@ -32,25 +33,38 @@ log = structlog.get_logger("paiq.submit")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CLI_TOKEN_SECONDS = 30 * 24 * 3600
+SHOWN_PATH_CHARS = 200  # a longer path is described in refusals, not echoed
 
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every failure leaves as OpenPAI's ``{code, message}``; never a stack trace."""
+    """Every failure leaves as OpenPAI's ``{code, message}``; never a stack trace, never aiohttp's text."""
     try:
         return await handler(request)
     except ApiError as e:
         return e.response()
     except web.HTTPNotFound:
-        return ApiError("NoApiError", f"no API at {request.method} {request.path}").response()
-    except web.HTTPMethodNotAllowed:
-        return ApiError("MethodNotAllowedError",
-                        f"{request.method} is not allowed on {request.path}").response()
+        return ApiError("NoApiError", f"no API at {request.method} {shown(request.path, SHOWN_PATH_CHARS)}").response()
+    except web.HTTPMethodNotAllowed as e:
+        allowed = ", ".join(sorted(e.allowed_methods))
+        return ApiError("MethodNotAllowedError", f"{request.method} is not allowed on "
+                        f"{shown(request.path, SHOWN_PATH_CHARS)}; use {allowed}").response({"Allow": allowed})
     except web.HTTPRequestEntityTooLarge:
         return ApiError("PayloadTooLargeError",
-                        f"the request body must be at most {MAX_CONFIG_BYTES} bytes").response()
-    except web.HTTPException:
-        raise
+                        f"the request body must be at most {request.client_max_size} bytes").response()
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return for_status(e.status, f"{e.status} {e.reason}").response()
+    except web.RequestPayloadError:
+        # the body arrived broken: bad chunks, or a Content-Encoding its bytes do not decode as
+        return ApiError("InvalidParametersError", "the body could not be read: its chunked Transfer-Encoding or "
+                                                  "its Content-Encoding is not valid").response()
+    except ConnectionResetError:
+        # no one will read this answer; it only keeps a client gone mid-body out of the failure log
+        log.info("the client closed the connection before its request was answered", method=request.method,
+                 path=request.path)
+        return ApiError("InvalidParametersError", "the connection closed before the request arrived").response()
     except Exception:
         log.exception("request failed", method=request.method, path=request.path)
         return ApiError("UnknownError", "internal error; the submit service log has the details").response()
@@ -114,8 +128,8 @@ async def start_submit(settings: Settings, store: Store, bus: Bus) -> web.AppRun
         log.info("virtual clusters loaded", path=settings.virtual_clusters_path)
     users = Users(store)
     await bootstrap_admin(users, settings)
-    runner = web.AppRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users)),
-                           access_log=None)
+    runner = ApiRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users)),
+                       access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.api_host, settings.api_port)
     await site.start()

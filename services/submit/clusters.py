@@ -8,11 +8,36 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from services.submit.access import require_admin
+from services.submit.bodies import read_json
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, shown
 from shared.queueing import usage_by_vc
 from shared.records import JobState
 from shared.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
+
+# pydantic's error types, said in this API's words (its own messages are not passed on).
+_RULES = {
+    "missing": "is required",
+    "extra_forbidden": "is not a field of a virtual cluster (quota, users, groups)",
+    "float_type": "must be a number", "float_parsing": "must be a number", "finite_number": "must be a number",
+    "greater_than_equal": "must be at least {ge}", "less_than_equal": "must be at most {le}",
+    "string_type": "must be a string", "tuple_type": "must be a list", "list_type": "must be a list",
+    "model_type": "must be an object", "dict_type": "must be an object",
+    "string_pattern_mismatch": "must be 1-64 letters, digits, '_' or '-'",
+}
+
+
+def _field(part: str | int) -> str:
+    return str(part) if isinstance(part, int) or (len(part) <= 64 and part.isprintable()) else shown(part)
+
+
+def _problems(error: ValidationError) -> str:
+    """Each problem as ``field: rule``, without pydantic's wording, the input or a link."""
+    said = []
+    for e in error.errors(include_url=False, include_input=False):
+        where = ".".join(_field(p) for p in e["loc"]) or "(body)"
+        said.append(f"{where}: {_RULES.get(e['type'], 'is not valid').format(**e.get('ctx', {}))}")
+    return "; ".join(said)
 
 
 def _resources(r: Resources) -> dict[str, int]:
@@ -49,7 +74,7 @@ async def get_virtual_cluster(request: web.Request) -> web.Response:
     name = request.match_info["vc"]
     summaries = await _summaries(request)
     if name not in summaries:
-        raise ApiError("NoVirtualClusterError", f"virtual cluster {name} does not exist")
+        raise ApiError("NoVirtualClusterError", f"virtual cluster {shown(name)} does not exist")
     return web.json_response(summaries[name])
 
 
@@ -61,11 +86,13 @@ async def put_virtual_cluster(request: web.Request) -> web.Response:
     if name == DEFAULT_VC:
         raise ApiError("InvalidParametersError", "the default virtual cluster's quota is what the others leave; "
                                                  "change theirs instead")
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise ApiError("InvalidParametersError", "the body must be a JSON object: {quota, users, groups}")
     try:
-        body = await request.json()
-        vc = VirtualCluster.model_validate({**(body if isinstance(body, dict) else {}), "name": name})
-    except (ValueError, ValidationError) as e:
-        raise ApiError("InvalidParametersError", f"invalid virtual cluster: {e}") from e
+        vc = VirtualCluster.model_validate({**body, "name": name})
+    except ValidationError as e:
+        raise ApiError("InvalidParametersError", f"invalid virtual cluster: {_problems(e)}") from e
     store = request.app[DEPS].store
     others = [v for v in await store.list_vcs() if v.name != name]
     problem = total_problem([*others, vc])
@@ -84,7 +111,7 @@ async def delete_virtual_cluster(request: web.Request) -> web.Response:
     if await store.active_jobs_in_vc(name):
         raise ApiError("ConflictVirtualClusterError", f"virtual cluster {name} still has waiting or running jobs")
     if not await store.delete_vc(name):
-        raise ApiError("NoVirtualClusterError", f"virtual cluster {name} does not exist")
+        raise ApiError("NoVirtualClusterError", f"virtual cluster {shown(name)} does not exist")
     return web.json_response({"message": f"virtual cluster {name} deleted"})
 
 

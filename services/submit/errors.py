@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aiohttp import web
 
 from shared.errors import PaiqError
@@ -22,8 +24,18 @@ STATUS_OF = {
     "NoApiError": 404,
     "MethodNotAllowedError": 405,
     "PayloadTooLargeError": 413,
+    # Not one of OpenPAI's codes: its Node.js server answered oversized headers with a bare 431.
+    "RequestHeaderFieldsTooLargeError": 431,
     "UnknownError": 500,
 }
+
+# The code of an answer aiohttp decided (an HTTPException, a request its parser refused), by status.
+_CODE_OF_STATUS = {400: "InvalidParametersError", 401: "UnauthorizedUserError", 403: "ForbiddenUserError",
+                   404: "NoApiError", 405: "MethodNotAllowedError", 413: "PayloadTooLargeError",
+                   431: "RequestHeaderFieldsTooLargeError"}
+
+# What a refusal may quote of the value it refuses: longer or odd values are described, not echoed.
+SHOWN_CHARS = 64
 
 
 class ApiError(PaiqError):
@@ -36,5 +48,22 @@ class ApiError(PaiqError):
         self.message = message
         self.status = status or STATUS_OF[code]
 
-    def response(self) -> web.Response:
-        return web.json_response({"code": self.code, "message": self.message}, status=self.status)
+    def response(self, headers: Mapping[str, str] | None = None) -> web.Response:
+        return web.json_response({"code": self.code, "message": self.message}, status=self.status, headers=headers)
+
+
+def for_status(status: int, message: str) -> ApiError:
+    """An answer of ``status`` that aiohttp decided, as OpenPAI's ``{code, message}`` (a 4xx without a code
+    of its own is the request's fault: InvalidParametersError)."""
+    code = _CODE_OF_STATUS.get(status, "InvalidParametersError" if 400 <= status < 500 else "UnknownError")
+    return ApiError(code, message, status=status)
+
+
+def shown(value: str, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as a refusal may quote it: ``repr`` when short and printable, else only what it is like,
+    so that no answer echoes a long or binary input back."""
+    if len(value) > limit:
+        return f"(a value of {len(value)} characters)"
+    if not value.isprintable() or "\ufffd" in value:  # U+FFFD: where the URL held bytes that are not UTF-8
+        return "(a value with control characters or bytes that are not UTF-8)"
+    return repr(value)

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from services.submit.access import principal_of
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, shown
 from services.submit.users import check_user_name
 from shared.logstore import LogLineRecord, LogStore, RunKey
 
@@ -32,13 +32,24 @@ _STREAMS = {"": frozenset({"stdout", "stderr"}), "all": frozenset({"stdout", "st
             "stdout": frozenset({"stdout"}), "stderr": frozenset({"stderr"})}
 
 
+MAX_NUMBER = 999_999_999  # the largest tail, attempt or task index this route reads
+
+
+def _number(raw: str) -> int | None:
+    """``raw`` as a number 0-MAX_NUMBER, or None (ASCII digits only: ``int`` also takes '٣', '1_0', ' 1')."""
+    if raw.isascii() and raw.isdigit() and len(raw) <= len(str(MAX_NUMBER)):
+        return int(raw)
+    return None
+
+
 def _int_query(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None or raw == "":
         return None
-    if not (raw.isascii() and raw.isdigit()):
-        raise ApiError("InvalidParametersError", f"{name}: must be a non-negative integer, got {raw!r}")
-    return int(raw)
+    number = _number(raw)
+    if number is None:
+        raise ApiError("InvalidParametersError", f"{name}: must be a whole number 0-{MAX_NUMBER}")
+    return number
 
 
 async def _task_key(request: web.Request) -> RunKey:
@@ -46,16 +57,15 @@ async def _task_key(request: web.Request) -> RunKey:
     user, name = check_user_name(request.match_info["user"]), request.match_info["job"]
     job = await request.app[DEPS].store.find_job(user, name)
     if job is None:
-        raise ApiError("NoJobError", f"job {name} of user {user} was not found")
+        raise ApiError("NoJobError", f"job {shown(name)} of user {user} was not found")
     if principal.user != job.user and not principal.admin:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not read the logs of {job.user}'s jobs")
     role, raw_index = request.match_info["role"], request.match_info["index"]
-    if not (raw_index.isascii() and raw_index.isdigit()) or not any(
-            t.role == role and t.index == int(raw_index) for t in job.tasks):
-        raise ApiError("NoJobError", f"job {name} has no task {role}[{raw_index}]")
+    index = _number(raw_index)
+    if index is None or not any(t.role == role and t.index == index for t in job.tasks):
+        raise ApiError("NoJobError", f"job {name} has no task {shown(role)}[{shown(raw_index)}]")
     attempt = _int_query(request, "attempt")
-    return RunKey(job_id=job.id, role=role, index=int(raw_index),
-                  attempt=job.attempt if attempt is None else attempt)
+    return RunKey(job_id=job.id, role=role, index=index, attempt=job.attempt if attempt is None else attempt)
 
 
 async def _write(response: web.StreamResponse, lines: list[LogLineRecord], streams: frozenset[str]) -> None:
@@ -104,11 +114,12 @@ async def get_task_log(request: web.Request) -> web.StreamResponse:
 
 _PARAMS: list[dict[str, Any]] = [
     *({"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in ("user", "job", "role")),
-    {"name": "index", "in": "path", "required": True, "schema": {"type": "integer"}},
-    {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+    {"name": "index", "in": "path", "required": True,
+     "schema": {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}},
+    {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}},
     {"name": "follow", "in": "query", "schema": {"type": "boolean"}},
     {"name": "stream", "in": "query", "schema": {"enum": ["stdout", "stderr", "all"]}},
-    {"name": "attempt", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+    {"name": "attempt", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}},
 ]
 
 # The route's OpenAPI description (merged into services.submit.openapi.PATHS).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, shown
 from services.submit.users import check_user_name
 from shared.records import JobRecord
 
@@ -18,5 +18,5 @@ async def job_or_404(request: web.Request) -> JobRecord:
     user, name = path_user(request), request.match_info["job"]
     job = await request.app[DEPS].store.find_job(user, name)
     if job is None:
-        raise ApiError("NoJobError", f"job {name} of user {user} was not found")
+        raise ApiError("NoJobError", f"job {shown(name)} of user {user} was not found")
     return job

@@ -19,7 +19,7 @@ import structlog
 from aiohttp import web
 
 from services.submit.access import principal_of
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, shown
 
 log = structlog.get_logger("paiq.submit")
 
@@ -63,7 +63,7 @@ ASSETS = web.AppKey("portal_assets", dict[str, Asset])
 def _serve(request: web.Request, name: str) -> web.Response:
     asset = request.app[ASSETS].get(name)
     if asset is None:
-        raise ApiError("NoApiError", f"the web portal has no file {name!r}")
+        raise ApiError("NoApiError", f"the web portal has no file {shown(name)}")
     headers = {**SECURITY_HEADERS, "ETag": asset.etag}
     if request.headers.get("If-None-Match") == asset.etag:
         return web.Response(status=304, headers=headers)

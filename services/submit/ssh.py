@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from services.submit.access import principal_of
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, shown
 from services.submit.lookup import job_or_404
 from shared.jobconfig import JobConfig
 from shared.jobkeys import USER_KEY_VARIABLE, JobKey, user_keys
@@ -94,7 +94,7 @@ async def get_key_file(request: web.Request) -> web.Response:
         text = key.private_key.get_secret_value()
     else:
         raise ApiError("NoJobSshInfoError",
-                       f"job {job.name} has no key file {wanted!r}; its files are {key.name} and {key.name}.pub")
+                       f"job {job.name} has no key file {shown(wanted)}; its files are {key.name} and {key.name}.pub")
     return web.Response(text=text, content_type="text/plain", headers={
         "Content-Disposition": f'attachment; filename="{wanted}"', "Cache-Control": "no-store"})
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
-from services.submit.errors import ApiError
+from services.submit.errors import ApiError, shown
 from shared.records import now_ms
 from shared.store import Store
 
@@ -28,6 +28,7 @@ USER_PATTERN = re.compile(r"[A-Za-z0-9_\-.]{1,64}")
 DEFAULT_TOKEN_SECONDS = 7 * 24 * 3600
 MAX_TOKEN_SECONDS = 365 * 24 * 3600
 MIN_PASSWORD_LENGTH = 6
+MAX_PASSWORD_BYTES = 72
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def _info(doc: dict[str, object]) -> UserInfo:
 
 def check_user_name(user: str) -> str:
     if not USER_PATTERN.fullmatch(user):
-        raise ApiError("InvalidParametersError", f"user name {user!r} must be 1-64 letters, digits, '_', '-' or '.'")
+        raise ApiError("InvalidParametersError",
+                       f"user name {shown(user)} must be 1-64 letters, digits, '_', '-' or '.'")
     return user
 
 
@@ -70,13 +72,18 @@ def _hash_password(password: str) -> bytes:
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt())
 
 
-def _password_problem(password: object) -> str | None:
+def password_problem(password: object, *, at_least: int = MIN_PASSWORD_LENGTH) -> str | None:
+    """What is wrong with ``password`` (``at_least``: its shortest length; 1 when logging in), or None."""
     if not isinstance(password, str):
         return "password must be a string"
-    if len(password) < MIN_PASSWORD_LENGTH:
-        return f"password must be at least {MIN_PASSWORD_LENGTH} characters"
-    if len(password.encode()) > 72:
-        return "password must be at most 72 bytes (bcrypt's limit)"
+    if len(password) < at_least:
+        return f"password must be at least {at_least} characters"
+    try:
+        encoded = password.encode()
+    except UnicodeEncodeError:
+        return "password must be valid Unicode (it holds an unpaired surrogate)"
+    if len(encoded) > MAX_PASSWORD_BYTES:
+        return f"password must be at most {MAX_PASSWORD_BYTES} bytes of UTF-8 (bcrypt's limit)"
     return None
 
 
@@ -86,7 +93,7 @@ class Users:
         self._tokens = store.tokens
 
     async def create(self, user: str, password: str, *, admin: bool, groups: tuple[str, ...] = ()) -> None:
-        problem = _password_problem(password)
+        problem = password_problem(password)
         if problem:
             raise ApiError("InvalidParametersError", problem)
         hashed = await asyncio.to_thread(_hash_password, password)
@@ -101,7 +108,7 @@ class Users:
                      groups: tuple[str, ...] | None = None) -> None:
         changes: dict[str, object] = {}
         if password is not None:
-            problem = _password_problem(password)
+            problem = password_problem(password)
             if problem:
                 raise ApiError("InvalidParametersError", problem)
             changes["password_hash"] = (await asyncio.to_thread(_hash_password, password)).decode()
