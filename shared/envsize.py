@@ -34,6 +34,7 @@ from shared.envvars import (
     task_variables,
 )
 from shared.jobconfig import JobConfig, TaskRole, env_name
+from shared.joblimits import digits_below as digits_below
 from shared.placement import TaskPlacement
 from shared.records import job_id_of
 from shared.validation import ConfigProblem
@@ -74,16 +75,6 @@ def string_bytes(name: str, value: str) -> int:
 
 def _sized(env: Mapping[str, str]) -> int:
     return sum(string_bytes(k, v) + POINTER for k, v in env.items())
-
-
-def digits_below(n: int) -> int:
-    """The digits of 0, 1, ..., n-1 written in decimal, all together."""
-    total, low, width = 0, 0, 1
-    while low < n:
-        high = min(n, 10**width)
-        total += (high - low) * width
-        low, width = high, width + 1
-    return total
 
 
 def _own(role: TaskRole) -> dict[str, str]:

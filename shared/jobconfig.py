@@ -31,6 +31,8 @@ IMAGE_PATTERN = (rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9
 RETRY_UNLIMITED = -1  # failures a user's code may cause are retried without limit; success ends the job
 RETRY_ALWAYS = -2  # every completion, success included, starts a new attempt: runs until stopped
 
+MAX_ROLE_TASKS = 5000
+MAX_TASK_ROLES = 100
 StrictInt = Annotated[int, Field(strict=True)]
 JobName = Annotated[str, StringConstraints(strict=True, pattern=JOB_NAME_PATTERN, max_length=255)]
 RoleName = Annotated[str, StringConstraints(strict=True, pattern=ROLE_NAME_PATTERN, max_length=64)]
@@ -56,7 +58,9 @@ DEFAULT_PORT_LABELS = ("http", "ssh")
 
 class TaskRole(_Model):
     name: RoleName
-    task_number: Annotated[StrictInt, Field(ge=1, le=10000)] = Field(1, alias="taskNumber")
+    # A role has at most as many tasks as a job (the default of PAIQ_MAX_JOB_TASKS, which the validator
+    # checks on the whole job before this model): its host list alone passes Linux's 128 KiB at 5,956.
+    task_number: Annotated[StrictInt, Field(ge=1, le=MAX_ROLE_TASKS)] = Field(1, alias="taskNumber")
     cpu_number: Annotated[StrictInt, Field(ge=1, le=1024)] = Field(1, alias="cpuNumber")
     memory_mb: Annotated[StrictInt, Field(ge=100, le=16 * 1024 * 1024)] = Field(100, alias="memoryMB")
     shm_mb: Annotated[StrictInt, Field(ge=1)] = Field(64, alias="shmMB")
@@ -87,7 +91,8 @@ class JobConfig(_Model):
     virtual_cluster: Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_\-]+$")] = Field(
         "default", alias="virtualCluster"
     )
-    task_roles: Annotated[tuple[TaskRole, ...], Field(min_length=1, max_length=100)] = Field(alias="taskRoles")
+    task_roles: Annotated[tuple[TaskRole, ...], Field(min_length=1, max_length=MAX_TASK_ROLES)] = Field(
+        alias="taskRoles")
     gpu_type: Annotated[str, StringConstraints(strict=True, max_length=128)] = Field("", alias="gpuType")
     retry_count: Annotated[StrictInt, Field(ge=RETRY_ALWAYS, le=1000)] = Field(0, alias="retryCount")
     job_envs: dict[str, EnvValue] = Field(default_factory=dict, alias="jobEnvs")

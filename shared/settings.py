@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.errors import SettingsError
+from shared.joblimits import LIMIT_SETTINGS, JobLimits
 
 
 def _digits(text: str) -> bool:
@@ -130,6 +131,19 @@ def _retention_days(env: Mapping[str, str]) -> float:
     return days
 
 
+def _job_limits(env: Mapping[str, str]) -> JobLimits:
+    """PAIQ_MAX_JOB_TASKS and the other limits of one job submission (shared.joblimits), each within its
+    bounds."""
+    defaults = JobLimits()
+    values = {}
+    for name, (var, least, most) in LIMIT_SETTINGS.items():
+        value = _int(env, var, getattr(defaults, name))
+        if not least <= value <= most:
+            raise SettingsError(var, f"must be {least:,}-{most:,}, got {value:,}")
+        values[name] = value
+    return JobLimits(**values)
+
+
 # Where the scheduler's, status's and launcher's /healthz and /metrics listen by default.
 DEFAULT_OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189}
 
@@ -179,6 +193,7 @@ class Settings:
     job_retention_days: float = 0  # 0: keep ended jobs forever
     embedded_db_cache: str = "1G"  # paiq up's SecantusDB: its WiredTiger cache must hold what is stored
     launcher: LauncherSettings = field(default_factory=LauncherSettings)
+    job_limits: JobLimits = field(default_factory=JobLimits)
 
     @property
     def api_url(self) -> str:
@@ -237,4 +252,5 @@ class Settings:
             job_retention_days=_retention_days(env),
             embedded_db_cache=_cache_size(env),
             launcher=_launcher_settings(env),
+            job_limits=_job_limits(env),
         )

@@ -13,19 +13,31 @@ stricter than that schema the rule says why.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.configproblems import ConfigProblem as ConfigProblem
 from shared.configproblems import json_type, problems_from, shown
-from shared.jobconfig import EXTRAS_KEY_PATTERN, IMAGE_PATTERN, JOB_ENV_KEY_PATTERN, JobConfig, TaskRole, env_name
+from shared.docsize import declared_ports, job_document_bytes, role_shapes
+from shared.jobconfig import (
+    EXTRAS_KEY_PATTERN,
+    IMAGE_PATTERN,
+    JOB_ENV_KEY_PATTERN,
+    JobConfig,
+    PortSpec,
+    TaskRole,
+    env_name,
+)
+from shared.joblimits import JobLimits, count_values, nesting_depth, printable, setting, walk
+from shared.joinumbers import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
+from shared.joinumbers import joi_integer as joi_integer
 
 MAX_CONFIG_BYTES = 1024 * 1024
+DEFAULT_LIMITS = JobLimits()
+MAX_WARNINGS = 20  # warnings about unknown fields listed in one answer; the rest are counted
 
 _TOP_FIELDS = {f.alias or n for n, f in JobConfig.model_fields.items()}
 _ROLE_FIELDS = {f.alias or n for n, f in TaskRole.model_fields.items()}
@@ -43,9 +55,6 @@ _ROLE_INTEGERS = {"taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "
 _PORT_INTEGERS = {"beginAt", "portNumber"}
 # In OpenPAI's schema, obsolete: validated as an integer, then only warned about (middlewares/job.js).
 _OBSOLETE_INTEGERS = {"killAllOnCompletedTaskNumber": "use minFailedTaskCount and minSucceededTaskCount instead"}
-# What JavaScript's Number() reads as a decimal number (after trimming whitespace): no hex, no Infinity.
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-MAX_SAFE_INTEGER = 2**53 - 1  # Joi's integer() is Number.isSafeInteger
 
 
 class Rejected(BaseModel):
@@ -69,19 +78,27 @@ def _reject(path: str, rule: str) -> Rejected:
     return Rejected(problems=(ConfigProblem(path=path, rule=rule),))
 
 
-def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
-    """Decode a request body into a JSON object, refusing what is too large or not an object."""
-    size = len(body.encode() if isinstance(body, str) else body)
+def parse_job_json(body: bytes | str, limits: JobLimits = DEFAULT_LIMITS) -> dict[str, Any] | Rejected:
+    """Decode a request body into a JSON object, refusing what is too large or not an object.
+
+    Its values are counted from the bytes first (:func:`shared.joblimits.count_values`, linear): a body of
+    more values than allowed never becomes Python objects.
+    """
+    data_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    size = len(data_bytes)
     if size > MAX_CONFIG_BYTES:
         return _reject("(body)", f"must be at most {MAX_CONFIG_BYTES} bytes, got {size}")
     if size == 0:
         return _reject("(body)", "must be a JSON object, got an empty body")
+    values = count_values(data_bytes, at_most=limits.max_json_values)
+    if values > limits.max_json_values:
+        return _too_many_values(data_bytes, values, limits)
     try:
         data = json.loads(body, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return _reject("(body)", f"is not valid JSON ({e})")
     except RecursionError:
-        return _reject("(body)", "is nested too deeply")
+        return _reject("(body)", _too_deep(nesting_depth(data_bytes), limits))
     except ValueError as e:  # e.g. an integer literal of thousands of digits
         return _reject("(body)", f"is not acceptable JSON ({e})")
     if not isinstance(data, dict):
@@ -89,14 +106,39 @@ def parse_job_json(body: bytes | str) -> dict[str, Any] | Rejected:
     return data
 
 
+def _too_deep(depth: int, limits: JobLimits) -> str:
+    return (f"nests objects and lists {depth:,} levels deep; paiq accepts at most {limits.max_json_depth} levels "
+            f"({setting('max_json_depth')})")
+
+
+def _too_many_values(body: bytes, values: int, limits: JobLimits) -> Rejected:
+    """A body of too many values; its depth too when that is also past the limit and cheap to tell (a body
+    nested 10,000 levels is 10,000 values)."""
+    problems = [ConfigProblem(path="(body)", rule=(
+        f"holds {values:,} JSON values; paiq accepts at most {limits.max_json_values:,} in a job "
+        f"({setting('max_json_values')})"))]
+    if body.count(b"[") + body.count(b"{") <= 4 * limits.max_json_values:
+        depth = nesting_depth(body)
+        if depth > limits.max_json_depth:
+            problems.insert(0, ConfigProblem(path="(body)", rule=_too_deep(depth, limits)))
+    return Rejected(problems=tuple(problems))
+
+
 def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:
-    """Validate a decoded job config; see OPENPAI.md for the rules and defaults."""
+def validate_job_config(raw: Mapping[str, Any], limits: JobLimits = DEFAULT_LIMITS) -> Accepted | Rejected:
+    """Validate a decoded job config; see the README (The job protocol) for the rules and defaults.
+
+    The limits (:class:`~shared.joblimits.JobLimits`) are checked first, on the raw JSON: a body that
+    passes one is refused with those problems alone, before any model is built from it.
+    """
     if not isinstance(raw, Mapping):
         return _reject("(body)", f"must be a JSON object, got {json_type(raw)}")
+    limited = limit_problems(raw, limits)
+    if limited:
+        return Rejected(problems=tuple(limited))
     warnings: list[str] = []
     problems: list[ConfigProblem] = []
     cleaned = _clean(raw, warnings, problems)
@@ -116,25 +158,48 @@ def validate_job_config(raw: Mapping[str, Any]) -> Accepted | Rejected:
             f"tag and digest), got {config.image!r}")))
     if problems:
         return Rejected(problems=tuple(_dedupe(problems)))
-    return Accepted(config=config, raw=dict(raw), warnings=tuple(warnings))
+    return Accepted(config=config, raw=dict(raw), warnings=_capped(warnings))
 
 
-def joi_integer(value: object) -> object:
-    """The integer ``value`` stands for as OpenPAI's Joi read it (``number().integer()``, converting):
-    a JSON integer, an integral JSON number (``2.0``) or a string of a decimal number that is integral
-    (``"2"``, ``" 2 "``, ``"2.0"``, ``"1e3"``), within JavaScript's safe integers. Anything else comes
-    back unchanged, for the model to refuse with its path."""
-    if isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:  # is_integer() is False for NaN and inf
-            return int(value)
-        return value
-    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
-        number = Decimal(value.strip())
-        if number.copy_abs() <= MAX_SAFE_INTEGER and number == number.to_integral_value():
-            return int(number)
-    return value
+TASKS_WHY = ("every task's environment lists every task's host and ports, and Linux starts a task only if "
+             "its environment fits: about 4,400 tasks with the default ports (OpenPAI's launcher allowed "
+             "50,000 a role)")
+
+
+def limit_problems(raw: Mapping[str, Any], limits: JobLimits = DEFAULT_LIMITS) -> list[ConfigProblem]:
+    """What the raw body asks beyond :class:`~shared.joblimits.JobLimits`, in O(size of the body): its
+    keys and values, depth and number of values, task roles and tasks, and the size its job document
+    in MongoDB could grow to."""
+    figures = walk(raw, limits)
+    problems = list(figures.problems)
+    roles = raw.get("taskRoles")
+    shapes = role_shapes(roles)
+    if isinstance(roles, list) and len(roles) > limits.max_task_roles:
+        problems.append(ConfigProblem(path="taskRoles", rule=(
+            f"the job has {len(roles):,} task roles; paiq runs at most {limits.max_task_roles:,} task roles per "
+            f"job ({setting('max_task_roles')})")))
+    tasks = sum(s.tasks for s in shapes)
+    if tasks > limits.max_job_tasks:
+        problems.append(ConfigProblem(path="taskRoles", rule=(
+            f"the job has {tasks:,} tasks in all; paiq runs at most {limits.max_job_tasks:,} tasks per job "
+            f"({setting('max_job_tasks')}): {TASKS_WHY}")))
+    if problems:
+        return problems
+    size = job_document_bytes(figures.bson_bytes, shapes, declared_ports(roles))
+    if size.total > limits.max_document_bytes:
+        problems.append(ConfigProblem(path="(body)", rule=(
+            f"the job's document in MongoDB could grow to {size.total:,} bytes (the config as submitted "
+            f"{size.raw:,}, as validated up to {size.config:,}, {tasks:,} task records {size.tasks:,}); paiq "
+            f"stores at most {limits.max_document_bytes:,} bytes a job ({setting('max_document_bytes')}; "
+            f"MongoDB's limit is 16 MiB a document)")))
+    return problems
+
+
+def _capped(warnings: list[str]) -> tuple[str, ...]:
+    if len(warnings) <= MAX_WARNINGS:
+        return tuple(warnings)
+    return (*warnings[:MAX_WARNINGS],
+            f"and {len(warnings) - MAX_WARNINGS:,} more unknown fields, ignored (kept in the stored config)")
 
 
 def _integers(values: dict[str, Any], keys: set[str]) -> dict[str, Any]:
@@ -150,7 +215,7 @@ def _clean(raw: Mapping[str, Any], warnings: list[str], problems: list[ConfigPro
             problems.extend(_obsolete_integer(key, value, warnings))
             continue
         if key not in _TOP_FIELDS:
-            warnings.append(f"{key}: unknown field, ignored (kept in the stored config)")
+            warnings.append(f"{printable(key, 64)}: unknown field, ignored (kept in the stored config)")
             continue
         if value is None and key in _TOP_NULLABLE:
             continue
@@ -170,7 +235,7 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
     out: dict[str, Any] = {}
     for key, value in role.items():
         if key not in _ROLE_FIELDS:
-            warnings.append(f"taskRoles[{i}].{key}: unknown field, ignored (kept in the stored config)")
+            warnings.append(f"taskRoles[{i}].{printable(key, 64)}: unknown field, ignored (kept in the stored config)")
         elif not (value is None and key in _ROLE_NULLABLE):
             out[key] = value
     out = _integers(out, _ROLE_INTEGERS)
@@ -180,7 +245,7 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
         for j, port in enumerate(ports):
             if isinstance(port, dict):
                 for key in port.keys() - _PORT_FIELDS:
-                    warnings.append(f"taskRoles[{i}].portList[{j}].{key}: unknown field, ignored")
+                    warnings.append(f"taskRoles[{i}].portList[{j}].{printable(key, 64)}: unknown field, ignored")
                 port = _integers({k: v for k, v in port.items() if k in _PORT_FIELDS}, _PORT_INTEGERS)
             cleaned_ports.append(port)
         out["portList"] = cleaned_ports
@@ -212,31 +277,18 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
                 problems.append(ConfigProblem(
                     path=f"jobEnvs.{key}",
                     rule=f"must be a string, number or boolean, got {json_type(value)}"))
-            problems.extend(_non_finite(value, f"jobEnvs.{key}"))
     extras = cleaned.get("extras", {})
     if not isinstance(extras, dict):
         problems.append(ConfigProblem(path="extras", rule=f"must be an object, got {json_type(extras)}"))
         cleaned.pop("extras", None)
     else:
-        for key, value in extras.items():
+        for key in extras:
             if not re.fullmatch(EXTRAS_KEY_PATTERN, key):
                 problems.append(ConfigProblem(path=f"extras.{key}", rule=f"key must match {EXTRAS_KEY_PATTERN}"))
-            problems.extend(_non_finite(value, f"extras.{key}"))
     if problems:
         cleaned.pop("jobEnvs", None)
         cleaned.pop("extras", None)
     return problems
-
-
-def _non_finite(value: object, path: str) -> list[ConfigProblem]:
-    """NaN and infinities are not JSON: they could be neither stored nor given back as they came."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return [ConfigProblem(path=path, rule=f"must be a finite number, got {value}")]
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _non_finite(v, f"{path}.{k}")]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _non_finite(v, f"{path}[{i}]")]
-    return []
 
 
 def _roles_valid_alone(roles: object) -> list[TaskRole | None]:
@@ -283,31 +335,41 @@ def _cross_field_problems(roles: list[TaskRole | None]) -> list[ConfigProblem]:
 
 
 def _port_problems(role: TaskRole, at: str) -> list[ConfigProblem]:
+    """Labels unique (also once made variable names), fixed ranges apart, within 65535. Linear in the
+    role's ports: a repeated label is refused as such and its range not walked again."""
     problems: list[ConfigProblem] = []
-    labels: dict[str, str] = {}
+    labels: set[str] = set()
+    env_names: set[str] = set()
     fixed: dict[int, str] = {}
     for j, port in enumerate(role.port_list):
-        if port.label in labels:
+        repeated = port.label in labels
+        if repeated:
             problems.append(ConfigProblem(
                 path=f"{at}.portList[{j}].label", rule=f"must be unique within the role; {port.label!r} repeats"))
-        elif env_name(port.label) in labels.values():
+        elif env_name(port.label) in env_names:
             problems.append(ConfigProblem(
                 path=f"{at}.portList[{j}].label",
                 rule=(f"must differ from the role's other labels once '.' and '~' become '_' "
                       f"({env_name(port.label)!r})")))
-        labels[port.label] = env_name(port.label)
-        if port.begin_at:
-            for p in range(port.begin_at, port.begin_at + port.port_number):
-                if p in fixed and fixed[p] != port.label:
-                    problems.append(ConfigProblem(
-                        path=f"{at}.portList[{j}]", rule=f"port {p} is also asked for by label {fixed[p]!r}"))
-                    break
-                fixed[p] = port.label
+        labels.add(port.label)
+        env_names.add(env_name(port.label))
+        if port.begin_at and not repeated:
+            problems.extend(_overlap(fixed, port, f"{at}.portList[{j}]"))
         if port.begin_at and port.begin_at + port.port_number - 1 > 65535:
             problems.append(ConfigProblem(
                 path=f"{at}.portList[{j}]",
                 rule=f"beginAt + portNumber - 1 must be <= 65535, got {port.begin_at + port.port_number - 1}"))
     return problems
+
+
+def _overlap(fixed: dict[int, str], port: PortSpec, path: str) -> list[ConfigProblem]:
+    """Claim the port's fixed range in ``fixed`` (port -> label), up to the first port another label
+    claimed. Each port is claimed once, so all of a role's ranges cost O(65,536 + ports)."""
+    for p in range(port.begin_at, port.begin_at + port.port_number):
+        if p in fixed and fixed[p] != port.label:
+            return [ConfigProblem(path=path, rule=f"port {p} is also asked for by label {fixed[p]!r}")]
+        fixed[p] = port.label
+    return []
 
 
 def _dedupe(problems: list[ConfigProblem]) -> list[ConfigProblem]:

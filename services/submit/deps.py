@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -18,6 +19,10 @@ class SubmitDeps:
     store: Store
     bus: Bus
     users: Users
+    # Where submissions are judged and their records built, off the event loop (services.submit.jobs):
+    # one thread, so that concurrent submissions take turns rather than all contend with the loop.
+    cpu: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="paiq-submit-cpu"))
 
 
 DEPS = web.AppKey("deps", SubmitDeps)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -17,14 +19,17 @@ from services.submit.lookup import job_or_404, path_user
 from services.submit.ssh import new_job_key, requested_user_keys
 from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary, without_private
+from shared.configproblems import shown
 from shared.envsize import env_size_problems
 from shared.envvars import resolve_paths
 from shared.errors import BusError, JobExistsError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.jobconfig import JobConfig
+from shared.joblimits import JobLimits, printable
 from shared.joblist import Cursor, CursorError
 from shared.queueing import queue_positions
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, initial_tasks, new_job_id, now_ms
+from shared.settings import Settings
 from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
 from shared.store import Store
 from shared.validation import Accepted, parse_job_json, validate_job_config
@@ -62,17 +67,17 @@ def named_by_path(raw: dict[str, Any], name: str) -> tuple[dict[str, Any], str |
     given = raw.get("jobName")
     if not isinstance(given, str) or given == name:
         return raw, None  # absent or not a string: the config's own validation refuses it
-    return {**raw, "jobName": name}, (f"jobName: the body says {given!r} but the path names the job {name!r}; "
-                                      "the path's name is used, as in OpenPAI")
+    return {**raw, "jobName": name}, (f"jobName: the body says '{printable(given, 64)}' but the path names the job "
+                                      f"{name!r}; the path's name is used, as in OpenPAI")
 
 
-def _accepted(body: bytes, path_name: str | None) -> Accepted:
+def _accepted(body: bytes, path_name: str | None, limits: JobLimits) -> Accepted:
     """The body as a valid config (400 InvalidParametersError naming each problem otherwise)."""
-    parsed = parse_job_json(body)
+    parsed = parse_job_json(body, limits)
     renamed = None
     if isinstance(parsed, dict) and path_name is not None:
         parsed, renamed = named_by_path(parsed, path_name)
-    result = validate_job_config(parsed) if isinstance(parsed, dict) else parsed
+    result = validate_job_config(parsed, limits) if isinstance(parsed, dict) else parsed
     if not isinstance(result, Accepted):
         raise ApiError("InvalidParametersError", result.message)
     if renamed:
@@ -80,47 +85,76 @@ def _accepted(body: bytes, path_name: str | None) -> Accepted:
     return result
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A submission judged and built: its accepted config and the job record to store."""
+
+    result: Accepted
+    job: JobRecord
+
+
+def prepare_job(body: bytes, path_name: str | None, user: str, settings: Settings) -> Prepared:
+    """Everything a submission costs in CPU, in the order that keeps it cheap: the body's limits first
+    (shared.joblimits, before any model), then the config, its paths, every task's environment (still
+    O(roles)), and only then the record with one entry per task. Pure, for a worker thread; raises
+    :class:`ApiError` (400) for what it refuses."""
+    result = _accepted(body, path_name, settings.job_limits)
+    config = result.config
+    _check_storage_paths(config, user, settings.default_fs_uri)
+    # Every task sees every task's host and ports: refuse now a job whose tasks Linux would not start.
+    too_large = env_size_problems(config, user=user, paths=resolve_paths(config, user, settings.default_fs_uri))
+    if too_large:
+        raise ApiError("InvalidParametersError", "; ".join(map(str, too_large)))
+    job = JobRecord(
+        id=new_job_id(user, config.job_name), user=user, name=config.job_name,
+        virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
+        warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
+    )
+    return Prepared(result=result, job=job)
+
+
 async def _submit(request: web.Request, *, path_name: str | None) -> web.Response:
-    """Both ways to submit: as the path's user only, into a VC they may use, under a name not taken."""
+    """Both ways to submit: as the path's user only, into a VC they may use, under a name not taken.
+
+    The body is judged and the record built in the submit service's one worker thread
+    (``SubmitDeps.cpu``), so the event loop keeps serving others meanwhile; one thread, so that
+    concurrent submissions take turns instead of taking the interpreter's lock from the loop together.
+    """
     deps = request.app[DEPS]
     user = path_user(request)
     principal = await principal_of(request)
     if principal.user != user:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not submit jobs as {user}")
-    result = _accepted(await request.read(), path_name)
+    body = await request.read()
+    prepared = await asyncio.get_running_loop().run_in_executor(
+        deps.cpu, prepare_job, body, path_name, user, deps.settings)
+    result, job = prepared.result, prepared.job
     config = result.config
-    _check_storage_paths(config, user, deps.settings.default_fs_uri)
-    # Every task sees every task's host and ports: refuse now a job whose tasks Linux would not start.
-    too_large = env_size_problems(config, user=user, paths=resolve_paths(config, user, deps.settings.default_fs_uri))
-    if too_large:
-        raise ApiError("InvalidParametersError", "; ".join(map(str, too_large)))
     vc = (await virtual_clusters(request)).get(config.virtual_cluster)
     if vc is None:
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
     if not vc.admits(principal.user, principal.groups):
         raise ApiError("ForbiddenUserError", f"user {user} may not use virtual cluster {vc.name}")
     admitted = requested_user_keys(config)
-    job = JobRecord(
-        id=new_job_id(user, config.job_name), user=user, name=config.job_name,
-        virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
-        warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
-    )
-    # The key first: a job is never launched without it. (A key whose job was refused is removed.)
+    # The key first: a job is never launched without it. (A key whose job was not stored is removed.)
     await deps.store.put_job_key(new_job_key(job, admitted))
     try:
         await deps.store.insert_job(job)
     except JobExistsError as e:
         await deps.store.delete_job_key(job.id)
         raise ApiError("ConflictJobError", f"job {config.job_name} already exists for user {user}") from e
+    except Exception:
+        await deps.store.delete_job_key(job.id)
+        raise
     log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
     await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
         job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
-    body: dict[str, object] = {"message": f"update job {config.job_name} successfully"}
+    body_out: dict[str, object] = {"message": f"update job {config.job_name} successfully"}
     headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(config.job_name)}"}
     if result.warnings:
-        body["warnings"] = list(result.warnings)
+        body_out["warnings"] = list(result.warnings)
         headers["X-Warning"] = " | ".join(result.warnings)
-    return web.json_response(body, status=202, headers=headers)
+    return web.json_response(body_out, status=202, headers=headers)
 
 
 def _check_storage_paths(config: JobConfig, user: str, default_fs_uri: str) -> None:
@@ -187,11 +221,11 @@ async def _request_stop(request: web.Request, *, delete: bool) -> tuple[JobRecor
 async def put_execution_type(request: web.Request) -> web.Response:
     try:
         body = await request.json()
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # not JSON, or nested past the decoder
         raise ApiError("InvalidParametersError", 'the body must be {"value": "STOP"}') from e
     value = body.get("value") if isinstance(body, dict) else None
     if value != "STOP":
-        raise ApiError("InvalidParametersError", f'value: must be "STOP", got {value!r}')
+        raise ApiError("InvalidParametersError", f'value: must be "STOP", got {shown(value)[1:-1]}')
     job, changed = await _request_stop(request, delete=False)
     if changed is None:
         latest = await request.app[DEPS].store.get_job(job.id)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shared.jobconfig import JobConfig
+from shared.joblimits import JobLimits
 from shared.placement import Plan, TaskPlacement
 from shared.records import GpuInfo, JobRecord, JobState, NodeRecord, TaskRecord, TaskState, job_id_of
 from shared.validation import Accepted, validate_job_config
@@ -41,9 +42,9 @@ def config_dict(*roles: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     return raw
 
 
-def make_config(*roles: dict[str, Any], **overrides: Any) -> JobConfig:
+def make_config(*roles: dict[str, Any], limits: JobLimits | None = None, **overrides: Any) -> JobConfig:
     """A validated :class:`JobConfig`; fails the test at once if the factory input is not valid."""
-    result = validate_job_config(config_dict(*roles, **overrides))
+    result = validate_job_config(config_dict(*roles, **overrides), *(() if limits is None else (limits,)))
     assert isinstance(result, Accepted), getattr(result, "message", result)
     return result.config
 

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 PURE = ["shared.validation", "shared.jobconfig", "shared.placement", "shared.lifecycle", "shared.completion",
         "shared.envvars", "shared.launchspec", "shared.queueing", "shared.vclusters", "shared.exitspec",
-        "shared.storagepath", "shared.envsize", "services.launcher.exits"]
+        "shared.storagepath", "shared.envsize", "shared.joblimits", "shared.docsize", "shared.joinumbers",
+        "services.launcher.exits"]
 IO = {"asyncio", "aio_pika", "aiormq", "pymongo", "bson", "docker", "aiohttp", "socket", "subprocess",
       "threading", "requests", "urllib.request"}
 
