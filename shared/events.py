@@ -209,12 +209,10 @@ class TaskStartedData(_Data):
     index: int
     node_id: str
     container_id: str
-    detail: str = ""  # what the task should know beyond its start, e.g. why ssh into it is unavailable
 
 
 class TaskStarted(CloudEvent):
-    """A task's container runs (``container_id``); the job is RUNNING from its first task on. ``detail``
-    becomes the task's message (``containerExitReason`` while it runs)."""
+    """A task's container runs (``container_id``); the job is RUNNING from its first task on."""
 
     type: Literal["task.started"] = "task.started"
     data: TaskStartedData

@@ -118,7 +118,7 @@ def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
         return None
     # Even for a job already over: the container runs and holds resources until the launcher stops it.
     job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now, sub_state="",
-                     reason=d.detail)
+                     reason="")  # what it did before (pulling its image) is over
     if job.state == JobState.WAITING and job.sub_state != RETRY_PENDING:
         job = job.model_copy(update={"state": JobState.RUNNING, "launched_ms": job.launched_ms or now,
                                      "reason": ""})
@@ -126,7 +126,8 @@ def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
 
 
 def task_progress(job: JobRecord, d: TaskProgressData, now: int) -> Change | None:
-    """A task not yet ended says what it does: pulling its image, or kept for debugging."""
+    """A task not yet ended says what it does: pulling its image, kept for debugging, or (running) that
+    ssh into it is unavailable."""
     slot = _slot(job, d.attempt, d.role, d.index)
     if slot is None or job.tasks[slot].state.is_final:
         return None

@@ -43,10 +43,10 @@ def exited_event(key: RunKey, node_id: str, code: int, reason: str, diagnostics:
         exit_code=code, reason=reason, diagnostics=diagnostics, container_id=container_id))
 
 
-def started_event(key: RunKey, node_id: str, container_id: str, detail: str = "") -> TaskStarted:
+def started_event(key: RunKey, node_id: str, container_id: str) -> TaskStarted:
     return TaskStarted(subject=key.job_id, data=TaskStartedData(
         job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=node_id,
-        container_id=container_id, detail=detail))
+        container_id=container_id))
 
 
 def watch(deps: LauncherDeps, key: RunKey, container_id: str, *, is_debug: bool) -> None:

@@ -114,19 +114,21 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, cod
         deps.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
     await deps.logs.set_running(key, container_id)
     LAUNCH.observe(time.monotonic() - began)
-    detail = await _ssh_detail(deps, container_id) if ssh is not None else ""
+    if ssh is not None:  # after the start is reported: a task's start never waits on this
+        deps.spawn(f"ssh-check-{container_id[:12]}", _say_if_no_sshd(deps, key, container_id))
     log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
-    return [started_event(key, node_id, container_id, detail)]
+    return [started_event(key, node_id, container_id)]
 
 
-async def _ssh_detail(deps: LauncherDeps, container_id: str) -> str:
-    """The task's message about SSH: empty when its image has sshd, else why ssh into it is unavailable."""
+async def _say_if_no_sshd(deps: LauncherDeps, key: RunKey, container_id: str) -> None:
+    """When the task's image has no sshd, the task's message says ssh into it is unavailable."""
     try:
         found = await deps.driver.first_file(container_id, SSHD_PATHS)
     except DriverError as e:
         log.warning("could not tell whether the task's image has sshd", container=container_id[:12], reason=e.reason)
-        return ""
-    return "" if found else NO_SSHD
+        return
+    if found is None:
+        await deps.publish([_progress(deps, key, "", NO_SSHD)])
 
 
 async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
