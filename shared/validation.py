@@ -8,6 +8,11 @@ What is accepted follows OpenPAI v0.14's Joi schema (rest-server src/config/job.
 ``2.0`` are the integers they spell; ``"1.5"``, ``"abc"``, ``""`` and booleans are not. paiq converts them
 before its models see them (:func:`joi_integer`) and stores the config as submitted. Where paiq is
 stricter than that schema the rule says why.
+
+Before any of that, the body is held to the limits of :mod:`shared.joblimits` (its values counted from
+its bytes, then one linear walk of the decoded JSON: depth, keys, strings, text MongoDB and the engine
+cannot hold, tasks, roles, the job document's size): nothing that grows with a body is built for one
+that passes them.
 """
 
 from __future__ import annotations
