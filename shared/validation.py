@@ -12,7 +12,7 @@ stricter than that schema the rule says why.
 Before any of that, the body is held to the limits of :mod:`shared.joblimits` (its values counted from
 its bytes, then one linear walk of the decoded JSON: depth, keys, strings, text MongoDB and the engine
 cannot hold, tasks, roles, the job document's size): nothing that grows with a body is built for one
-that passes them.
+that fails them.
 """
 
 from __future__ import annotations
