@@ -190,6 +190,7 @@ class Settings:
     log_format: str = "console"
     reconcile_seconds: int = 10
     stop_grace_seconds: int = 10
+    body_timeout_seconds: int = 30
     job_retention_days: float = 0  # 0: keep ended jobs forever
     embedded_db_cache: str = "1G"  # paiq up's SecantusDB: its WiredTiger cache must hold what is stored
     launcher: LauncherSettings = field(default_factory=LauncherSettings)
@@ -216,9 +217,11 @@ class Settings:
         )
         timing = {var: _int(env, var, default) for var, default in (
             ("PAIQ_RECONCILE_SECONDS", 10), ("PAIQ_LEASE_SECONDS", 15), ("PAIQ_NODE_TIMEOUT_SECONDS", 40),
-            ("PAIQ_STOP_GRACE_SECONDS", 10), ("PAIQ_BACKFILL_BOUND_SECONDS", 600))}
+            ("PAIQ_STOP_GRACE_SECONDS", 10), ("PAIQ_BACKFILL_BOUND_SECONDS", 600),
+            ("PAIQ_BODY_TIMEOUT_SECONDS", 30))}
         for var, least in (("PAIQ_RECONCILE_SECONDS", 1), ("PAIQ_LEASE_SECONDS", 3), ("PAIQ_NODE_TIMEOUT_SECONDS", 4),
-                           ("PAIQ_STOP_GRACE_SECONDS", 0), ("PAIQ_BACKFILL_BOUND_SECONDS", 0)):
+                           ("PAIQ_STOP_GRACE_SECONDS", 0), ("PAIQ_BACKFILL_BOUND_SECONDS", 0),
+                           ("PAIQ_BODY_TIMEOUT_SECONDS", 1)):
             if timing[var] < least:
                 raise SettingsError(var, f"must be >= {least}, got {timing[var]}")
         return cls(
@@ -249,6 +252,7 @@ class Settings:
             log_format=env.get("PAIQ_LOG_FORMAT") or "console",
             reconcile_seconds=timing["PAIQ_RECONCILE_SECONDS"],
             stop_grace_seconds=timing["PAIQ_STOP_GRACE_SECONDS"],
+            body_timeout_seconds=timing["PAIQ_BODY_TIMEOUT_SECONDS"],
             job_retention_days=_retention_days(env),
             embedded_db_cache=_cache_size(env),
             launcher=_launcher_settings(env),

@@ -260,9 +260,10 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
 def _obsolete_integer(key: str, value: object, warnings: list[str]) -> list[ConfigProblem]:
     instead = _OBSOLETE_INTEGERS[key]
     number = joi_integer(value)
-    if isinstance(number, bool) or not isinstance(number, int):
-        return [ConfigProblem(path=key, rule=f"must be an integer, got {json_type(value)} {shown(value)}; "
-                                             f"it is obsolete and ignored: {instead}")]
+    if isinstance(number, bool) or not isinstance(number, int) or abs(number) > MAX_SAFE_INTEGER:
+        return [ConfigProblem(path=key, rule=f"must be an integer within +-{MAX_SAFE_INTEGER} (JavaScript's safe "
+                                             f"integers), got {json_type(value)} {shown(value)}; it is obsolete "
+                                             f"and ignored: {instead}")]
     warnings.append(f"{key}: obsolete, ignored (kept in the stored config); {instead}")
     return []
 

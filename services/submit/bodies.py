@@ -1,26 +1,32 @@
 """Request bodies as the API reads them: a JSON object, or an HTML form (urlencoded or multipart).
 
 Everything is decoded strictly (UTF-8 only, no lone surrogates, no NaN) and bounded: the body by the
-app's ``client_max_size``, a form by :data:`MAX_FORM_FIELDS` fields of at most :data:`MAX_FORM_VALUE_BYTES`
-each, no files. Each refusal is a 400 ``InvalidParametersError`` (413 ``PayloadTooLargeError`` for
-size) saying what is wrong, never what the parser said nor the bytes it choked on.
+app's ``client_max_size`` and in time by ``PAIQ_BODY_TIMEOUT_SECONDS`` (a client that announces more
+than it sends gets a 408, it does not hold the request open), a form by :data:`MAX_FORM_FIELDS` fields
+of at most :data:`MAX_FORM_VALUE_BYTES` each, no files. Each refusal is a 400 ``InvalidParametersError``
+(413 ``PayloadTooLargeError`` for size) saying what is wrong, never what the parser said nor the bytes
+it choked on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
 
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 # The routes that take forms read at most six fields, each a name, a password or a number.
 MAX_FORM_FIELDS = 16
 MAX_FORM_VALUE_BYTES = 4096
+T = TypeVar("T")
 _UTF8 = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 
 
@@ -32,6 +38,22 @@ def _check_charset(request: web.Request) -> None:
     charset = request.charset
     if charset is not None and charset.lower() not in _UTF8:
         raise _invalid(f"charset {shown(charset)} is not supported; send the body as UTF-8")
+
+
+async def in_time(request: web.Request, reading: Awaitable[T]) -> T:
+    """``reading`` (of the request's body), or a 408 once the body takes longer than the setting allows."""
+    seconds = request.app[DEPS].settings.body_timeout_seconds
+    try:
+        async with asyncio.timeout(seconds):
+            return await reading
+    except TimeoutError as e:
+        raise ApiError("RequestTimeoutError", f"the request body did not arrive within {seconds} s (is "
+                                              "Content-Length larger than the body sent?)") from e
+
+
+async def read_bytes(request: web.Request) -> bytes:
+    """The whole body, within the time the settings allow."""
+    return await in_time(request, request.read())
 
 
 async def read_object(request: web.Request) -> dict[str, Any]:
@@ -47,7 +69,7 @@ async def read_object(request: web.Request) -> dict[str, Any]:
 async def read_json(request: web.Request) -> Any:
     """The body as JSON (any value; the caller checks its shape)."""
     _check_charset(request)
-    raw = await request.read()
+    raw = await read_bytes(request)
     if not raw.strip():
         raise _invalid("the body is empty")
     try:
@@ -96,9 +118,9 @@ async def read_form(request: web.Request) -> dict[str, str]:
     """A form's fields by name: at most :data:`MAX_FORM_FIELDS`, each once, as text."""
     _check_charset(request)
     if request.content_type == "multipart/form-data":
-        pairs = await _multipart_pairs(request)
+        pairs = await in_time(request, _multipart_pairs(request))
     else:
-        pairs = _urlencoded_pairs(await request.read())
+        pairs = _urlencoded_pairs(await read_bytes(request))
     fields: dict[str, str] = {}
     for name, value in pairs:
         if _has_lone_surrogate(name):  # a multipart part's name is not decoded strictly

@@ -24,6 +24,8 @@ STATUS_OF = {
     "NoApiError": 404,
     "MethodNotAllowedError": 405,
     "PayloadTooLargeError": 413,
+    # Not one of OpenPAI's codes: a body that does not arrive in time (PAIQ_BODY_TIMEOUT_SECONDS).
+    "RequestTimeoutError": 408,
     # Not one of OpenPAI's codes: its Node.js server answered oversized headers with a bare 431.
     "RequestHeaderFieldsTooLargeError": 431,
     "UnknownError": 500,
@@ -31,8 +33,8 @@ STATUS_OF = {
 
 # The code of an answer aiohttp decided (an HTTPException, a request its parser refused), by status.
 _CODE_OF_STATUS = {400: "InvalidParametersError", 401: "UnauthorizedUserError", 403: "ForbiddenUserError",
-                   404: "NoApiError", 405: "MethodNotAllowedError", 413: "PayloadTooLargeError",
-                   431: "RequestHeaderFieldsTooLargeError"}
+                   404: "NoApiError", 405: "MethodNotAllowedError", 408: "RequestTimeoutError",
+                   413: "PayloadTooLargeError", 431: "RequestHeaderFieldsTooLargeError"}
 
 # What a refusal may quote of the value it refuses: longer or odd values are described, not echoed.
 SHOWN_CHARS = 64

@@ -13,6 +13,7 @@ import yaml
 from aiohttp import web
 
 from services.submit.access import optional_principal, principal_of
+from services.submit.bodies import read_bytes, read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.lookup import job_or_404, path_user
@@ -36,6 +37,9 @@ from shared.validation import Accepted, parse_job_json, validate_job_config
 from shared.vclusters import VirtualCluster, with_default
 
 log = structlog.get_logger("paiq.submit")
+
+# The X-Warning header's length at most (20 warnings of keys quoted up to 64 characters fit).
+MAX_WARNING_HEADER = 4096
 
 
 async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
@@ -125,7 +129,7 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
     principal = await principal_of(request)
     if principal.user != user:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not submit jobs as {user}")
-    body = await request.read()
+    body = await read_bytes(request)
     prepared = await asyncio.get_running_loop().run_in_executor(
         deps.cpu, prepare_job, body, path_name, user, deps.settings)
     result, job = prepared.result, prepared.job
@@ -153,7 +157,7 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
     headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(config.job_name)}"}
     if result.warnings:
         body_out["warnings"] = list(result.warnings)
-        headers["X-Warning"] = " | ".join(result.warnings)
+        headers["X-Warning"] = warning_header(result.warnings)
     return web.json_response(body_out, status=202, headers=headers)
 
 
@@ -218,11 +222,16 @@ async def _request_stop(request: web.Request, *, delete: bool) -> tuple[JobRecor
     return job, changed
 
 
+def warning_header(warnings: tuple[str, ...]) -> str:
+    """The warnings as one header value: printable ASCII (other characters as Python's backslash escapes)
+    and bounded, whatever keys the job had; the answer's ``warnings`` has them as they are."""
+    text = " | ".join(warnings).encode("ascii", "backslashreplace").decode()
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text if len(text) <= MAX_WARNING_HEADER else text[:MAX_WARNING_HEADER - 3] + "..."
+
+
 async def put_execution_type(request: web.Request) -> web.Response:
-    try:
-        body = await request.json()
-    except (ValueError, RecursionError) as e:  # not JSON, or nested past the decoder
-        raise ApiError("InvalidParametersError", 'the body must be {"value": "STOP"}') from e
+    body = await read_json(request)
     value = body.get("value") if isinstance(body, dict) else None
     if value != "STOP":
         raise ApiError("InvalidParametersError", f'value: must be "STOP", got {shown(value)[1:-1]}')

@@ -168,6 +168,7 @@ _ERROR_MEANING = {
     401: "no bearer token, or an unknown or expired one",
     403: "not allowed to this user",
     404: "not found",
+    408: "the body did not arrive within PAIQ_BODY_TIMEOUT_SECONDS",
     409: "conflicts with what exists",
     413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
 }
@@ -253,14 +254,14 @@ PATHS: dict[str, Any] = {
     "/api/v1/token": {"post": {
         "summary": "log in: a bearer token (JSON or form body: username, password, expiration seconds)",
         "requestBody": _body(_TOKEN_REQUEST, form=True),
-        "responses": {"200": _json(_ref("Token"), "a new token"), **_errors(400, 401, 413)}}},
+        "responses": {"200": _json(_ref("Token"), "a new token"), **_errors(400, 401, 408, 413)}}},
     "/api/v1": {"get": {"summary": "OpenPAI's API root", "responses": {"200": {
         "description": "<pre>PAI RESTful API</pre>", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
     "/api/v1/user": {
         "put": {"summary": "admin: create a user (modify false) or change one (modify true)", "security": _AUTH,
                 "requestBody": _body(_USER_CHANGE),
                 "responses": {"200": _json(_ref("Message"), "changed"), "201": _json(_ref("Message"), "created"),
-                              **_errors(400, 401, 403, 404, 409, 413)}},
+                              **_errors(400, 401, 403, 404, 408, 409, 413)}},
         "get": {"summary": "admin: every user, by name", "security": _AUTH,
                 "responses": {"200": _json({"type": "array", "items": _ref("User")}, "the users"),
                               **_errors(401, 403)}},
@@ -268,7 +269,7 @@ PATHS: dict[str, Any] = {
                               "yourself included); their tokens end at once, their jobs stay", "security": _AUTH,
                    "requestBody": _body({"type": "object", "required": ["username"],
                                          "properties": {"username": _USER_NAME}}),
-                   "responses": {"200": _json(_ref("Message"), "removed"), **_errors(400, 401, 403, 404, 413)}}},
+                   "responses": {"200": _json(_ref("Message"), "removed"), **_errors(400, 401, 403, 404, 408, 413)}}},
     "/api/v1/user/{user}": {"get": {
         "summary": "a user's profile: one's own, or anyone's for an admin (400 NoUserError for an unknown user, "
                    "as in OpenPAI)", "security": _AUTH, "parameters": _USER_PARAM,
@@ -283,7 +284,7 @@ PATHS: dict[str, Any] = {
                 "responses": {"200": _PAGE, **_errors(400)}},
         "post": {"summary": "submit a job as the path's user (an admin too submits only as themself)",
                  "security": _AUTH, "parameters": _USER_PARAM, "requestBody": _body(_ref("JobConfig")),
-                 "responses": {"202": _ACCEPTED_JOB, **_errors(400, 401, 403, 404, 409, 413)}}},
+                 "responses": {"202": _ACCEPTED_JOB, **_errors(400, 401, 403, 404, 408, 409, 413)}}},
     "/api/v1/user/{user}/jobs/{job}": {
         "get": {"summary": "job detail (what the tasks printed only with the owner's or an admin's token)",
                 "security": _OPTIONAL_AUTH, "parameters": _JOB_PARAMS,
@@ -291,7 +292,7 @@ PATHS: dict[str, Any] = {
         "put": {"summary": "submit a job named by the path (the body's jobName is required; where it differs, the "
                            "path's name is used and a warning says so)", "security": _AUTH,
                 "parameters": _NEW_JOB_PARAMS, "requestBody": _body(_ref("JobConfigNamedByPath")),
-                "responses": {"202": _ACCEPTED_JOB, **_errors(400, 401, 403, 404, 409, 413)}},
+                "responses": {"202": _ACCEPTED_JOB, **_errors(400, 401, 403, 404, 408, 409, 413)}},
         "delete": {"summary": "stop (if running) and delete a job", "security": _AUTH, "parameters": _JOB_PARAMS,
                    "responses": {"202": _json(_ref("Message"), "deleted or being stopped"),
                                  **_errors(400, 401, 403, 404)}}},
@@ -316,7 +317,7 @@ PATHS: dict[str, Any] = {
         "summary": 'stop a job: {"value": "STOP"}', "security": _AUTH, "parameters": _JOB_PARAMS,
         "requestBody": _body({"type": "object", "required": ["value"], "properties": {"value": {"enum": ["STOP"]}}}),
         "responses": {"200": _json(_ref("Message"), "the job had already ended"),
-                      "202": _json(_ref("Message"), "stop requested"), **_errors(400, 401, 403, 404, 413)}}},
+                      "202": _json(_ref("Message"), "stop requested"), **_errors(400, 401, 403, 404, 408, 413)}}},
     "/api/v1/events": {"get": {
         "summary": "live job and task events (CloudEvents) as Server-Sent Events; see shared/schemas/EVENTS.md",
         "parameters": [{"name": n, "in": "query", "schema": {"type": "string"}} for n in ("user", "job")],
@@ -333,7 +334,7 @@ PATHS: dict[str, Any] = {
         "put": {"summary": "admin: create or replace a virtual cluster (quota in % of the cluster, users, groups); "
                            "400 when the quotas would pass 100%", "security": _AUTH, "parameters": _NEW_VC_PARAM,
                 "requestBody": _body(_ref("VirtualClusterChange")),
-                "responses": {"200": _json(_ref("Message"), "saved"), **_errors(400, 401, 403, 413)}},
+                "responses": {"200": _json(_ref("Message"), "saved"), **_errors(400, 401, 403, 408, 413)}},
         "delete": {"summary": "admin: delete a virtual cluster without active jobs (not 'default')",
                    "security": _AUTH, "parameters": _VC_PARAM,
                    "responses": {"200": _json(_ref("Message"), "deleted"), **_errors(400, 401, 403, 404, 409)}}},

@@ -24,7 +24,8 @@ from shared.store import Store
 
 log = structlog.get_logger("paiq.submit.users")
 
-USER_PATTERN = re.compile(r"[A-Za-z0-9_\-.]{1,64}")
+# Not "." nor "..": a URL's path normalization would take them away (any name of dots only is refused).
+USER_PATTERN = re.compile(r"(?!\.+$)[A-Za-z0-9_\-.]{1,64}")
 DEFAULT_TOKEN_SECONDS = 7 * 24 * 3600
 MAX_TOKEN_SECONDS = 365 * 24 * 3600
 MIN_PASSWORD_LENGTH = 6
@@ -60,7 +61,7 @@ def _info(doc: dict[str, object]) -> UserInfo:
 def check_user_name(user: str) -> str:
     if not USER_PATTERN.fullmatch(user):
         raise ApiError("InvalidParametersError",
-                       f"user name {shown(user)} must be 1-64 letters, digits, '_', '-' or '.'")
+                       f"user name {shown(user)} must be 1-64 letters, digits, '_', '-' or '.', not dots only")
     return user
 
 

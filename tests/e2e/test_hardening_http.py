@@ -367,6 +367,89 @@ async def test_bad_log_query_numbers_are_400(platform: Platform, admin_token: st
                   json={"value": "STOP"})
 
 
+# --- bodies that never arrive, user names a URL cannot reach, warnings that must stay one header ----------
+
+BODY_TIMEOUT_SECONDS = 3  # PAIQ_BODY_TIMEOUT_SECONDS of the test platforms (tests/infra.py)
+
+
+async def answer_in_time(platform: Platform, data: bytes, limit: float) -> tuple[Answer, float]:
+    """Send ``data`` on a connection left open (a client that promised more bytes than it sends); the
+    answer, read as soon as it is complete, and how long it took."""
+    host, port = platform.api.rsplit("//", 1)[1].split(":")
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(data)
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), limit)
+        status_line, *lines = head.decode("latin-1").rstrip("\r\n").split("\r\n")
+        headers = dict(line.split(": ", 1) for line in lines)
+        payload = await asyncio.wait_for(reader.readexactly(int(headers["Content-Length"])), limit)
+    finally:
+        writer.close()
+    return (int(status_line.split(" ")[1]), json.loads(payload), headers), loop.time() - t0
+
+
+@pytest.mark.parametrize("route", ["POST /api/v1/token", "POST /api/v1/user/{user}/jobs",
+                                   "PUT /api/v1/user/{user}/jobs/j/executionType", "PUT /api/v1/user"])
+@pytest.mark.parametrize("content_type", ["application/json", FORM])
+async def test_a_body_shorter_than_its_content_length_is_408_in_time(platform: Platform, admin_token: str,
+                                                                     route: str, content_type: str) -> None:
+    method, path = route.format(user=ADMIN_USER).split(" ")
+    if content_type == FORM and "/jobs" in path:
+        content_type = "application/json"  # job routes take JSON only
+    data = request_bytes(method, path, f"Authorization: Bearer {admin_token}".encode(),
+                         f"Content-Type: {content_type}".encode(), b"Content-Length: 1000") + b'{"username": '
+    answer, took = await answer_in_time(platform, data, BODY_TIMEOUT_SECONDS + 15)
+    refused(answer, 408, "RequestTimeoutError", says=f"within {BODY_TIMEOUT_SECONDS} s")
+    assert BODY_TIMEOUT_SECONDS - 0.5 <= took <= BODY_TIMEOUT_SECONDS + 10, took
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    pytest.param(b'{"value": "\xff"}', "not valid UTF-8", id="invalid-utf8"),
+    pytest.param(b'{"value": "\\udfff"}', "surrogate", id="lone-surrogate"),
+    pytest.param(b"[" * 100_000, "nested too deeply", id="deep"),
+    pytest.param(b'{"value": NaN}', "NaN", id="nan"),
+    pytest.param(b"", "empty", id="empty"),
+    pytest.param(b'["STOP"]', 'must be "STOP"', id="not-an-object"),
+    pytest.param(b'{"value": "' + b"S" * 5000 + b'"}', 'must be "STOP"', id="long-value"),
+])
+async def test_a_bad_execution_type_body_is_a_400(platform: Platform, admin_token: str, body: bytes,
+                                                  says: str) -> None:
+    answer = await raw(platform, "PUT", f"/api/v1/user/{ADMIN_USER}/jobs/no-such-job/executionType", data=body,
+                       headers={"Authorization": f"Bearer {admin_token}", "Content-Type": "application/json"})
+    refused(answer, 400, "InvalidParametersError", says=says, not_echoed=("S" * 100,))
+
+
+@pytest.mark.parametrize("name", [".", "..", "..."])
+async def test_user_names_of_dots_only_are_refused(platform: Platform, admin_token: str, name: str) -> None:
+    answer = await raw(platform, "PUT", "/api/v1/user", headers={"Authorization": f"Bearer {admin_token}"},
+                       json={"username": name, "password": "dots-pass", "admin": False})
+    refused(answer, 400, "InvalidParametersError", says="not dots only")
+
+
+async def test_odd_unknown_keys_are_warned_in_one_ascii_header_and_the_job_kept(platform: Platform,
+                                                                                 admin_token: str) -> None:
+    name = unique("oddkeys")
+    odd = {"evil\r\nSet-Cookie: paiq=1": 1, "ключ": 2, "k" * 1000: 3, "sep\u2028arator": 4}
+    never_fits = [{"name": "main", "taskNumber": 1, "cpuNumber": 1024, "memoryMB": 128, "command": "true"}]
+    auth = {"Authorization": f"Bearer {admin_token}"}
+    status, body, headers = await raw(platform, "POST", f"/api/v1/user/{ADMIN_USER}/jobs", headers=auth,
+                                      json={**job_config(name, command="true", roles=never_fits), **odd})
+    try:
+        assert status == 202, body
+        header = headers["X-Warning"]
+        assert header.isascii() and header.isprintable() and "Set-Cookie" not in headers, header
+        assert "\\u043a" in header and "k" * 64 + "..." in header and "k" * 65 not in header, header
+        assert len(body["warnings"]) == 4 and any("ключ" in w for w in body["warnings"]), body
+        status, config, _ = await raw(platform, "GET", f"/api/v1/user/{ADMIN_USER}/jobs/{name}/config")
+        assert status == 200 and {k: config[k] for k in odd} == odd, "the stored config keeps every key"
+    finally:
+        await raw(platform, "PUT", f"/api/v1/user/{ADMIN_USER}/jobs/{name}/executionType", headers=auth,
+                  json={"value": "STOP"})
+
+
 # --- and then the platform still answers ------------------------------------------------------------------
 
 async def test_after_all_that_the_platform_still_answers(platform: Platform) -> None:

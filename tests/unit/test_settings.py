@@ -32,6 +32,7 @@ def test_defaults() -> None:
     assert (node.node_id, node.ip, node.cpus, node.memory_mb) == ("n1", "127.0.0.1", 8, 16384)
     assert node.gpus == ()
     assert node.port_range == (20000, 29999)
+    assert s.body_timeout_seconds == 30
 
 
 def test_machine_defaults_are_sane_without_any_setting() -> None:
@@ -54,6 +55,7 @@ def test_values_are_read() -> None:
         PAIQ_DEFAULT_FS_URI="hdfs://nn:9000", PAIQ_NODE_IP="10.0.0.5", PAIQ_NODE_GPUS="0:V100,1:K80",
         PAIQ_NODE_PORT_RANGE="30000-30100", PAIQ_LOG_LEVEL="DEBUG", PAIQ_LOG_FORMAT="json",
         PAIQ_RECONCILE_SECONDS="3", PAIQ_STOP_GRACE_SECONDS="1", PAIQ_DOCKER_URL="unix:///run/docker.sock",
+        PAIQ_BODY_TIMEOUT_SECONDS="5",
     )
     assert (s.mongodb_uri, s.database, s.amqp_url, s.exchange, s.queue_prefix) == (
         "mongodb://db:27017", "pq", "amqp://mq/", "x", "qp")
@@ -62,6 +64,7 @@ def test_values_are_read() -> None:
     assert (s.node.ip, s.node.gpus, s.node.port_range) == ("10.0.0.5", ((0, "V100"), (1, "K80")), (30000, 30100))
     assert (s.log_level, s.log_format, s.reconcile_seconds, s.stop_grace_seconds) == ("debug", "json", 3, 1)
     assert s.docker_url == "unix:///run/docker.sock"
+    assert s.body_timeout_seconds == 5
 
 
 def test_docker_host_is_the_fallback_docker_url() -> None:
@@ -141,3 +144,10 @@ def test_the_embedded_database_cache_is_a_size() -> None:
     for bad in ("0G", "lots", "1T", "-1G"):
         with pytest.raises(SettingsError, match="PAIQ_EMBEDDED_DB_CACHE"):
             Settings.from_env({"PAIQ_EMBEDDED_DB_CACHE": bad})
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "soon"])
+def test_the_body_timeout_is_a_whole_number_of_seconds_from_one(raw: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        from_env(PAIQ_BODY_TIMEOUT_SECONDS=raw)
+    assert info.value.name == "PAIQ_BODY_TIMEOUT_SECONDS" and raw in info.value.rule

@@ -127,6 +127,8 @@ REFUSALS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
      "taskRoles[0].portList[0].portNumber", (">= 1", "0")),
     ("killAllOnCompletedTaskNumber not an integer", config_dict(killAllOnCompletedTaskNumber="all"),
      "killAllOnCompletedTaskNumber", ("integer", "obsolete", "minFailedTaskCount")),
+    ("killAllOnCompletedTaskNumber past JavaScript's safe integers", config_dict(killAllOnCompletedTaskNumber=2**53),
+     "killAllOnCompletedTaskNumber", ("safe integers", "obsolete", str(2**53))),
     ("beginAt a bool", config_dict(role_dict(portList=[port_dict("a", True, 1)])),
      "taskRoles[0].portList[0].beginAt", ("integer", "boolean")),
     ("portList an object", config_dict(role_dict(portList={"label": "a"})), "taskRoles[0].portList",
