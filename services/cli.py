@@ -262,7 +262,7 @@ async def cmd_events(args: argparse.Namespace) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     from services.platform import running_platform
     from shared.logsetup import configure_logging
-    from shared.runtime import wait_for_shutdown
+    from shared.runtime import freeze_startup_heap, wait_for_shutdown
     from shared.settings import Settings
 
     env = dict(os.environ)
@@ -277,6 +277,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with running_platform(settings):
             print(f"paiq is up: {settings.api_url} (Ctrl-C to stop)", flush=True)
+            freeze_startup_heap()
             await wait_for_shutdown()
 
     asyncio.run(main())

@@ -11,6 +11,7 @@ from urllib.parse import quote, urlencode
 import structlog
 import yaml
 from aiohttp import web
+from bson.raw_bson import RawBSONDocument
 
 from services.submit.access import optional_principal, principal_of
 from services.submit.bodies import read_bytes, read_json
@@ -32,7 +33,7 @@ from shared.queueing import queue_positions
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, initial_tasks, new_job_id, now_ms
 from shared.settings import Settings
 from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
-from shared.store import Store
+from shared.store import Store, encoded_job
 from shared.validation import Accepted, parse_job_json, validate_job_config
 from shared.vclusters import VirtualCluster, with_default
 
@@ -95,6 +96,7 @@ class Prepared:
 
     result: Accepted
     job: JobRecord
+    document: RawBSONDocument  # the job as stored, encoded off the event loop
 
 
 def prepare_job(body: bytes, path_name: str | None, user: str, settings: Settings) -> Prepared:
@@ -114,7 +116,7 @@ def prepare_job(body: bytes, path_name: str | None, user: str, settings: Setting
         virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
         warnings=result.warnings, created_ms=now_ms(), tasks=initial_tasks(config),
     )
-    return Prepared(result=result, job=job)
+    return Prepared(result=result, job=job, document=encoded_job(job))
 
 
 async def _submit(request: web.Request, *, path_name: str | None) -> web.Response:
@@ -143,7 +145,7 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
     # The key first: a job is never launched without it. (A key whose job was not stored is removed.)
     await deps.store.put_job_key(new_job_key(job, admitted))
     try:
-        await deps.store.insert_job(job)
+        await deps.store.insert_job(job, prepared.document)
     except JobExistsError as e:
         await deps.store.delete_job_key(job.id)
         raise ApiError("ConflictJobError", f"job {config.job_name} already exists for user {user}") from e
