@@ -1,0 +1,392 @@
+"""Benchmark: the worst job bodies submit allows and the oversized ones it refuses, while others are served.
+
+    .venv/bin/python tests/benchmarks/worst_job.py [--sizes 64,256,1024] [--kinds allowed,tasks,...]
+                                                   [--rounds 16] [--refused-rounds 20] [--concurrency 4]
+                                                   [--mongo-uri URI] [--keep]
+
+Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate processes
+over RabbitMQ, as the other control-plane benchmarks do (tests/benchmarks/platform_run.py). Every job
+asks 1,024 CPUs a task, so none is ever placed: the figures are the submit service's.
+
+After a warm-up job, for each kind and body size (KB) it sends, ``--concurrency`` at a time, bodies of
+these kinds (each a fresh job name), the refused kinds first; the jobs of each allowed burst are deleted
+after it:
+
+- ``allowed``: the worst job paiq's defaults accept: two roles of 2,245 tasks (about the most whose
+  environments fit Linux's exec limits), and ``extras`` filled to the size with as many short strings
+  as the value limit allows, plus a chain nested 30 levels deep;
+- ``allowed-lists``: the same job with ``extras`` of as many empty lists as the value limit allows (the
+  most work per byte a body can ask: every value an object to build, check, serialize and store),
+  padded to the size with strings;
+- ``tasks``: 100 roles of 10,000 tasks each (the attacker's job), commands padded to the size;
+- ``values``: ``extras`` of ``[[],[],...]`` filling the size (the most JSON values a byte buys);
+- ``deep``: ``extras`` nested 10,000 levels deep, padded to the size with strings of 1,000 characters;
+- ``surrogate``: a lone surrogate (``"\\udfff"``) in ``extras``, padded likewise.
+
+Before each burst it waits until the platform has digested the ones before (three empty submissions in a
+row answered within 50 ms). Meanwhile a separate process times ``GET /api/v1`` back to back (the cheap
+request others send) and the submit process's resident memory (VmRSS) is read before and after each
+burst (after a second's rest).
+Prints a table, then, as its last line, one JSON object: per kind and size the answers, POST and probe
+latencies (p50 / p99 / max) and RSS before / after; ``probe_p99_ms_worst`` (the worst p99 of the cheap
+request over all bursts), ``rss_growth_mb`` (the submit process's RSS after the last burst less before
+the first), ``rss_growth_mb_refused`` (what the bursts of refused bodies added to it, summed), the submit
+process's CPU seconds per burst, and ``growth_ratio`` per kind (POST p50 at the largest size / at the smallest, with the
+ratio of the sizes beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import aiohttp
+
+from tests.benchmarks.platform_run import separate_platform
+from tests.benchmarks.submit_to_scheduled import cpu_seconds
+from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
+
+IMAGE = "local/busybox:latest"
+KINDS = ("allowed", "allowed-lists", "tasks", "values", "deep", "surrogate")
+ALLOWED = ("allowed", "allowed-lists")
+VALUE_BUDGET = 9_500  # JSON values of the allowed body: under paiq's default of 10,000 (PAIQ_MAX_JSON_VALUES)
+ALLOWED_ROLES, ALLOWED_TASKS = 2, 2245  # two roles of 2,245 tasks: the largest job whose environment fits
+
+
+@dataclass(frozen=True)
+class Options:
+    sizes_kb: tuple[int, ...]
+    kinds: tuple[str, ...]
+    rounds: int
+    refused_rounds: int
+    concurrency: int
+    amqp_url: str
+    mongo_uri: str | None
+    keep: bool
+
+
+def parse(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="64,256,1024", help="body sizes in KB, comma-separated (at most 1024)")
+    p.add_argument("--rounds", type=int, default=16, help="allowed bodies sent per size")
+    p.add_argument("--refused-rounds", type=int, default=20, help="bodies of each refused kind sent per size")
+    p.add_argument("--concurrency", type=int, default=4, help="POSTs in flight")
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"which bodies, comma-separated (of {', '.join(KINDS)})")
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
+                   help="default: a private in-memory SecantusDB")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
+    p.add_argument("--probe", help=argparse.SUPPRESS)  # internal: run as the latency prober of this URL
+    a = p.parse_args(argv)
+    if a.probe:
+        asyncio.run(probe(a.probe))
+        sys.exit(0)
+    sizes = tuple(int(s) for s in a.sizes.split(",") if s.strip())
+    if not sizes or max(sizes) > 1024 or min(sizes) < 16:
+        p.error("--sizes: body sizes of 16-1024 KB")
+    kinds = tuple(k for k in KINDS if k in a.kinds.split(","))
+    if not kinds or set(a.kinds.split(",")) - set(KINDS):
+        p.error(f"--kinds: some of {', '.join(KINDS)}")
+    return Options(sizes_kb=sizes, kinds=kinds, rounds=a.rounds, refused_rounds=a.refused_rounds,
+                   concurrency=a.concurrency, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri, keep=a.keep)
+
+
+# --- the bodies -------------------------------------------------------------------------------------
+
+
+def _role(name: str, tasks: int, command: str = "true") -> dict[str, Any]:
+    return {"name": name, "taskNumber": tasks, "cpuNumber": 1024, "memoryMB": 1024, "command": command}
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _chain(depth: int) -> object:
+    """A list nested ``depth`` levels deep (``[[[]]]`` is 3)."""
+    value: object = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def body(kind: str, size: int, name: str) -> bytes:
+    """A job body of ``kind`` of about ``size`` bytes (never more than 1 MiB)."""
+    size = min(size, 1024 * 1024) - 64
+    head: dict[str, Any] = {"jobName": name, "image": IMAGE, "virtualCluster": "default"}
+    if kind in ALLOWED:
+        job = {**head, "taskRoles": [_role(f"r{i}", ALLOWED_TASKS) for i in range(ALLOWED_ROLES)],
+               "extras": {"deep": _chain(28), "v": [], "pad": []}}
+        room = size - len(_dumps(job))
+        if kind == "allowed-lists":
+            lists = min(VALUE_BUDGET - 100, room // 3)
+            job["extras"]["v"] = [[]] * lists
+            room -= 3 * lists
+            job["extras"]["pad"] = ["p" * 10_000] * (room // 10_003)
+            return _dumps(job)
+        count = min(VALUE_BUDGET, room // 4)
+        width = max(1, room // count - 3)
+        job["extras"]["v"] = ["x" * width] * count
+        return _dumps(job)
+    if kind == "tasks":
+        bare = len(_dumps({**head, "taskRoles": [_role(f"r{i}", 10_000, "") for i in range(100)]}))
+        pad = max(1, (size - bare) // 100)
+        return _dumps({**head, "taskRoles": [_role(f"r{i}", 10_000, "t" * pad) for i in range(100)]})
+    job = {**head, "taskRoles": [_role("main", 1)]}
+    room = size - len(_dumps(job)) - 40
+    if kind == "values":
+        return _dumps({**job, "extras": {"v": [[]] * (room // 3)}})
+    if kind == "deep":
+        depth = 10_000
+        text = _dumps({**job, "extras": {"pad": ["p" * 1000] * max(1, (room - 2 * depth) // 1003), "d": "DEEP"}})
+        return text.replace(b'"DEEP"', b"[" * depth + b"]" * depth)
+    if kind == "surrogate":
+        text = _dumps({**job, "extras": {"v": ["p" * 1000] * max(1, room // 1003), "s": "SURROGATE"}})
+        return text.replace(b'"SURROGATE"', b'"\\udfff"')
+    raise ValueError(kind)
+
+
+# --- the cheap request, timed from another process ------------------------------------------------------
+
+
+async def probe(url: str) -> None:
+    """Time GET ``url`` back to back until a line arrives on stdin; print the latencies (ms) as JSON."""
+    loop = asyncio.get_running_loop()
+    stop = loop.run_in_executor(None, sys.stdin.readline)
+    latencies: list[float] = []
+    async with aiohttp.ClientSession() as s:
+        while not stop.done():
+            t0 = time.perf_counter()
+            async with s.get(url) as resp:
+                await resp.read()
+            latencies.append((time.perf_counter() - t0) * 1000)
+            await asyncio.sleep(0.005)
+    print(json.dumps(latencies))
+
+
+class Prober:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> Prober:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--probe", self.url, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE)
+        await asyncio.sleep(0.5)
+        return self
+
+    async def stop(self) -> list[float]:
+        assert self.proc is not None and self.proc.stdin is not None
+        out, _ = await self.proc.communicate(b"stop\n")
+        return [float(x) for x in json.loads(out)]
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Burst:
+    kind: str
+    size_kb: int
+    body_bytes: int
+    answers: dict[str, int]
+    post_p50_ms: float
+    post_max_ms: float
+    probe_p50_ms: float
+    probe_p99_ms: float
+    probe_max_ms: float
+    probes: int
+    rss_before_mb: float
+    rss_after_mb: float
+    submit_cpu_s: float
+    message: str
+
+
+async def token_of(platform: Platform) -> tuple[str, str]:
+    user = unique("bench")
+    async with aiohttp.ClientSession() as s:
+        async with s.post(platform.api + "/api/v1/token",
+                          json={"username": ADMIN_USER, "password": ADMIN_PASSWORD}) as r:
+            admin = (await r.json())["token"]
+        async with s.put(platform.api + "/api/v1/user", headers={"Authorization": f"Bearer {admin}"},
+                         json={"username": user, "password": "bench-pass", "admin": False}) as r:
+            r.raise_for_status()
+        async with s.post(platform.api + "/api/v1/token", json={"username": user, "password": "bench-pass"}) as r:
+            return user, (await r.json())["token"]
+
+
+async def burst(o: Options, platform: Platform, submit_pid: int, user: str, token: str, kind: str,
+                size_kb: int) -> Burst:
+    rounds = o.rounds if kind in ALLOWED else o.refused_rounds
+    bodies = [body(kind, size_kb * 1024, unique(f"{kind}{size_kb}-")) for _ in range(rounds)]
+    url = f"{platform.api}/api/v1/user/{user}/jobs"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    times: list[float] = []
+    answers: dict[str, int] = {}
+    messages: list[str] = []
+    gate = asyncio.Semaphore(o.concurrency)
+    timeout = aiohttp.ClientTimeout(total=300)
+
+    async def post(s: aiohttp.ClientSession, data: bytes) -> None:
+        async with gate:
+            t0 = time.perf_counter()
+            async with s.post(url, data=data, headers=headers) as resp:
+                text = await resp.text()
+            times.append((time.perf_counter() - t0) * 1000)
+            answers[str(resp.status)] = answers.get(str(resp.status), 0) + 1
+            messages.append(text)
+
+    await settle(url, headers)
+    rss_before = rss_mb(submit_pid)
+    cpu_before = cpu_seconds(submit_pid)
+    async with Prober(platform.api + "/api/v1") as prober, aiohttp.ClientSession(timeout=timeout) as s:
+        await asyncio.gather(*(post(s, b) for b in bodies))
+        await asyncio.sleep(0.2)
+        latencies = await prober.stop()
+    await asyncio.sleep(1.0)
+    rss_after = rss_mb(submit_pid)
+    cpu = cpu_seconds(submit_pid) - cpu_before
+    return Burst(kind=kind, size_kb=size_kb, body_bytes=len(bodies[0]), answers=answers,
+                 post_p50_ms=round(statistics.median(times), 1), post_max_ms=round(max(times), 1),
+                 probe_p50_ms=round(pct(latencies, 50), 1), probe_p99_ms=round(pct(latencies, 99), 1),
+                 probe_max_ms=round(max(latencies, default=0), 1), probes=len(latencies),
+                 rss_before_mb=round(rss_before, 1), rss_after_mb=round(rss_after, 1), submit_cpu_s=round(cpu, 2),
+                 message=messages[0][:160])
+
+
+async def settle(url: str, headers: dict[str, str], limit_s: float = 300) -> None:
+    """Wait until the platform has digested earlier bursts (the scheduler and the database read every job
+    stored): three empty submissions in a row answered within 50 ms (each a token lookup and a 400)."""
+    deadline = time.monotonic() + limit_s
+    quick = 0
+    async with aiohttp.ClientSession() as s:
+        while quick < 3 and time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            async with s.post(url, data=b"{}", headers=headers) as resp:
+                await resp.read()
+            quick = quick + 1 if time.perf_counter() - t0 < 0.05 else 0
+            await asyncio.sleep(0.2 if quick else 1.0)
+
+
+async def run(o: Options) -> tuple[list[Burst], float, float]:
+    env = {"PAIQ_LOG_LEVEL": "warning", "PAIQ_NODE_TIMEOUT_SECONDS": "3600"}
+    async with separate_platform("worst-job", o.mongo_uri, o.amqp_url, keep=o.keep, **env) as (platform, _uri):
+        submit = next(p for p in platform.procs if "services.submit" in str(p.args))
+        user, token = await token_of(platform)
+        await warm_up(platform, user, token)
+        start_rss = rss_mb(submit.pid)
+        results = []
+        # The refused kinds first, on a platform as quiet as an attacker finds one; then the allowed ones,
+        # each burst's jobs deleted after it (the database and the scheduler read every stored job).
+        for kind in [k for k in o.kinds if k not in ALLOWED] + [k for k in o.kinds if k in ALLOWED]:
+            for size in o.sizes_kb:
+                results.append(await burst(o, platform, submit.pid, user, token, kind, size))
+                r = results[-1]
+                print(f"  {kind} {size} KB: {r.answers} POST p50 {r.post_p50_ms} ms, GET p99 {r.probe_p99_ms} ms, "
+                      f"RSS {r.rss_before_mb} -> {r.rss_after_mb} MB", file=sys.stderr)
+                await delete_jobs(platform, user, token)
+        return results, start_rss, rss_mb(submit.pid)
+
+
+async def warm_up(platform: Platform, user: str, token: str) -> None:
+    """One small job submitted and deleted: first-use costs (connections, imports) are not measured."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    job = _dumps({"jobName": "warmup", "image": IMAGE, "taskRoles": [_role("w", 1)]})
+    async with aiohttp.ClientSession() as s, s.post(f"{platform.api}/api/v1/user/{user}/jobs", headers=headers,
+                                                    data=job) as r:
+        r.raise_for_status()
+    await delete_jobs(platform, user, token)
+
+
+async def delete_jobs(platform: Platform, user: str, token: str) -> None:
+    """Delete every job of ``user`` (the accepted ones of a burst), and wait until they are gone."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession() as s:
+        for _ in range(600):
+            async with s.get(f"{platform.api}/api/v1/user/{user}/jobs") as r:
+                jobs = await r.json()
+            if not jobs:
+                return
+            for job in jobs:
+                async with s.delete(f"{platform.api}/api/v1/user/{user}/jobs/{job['name']}", headers=headers) as r:
+                    await r.read()
+            await asyncio.sleep(1)
+
+
+def table(results: list[Burst]) -> str:
+    head = ["kind", "KB", "body bytes", "answers", "POST p50 ms", "POST max ms", "GET p50 ms", "GET p99 ms",
+            "GET max ms", "GETs", "submit CPU s", "RSS before MB", "RSS after MB"]
+    rows = [[r.kind, str(r.size_kb), f"{r.body_bytes:,}", " ".join(f"{k}x{v}" for k, v in sorted(r.answers.items())),
+             f"{r.post_p50_ms:.1f}", f"{r.post_max_ms:.1f}", f"{r.probe_p50_ms:.1f}", f"{r.probe_p99_ms:.1f}",
+             f"{r.probe_max_ms:.1f}", str(r.probes), f"{r.submit_cpu_s:.2f}", f"{r.rss_before_mb:.0f}",
+             f"{r.rss_after_mb:.0f}"]
+            for r in results]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows])
+
+
+def growth(results: list[Burst]) -> dict[str, dict[str, float]]:
+    """Per kind: POST p50 at the largest size over the smallest, beside the ratio of the body sizes."""
+    out = {}
+    for kind in KINDS:
+        rows = sorted((r for r in results if r.kind == kind), key=lambda r: r.size_kb)
+        if len(rows) >= 2:
+            out[kind] = {"post_p50_ratio": round(rows[-1].post_p50_ms / max(rows[0].post_p50_ms, 0.1), 2),
+                         "size_ratio": round(rows[-1].body_bytes / rows[0].body_bytes, 2)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    o = parse(argv)
+    results, start_rss, end_rss = asyncio.run(run(o))
+    print(table(results))
+    print(f"submit RSS: {start_rss:.0f} MB before the first burst, {end_rss:.0f} MB after the last; "
+          f"load average (1 min) {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    for r in results:
+        if r.kind not in ALLOWED and r.answers.get("400") != sum(r.answers.values()):
+            print(f"note: {r.kind} at {r.size_kb} KB was answered {r.answers}: {r.message}")
+    print(json.dumps({
+        "probe_p99_ms_worst": max(r.probe_p99_ms for r in results),
+        "probe_p99_ms_allowed": max((r.probe_p99_ms for r in results if r.kind in ALLOWED), default=None),
+        "probe_p99_ms_refused": max((r.probe_p99_ms for r in results if r.kind not in ALLOWED), default=None),
+        "rss_growth_mb_refused": round(sum(r.rss_after_mb - r.rss_before_mb for r in results
+                                           if r.kind not in ALLOWED), 1),
+        "rss_start_mb": round(start_rss, 1), "rss_end_mb": round(end_rss, 1),
+        "rss_growth_mb": round(end_rss - start_rss, 1),
+        "growth_ratio": growth(results),
+        "bursts": [asdict(r) for r in results],
+    }))
+
+
+if __name__ == "__main__":
+    main()
