@@ -264,6 +264,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from shared.logsetup import configure_logging
     from shared.runtime import freeze_startup_heap, wait_for_shutdown
     from shared.settings import Settings
+    from shared.vitals import Vitals
 
     env = dict(os.environ)
     if args.port:
@@ -274,13 +275,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = Settings.from_env(env)
     configure_logging(settings.log_level, settings.log_format, service="paiq-up")
 
-    async def main() -> None:
-        async with running_platform(settings):
+    async def main() -> str | None:
+        vitals = Vitals()
+        async with running_platform(settings, vitals):
             print(f"paiq is up: {settings.api_url} (Ctrl-C to stop)", flush=True)
             freeze_startup_heap()
-            await wait_for_shutdown()
+            return await wait_for_shutdown(vitals)
 
-    asyncio.run(main())
+    fatal = asyncio.run(main())
+    if fatal:
+        print(f"paiq up: stopped: {fatal}", file=sys.stderr)
+        return 1
     return 0
 
 

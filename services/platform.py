@@ -14,9 +14,10 @@ import structlog
 
 from services import launcher, scheduler, status, submit
 from shared.embedded_mongo import embedded_mongo
-from shared.runtime import Starter, open_bus
+from shared.runtime import Starter, open_bus, watch_dependencies
 from shared.settings import Settings
 from shared.store import Store, open_store
+from shared.vitals import Vitals
 
 log = structlog.get_logger("paiq.platform")
 
@@ -30,7 +31,8 @@ SERVICES: dict[str, Starter] = {
 
 
 @asynccontextmanager
-async def running_platform(settings: Settings, names: Sequence[str] = tuple(SERVICES)) -> AsyncIterator[Store]:
+async def running_platform(settings: Settings, vitals: Vitals,
+                           names: Sequence[str] = tuple(SERVICES)) -> AsyncIterator[Store]:
     unknown = set(names) - set(SERVICES)
     if unknown:
         raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}")
@@ -40,11 +42,12 @@ async def running_platform(settings: Settings, names: Sequence[str] = tuple(SERV
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             uri = await stack.enter_async_context(
                 embedded_mongo(settings.data_dir / "db", log_file=settings.data_dir / "db.log",
-                               cache_size=settings.embedded_db_cache))
+                               cache_size=settings.embedded_db_cache, on_exit=vitals.fail))
             log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"))
         store = await stack.enter_async_context(open_store(uri, settings.database))
         bus = await stack.enter_async_context(open_bus(settings))
+        watch_dependencies(vitals, store, bus)
         for name in SERVICES:
             if name in names:
-                await SERVICES[name](stack, settings, store, bus)
+                await SERVICES[name](stack, settings, store, bus, vitals)
         yield store

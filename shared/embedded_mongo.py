@@ -9,7 +9,7 @@ import asyncio
 import shutil
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -34,9 +34,12 @@ def _server_binary() -> str:
 
 
 @asynccontextmanager
-async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
-                         cache_size: str = "1G") -> AsyncIterator[str]:
+async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None, cache_size: str = "1G",
+                         on_exit: Callable[[str], None] | None = None) -> AsyncIterator[str]:
     """Yield the URI of a private SecantusDB on a free loopback port; ``storage=None`` keeps it in memory.
+
+    It runs in a session of its own, so a terminal's Ctrl-C reaches ``paiq up`` only, which then stops it
+    last. ``on_exit`` is told if it exits by itself meanwhile (for ``paiq up``: fatal).
 
     ``cache_size`` is its WiredTiger cache. It must hold what is stored: with 256M, about 60,000 stored
     jobs filled it and every operation then stalled in cache eviction for minutes; 1G held 100,000 with
@@ -48,15 +51,23 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None,
     proc = await asyncio.create_subprocess_exec(
         _server_binary(), "--host", "127.0.0.1", "--port", str(port),
         "--storage-path", str(storage) if storage else ":memory:", "--cache-size", cache_size,
-        stdout=out, stderr=out)
+        stdout=out, stderr=out, start_new_session=True)
     # retryWrites=false: SecantusDB 0.7.0b3 keeps a record of every retryable write and, past 10,000 of
     # them, sorts them all on each write to evict one; with 1,000 heartbeating nodes that pegged it at a
     # whole core (tests/benchmarks/nodes.py). On loopback a write is hardly ever worth retrying.
     uri = f"mongodb://127.0.0.1:{port}/?directConnection=true&retryWrites=false"
+    watcher: asyncio.Task[int] | None = None
     try:
         await _wait_ready(uri, proc)
+        if on_exit is not None:
+            watcher = asyncio.create_task(proc.wait(), name="embedded-db-watch")
+            where = f"; its log: {log_file}" if log_file else ""
+            watcher.add_done_callback(lambda t: None if t.cancelled() else on_exit(
+                f"the embedded MongoDB-wire server exited with code {t.result()}{where}"))
         yield uri
     finally:
+        if watcher is not None:
+            watcher.cancel()
         if proc.returncode is None:
             proc.terminate()
             try:

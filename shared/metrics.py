@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from shared.vitals import HealthReport
 
 log = structlog.get_logger("paiq.metrics")
 
@@ -29,7 +33,7 @@ EVENTS_HANDLED = Counter("paiq_events_handled_total", "Events handled, by queue,
                          ["queue", "type", "outcome"])
 DEAD_LETTERED = Counter("paiq_messages_dead_lettered_total", "Messages sent to the dead-letter exchange", ["queue"])
 
-Health = Callable[[], Awaitable[None]]
+Health = Callable[[], Awaitable["HealthReport"]]
 
 
 def metrics_response() -> web.Response:
@@ -40,13 +44,14 @@ async def metrics(_: web.Request) -> web.Response:
     return metrics_response()
 
 
+def health_response(report: HealthReport) -> web.Response:
+    """200 with the report while healthy, else 503 (a load balancer or Kubernetes probe reads the status)."""
+    return web.json_response(report.model_dump(exclude_none=True), status=report.http_status)
+
+
 def ops_app(health: Health) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
-        try:
-            await health()
-        except Exception as e:
-            return web.json_response({"status": "unhealthy", "reason": str(e)}, status=503)
-        return web.json_response({"status": "ok"})
+        return health_response(await health())
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

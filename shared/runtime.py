@@ -1,9 +1,9 @@
-"""Lifetimes shared by the services: the bus, periodic loops, and waiting for a shutdown signal."""
+"""Lifetimes shared by the services: the bus, the process's vitals, and waiting for a shutdown signal or a
+fatal failure."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -15,6 +15,7 @@ import structlog
 from shared.bus.base import Bus
 from shared.bus.memory import MemoryBus
 from shared.settings import Settings
+from shared.vitals import Vitals
 
 if TYPE_CHECKING:
     from shared.store import Store
@@ -38,39 +39,6 @@ async def open_bus(settings: Settings) -> AsyncIterator[Bus]:
             await memory.close()
 
 
-def start_periodic(stack: AsyncExitStack, name: str, seconds: float,
-                   fn: Callable[[], Awaitable[None]]) -> None:
-    """Run ``fn`` every ``seconds`` until ``stack`` closes; a failing round is logged, not fatal."""
-
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("periodic round failed; will try again", loop=name)
-
-    task = asyncio.create_task(loop(), name=name)
-    stack.push_async_callback(_cancel, task)
-
-
-def start_background(stack: AsyncExitStack, name: str, coro: Awaitable[None]) -> asyncio.Task[None]:
-    async def wrapped() -> None:
-        await coro
-
-    task = asyncio.create_task(wrapped(), name=name)
-    stack.push_async_callback(_cancel, task)
-    return task
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
-
 def freeze_startup_heap() -> None:
     """Once started: move what start-up allocated (modules, models, schemas: ~90,000 objects) out of the
     garbage collector's view. Its full collections then scan only what requests and passes allocate,
@@ -79,20 +47,31 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
-async def wait_for_shutdown() -> None:
-    """Return on SIGINT or SIGTERM."""
+async def wait_for_shutdown(vitals: Vitals) -> str | None:
+    """Return on SIGINT or SIGTERM (None), or once something fatal happened (its reason)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    signalled = asyncio.create_task(stop.wait())
+    fatal = asyncio.create_task(vitals.wait_fatal())
     try:
-        await stop.wait()
+        await asyncio.wait({signalled, fatal}, return_when=asyncio.FIRST_COMPLETED)
+        return fatal.result() if fatal.done() else None
     finally:
+        signalled.cancel()
+        fatal.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
 
-Starter = Callable[[AsyncExitStack, Settings, "Store", Bus], Awaitable[None]]
+Starter = Callable[[AsyncExitStack, Settings, "Store", Bus, Vitals], Awaitable[None]]
+
+
+def watch_dependencies(vitals: Vitals, store: Store, bus: Bus) -> None:
+    """What /healthz checks besides the loops: the database answers and the broker is connected."""
+    vitals.add_check("database", store.ping)
+    vitals.add_check("broker", bus.check)
 
 
 def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
@@ -113,19 +92,24 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
         raise SystemExit(f"paiq {name}: {' and '.join(missing)} must be set to run the service on its own "
                          "(or use `paiq up` for everything in one process)")
 
-    async def main() -> None:
+    async def main() -> str | None:
         assert settings.mongodb_uri is not None
+        vitals = Vitals()
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(open_store(settings.mongodb_uri, settings.database))
             bus = await stack.enter_async_context(open_bus(settings))
-            await start(stack, settings, store, bus)
+            watch_dependencies(vitals, store, bus)
+            await start(stack, settings, store, bus, vitals)
             if name != "submit":  # submit serves /healthz and /metrics on its API port
-                await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], store.ping, name)
+                await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report, name)
             freeze_startup_heap()
-            await wait_for_shutdown()
-            log.info("shutting down", service=name)
+            fatal = await wait_for_shutdown(vitals)
+            log.info("shutting down", service=name, fatal=fatal)
+            return fatal
 
     try:
-        asyncio.run(main())
+        fatal = asyncio.run(main())
     except PaiqError as e:
         raise SystemExit(f"paiq {name}: {e}") from e
+    if fatal:
+        raise SystemExit(f"paiq {name}: {fatal}")

@@ -14,10 +14,12 @@ from shared.bus.base import Bus
 from shared.logstore import LogStore
 from shared.settings import Settings
 from shared.store import Store
+from shared.vitals import Vitals
 
 
-async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
     driver = DockerDriver.from_url(settings.docker_url)
     stack.push_async_callback(driver.close)
     logs = LogStore(store.jobs.database)
-    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver, logs=logs))
+    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver, logs=logs),
+                         vitals)

@@ -7,8 +7,7 @@ while down, stops containers of jobs that are over and launches placed tasks tha
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 
 import structlog
@@ -19,7 +18,6 @@ from services.launcher.launch import launch_task
 from services.launcher.reconcile import reconcile
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
-from shared.errors import DriverError
 from shared.events import (
     CloudEvent,
     JobCompleted,
@@ -31,8 +29,8 @@ from shared.events import (
 )
 from shared.launchspec import container_name
 from shared.records import GpuInfo, NodeRecord, TaskSpec, now_ms
-from shared.runtime import start_background, start_periodic
 from shared.settings import NodeSettings
+from shared.vitals import Vitals
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -66,18 +64,25 @@ async def on_stop(evt: StopTasks, deps: LauncherDeps) -> list[CloudEvent]:
     return []
 
 
-async def follow_exits(deps: LauncherDeps) -> None:
-    """Every container of this node that dies is finished (log saved, exit reported, removed)."""
+def follow_exits(deps: LauncherDeps, vitals: Vitals, name: str) -> Callable[[], Awaitable[None]]:
+    """The loop that finishes every container of this node that dies (log saved, exit reported, removed).
+    When the engine's event stream breaks, vitals runs it again after a backoff; each time but the first
+    it starts with a reconcile pass, for the exits missed meanwhile."""
     node_id = deps.node.node_id
-    while True:
-        try:
-            async for ex in deps.driver.exits():
-                if ex.labels.get("paiq.node") == node_id:
-                    deps.spawn(f"finish-{ex.id[:12]}", finish(deps, ex))
-        except DriverError as e:
-            log.error("lost the engine's event stream; reconnecting", reason=e.reason)
-        await asyncio.sleep(1)
-        await reconcile(deps)
+    first = True
+
+    async def run() -> None:
+        nonlocal first
+        if not first:
+            await reconcile(deps)
+        first = False
+        vitals.ok(name)
+        async for ex in deps.driver.exits():
+            if ex.labels.get("paiq.node") == node_id:
+                deps.spawn(f"finish-{ex.id[:12]}", finish(deps, ex))
+        raise ConnectionError("the engine's event stream ended")
+
+    return run
 
 
 def node_record(node: NodeSettings) -> NodeRecord:
@@ -88,7 +93,7 @@ def node_record(node: NodeSettings) -> NodeRecord:
     )
 
 
-async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps) -> None:
+async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vitals) -> None:
     node_id = deps.node.node_id
     stack.push_async_callback(deps.close)
     await deps.logs.ensure_indexes()
@@ -99,7 +104,8 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps) -> None:
     async def stop(evt: StopTasks) -> Sequence[CloudEvent]:
         return await on_stop(evt, deps)
 
-    start_background(stack, f"launcher-exits-{node_id}", follow_exits(deps))
+    exits = f"launcher-exits-{node_id}"
+    vitals.background(stack, exits, follow_exits(deps, vitals, exits))
     await reconcile(deps)
     router = Router()
     router.on(LaunchTasks, launch)
@@ -117,7 +123,7 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps) -> None:
         await reconcile(deps)
 
     # Apart from reconcile, so a slow engine never makes a live node look lost.
-    start_periodic(stack, f"launcher-heartbeat-{node_id}", deps.settings.node_timeout_seconds / 4, heartbeat)
-    start_periodic(stack, f"launcher-reconcile-{node_id}", deps.settings.reconcile_seconds, reconcile_round)
+    vitals.periodic(stack, f"launcher-heartbeat-{node_id}", deps.settings.node_timeout_seconds / 4, heartbeat)
+    vitals.periodic(stack, f"launcher-reconcile-{node_id}", deps.settings.reconcile_seconds, reconcile_round)
     log.info("launcher started", node=node_id, ip=deps.node.ip, cpus=deps.node.cpus,
              memory_mb=deps.node.memory_mb, gpus=len(deps.node.gpus), network=deps.options.network)

@@ -11,7 +11,8 @@ from services.scheduler.service import SchedulerDeps, start_scheduler
 from shared.bus.base import Bus
 from shared.settings import Settings
 from shared.store import Store
+from shared.vitals import Vitals
 
 
-async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
-    await start_scheduler(stack, SchedulerDeps(settings=settings, store=store, bus=bus))
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
+    await start_scheduler(stack, SchedulerDeps(settings=settings, store=store, bus=bus, vitals=vitals))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import signal
 import socket
 import time
 import uuid
@@ -22,10 +21,11 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import structlog
+from pymongo.errors import PyMongoError
 
 from shared import exitcodes
 from shared.bus.base import Bus, Router
-from shared.errors import LeaseLostError
+from shared.errors import BusError, LeaseLostError
 from shared.events import (
     CloudEvent,
     JobCompleted,
@@ -47,14 +47,16 @@ from shared.metrics import NODE_GPUS, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, 
 from shared.placement import ClusterSnapshot, Plan
 from shared.queueing import QueueDecision, never_fits_key, plan_queue, usage_by_vc
 from shared.records import JobRecord, TaskSpec, holds_resources, now_ms
-from shared.runtime import start_background, start_periodic
 from shared.settings import Settings
 from shared.store import Fence, Store
 from shared.vclusters import VirtualCluster, with_default
+from shared.vitals import Vitals, backoff, describe
 
 log = structlog.get_logger("paiq.scheduler")
 
 LEASE = "scheduler"
+LEAD_LOOP, PASSES_LOOP = "scheduler-lead", "scheduler-passes"
+LEADER, STANDBY = "leader", "standby"
 
 
 @dataclass
@@ -71,6 +73,8 @@ class SchedulerDeps:
     shape: str = ""
     # Set once this instance leads: its commits are fenced by the lease (see Store.commit_placements).
     fence: Fence | None = None
+    lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when the lease is lost while leading
+    vitals: Vitals = field(default_factory=Vitals)
 
 
 async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
@@ -217,53 +221,56 @@ def _clock(ms: int) -> str:
 
 
 async def start_scheduler(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
-    """Stand by until this instance holds the lease, then decide; give up the process if it is lost."""
-    start_background(stack, "scheduler-lead", _lead(stack, deps))
-    stack.push_async_callback(deps.store.release_lease, LEASE, deps.instance)
+    """Stand by until this instance holds the lease, decide while it does, stand by again if it is lost."""
+    deps.vitals.roles["scheduler"] = STANDBY
+    deps.vitals.background(stack, LEAD_LOOP, lambda: _lead(deps))
+    stack.push_async_callback(_release, deps)
 
 
-def _lost_lease(deps: SchedulerDeps) -> None:
-    # Another instance took over (this one was cut off too long): deciding on would make two.
-    log.error("lost the scheduler lease; stopping so that only one scheduler decides", instance=deps.instance)
-    os.kill(os.getpid(), signal.SIGTERM)
+async def _release(deps: SchedulerDeps) -> None:
+    """On shutdown: let a standby take over at once instead of after the lease's time (if the database
+    answers; otherwise the lease simply runs out)."""
+    try:
+        await deps.store.release_lease(LEASE, deps.instance)
+    except PyMongoError as e:
+        log.warning("could not release the scheduler lease; it runs out by itself", error=describe(e))
 
 
-async def _passes(deps: SchedulerDeps) -> None:
-    """Run a pass whenever one is wanted: events that arrive during a pass ask for one more, however many."""
+async def _lead(deps: SchedulerDeps) -> None:
+    """Forever: stand by, lead until the lease is lost. A database error on the way raises; vitals runs
+    this again after a backoff (standing by first, so leading resumes only with the lease)."""
     while True:
-        await deps.wanted.wait()
-        deps.wanted.clear()
+        await _stand_by(deps)
         try:
-            await deps.bus.publish(await schedule_pass(deps))
-        except LeaseLostError:
-            _lost_lease(deps)
-            return
-        except Exception:
-            log.exception("scheduling pass failed; trying again in a second")
-            await asyncio.sleep(1)
-            deps.wanted.set()
+            await _leading(deps)
+        finally:
+            deps.fence = None
+            deps.vitals.roles["scheduler"] = STANDBY
 
 
-async def _lead(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
+async def _stand_by(deps: SchedulerDeps) -> None:
     ttl_ms = deps.settings.lease_seconds * 1000
     said = False
     while not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
+        deps.vitals.ok(LEAD_LOOP)
         if not said:
             log.info("standing by: another scheduler holds the lease", instance=deps.instance)
             said = True
         await asyncio.sleep(deps.settings.lease_seconds / 3)
+    deps.vitals.ok(LEAD_LOOP)
+
+
+async def _leading(deps: SchedulerDeps) -> None:
+    """Consume the scheduler's queue and run passes until the lease is lost (then stop all of it)."""
     log.info("this scheduler leads now", instance=deps.instance)
     deps.fence = Fence(LEASE, deps.instance)
+    deps.vitals.roles["scheduler"] = LEADER
+    deps.lost.clear()
+    ttl_ms = deps.settings.lease_seconds * 1000
 
     async def on_change(_: CloudEvent) -> Sequence[CloudEvent]:
         deps.wanted.set()  # a burst of N events costs one or two passes, not N
         return []
-
-    router = Router()
-    for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
-        router.on(kind, on_change)
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.scheduler",
-                             ["job.submitted", "node.registered", "job.completed", "job.requeued"], router)
 
     async def periodic() -> None:
         await deps.bus.publish(await detect_lost_nodes(deps))
@@ -272,9 +279,42 @@ async def _lead(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
 
     async def renew() -> None:
         if not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
-            _lost_lease(deps)
+            deps.lost.set()
 
-    start_background(stack, "scheduler-passes", _passes(deps))
-    await periodic()  # jobs that waited while no scheduler ran
-    start_periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)
-    start_periodic(stack, "scheduler-lease", deps.settings.lease_seconds / 3, renew)
+    router = Router()
+    for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
+        router.on(kind, on_change)
+    async with AsyncExitStack() as stack:
+        subscription = await deps.bus.subscribe(
+            f"{deps.settings.queue_prefix}.scheduler",
+            ["job.submitted", "node.registered", "job.completed", "job.requeued"], router)
+        stack.push_async_callback(subscription.cancel)
+        deps.vitals.periodic(stack, "scheduler-lease", deps.settings.lease_seconds / 3, renew)
+        deps.vitals.background(stack, "scheduler-passes", lambda: _passes(deps))
+        deps.vitals.periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)
+        deps.wanted.set()  # jobs that waited while no scheduler ran
+        await deps.lost.wait()
+    # Another instance took over (this one was cut off for longer than the lease): deciding on would make two.
+    log.error("lost the scheduler lease; standing by so that only one scheduler decides", instance=deps.instance)
+
+
+async def _passes(deps: SchedulerDeps) -> None:
+    """Run a pass whenever one is wanted: events that arrive during a pass ask for one more, however many.
+    A pass that fails (the database or the broker away) is tried again with backoff."""
+    failures = 0
+    while True:
+        await deps.wanted.wait()
+        deps.wanted.clear()
+        try:
+            await deps.bus.publish(await schedule_pass(deps))
+        except LeaseLostError:
+            deps.lost.set()  # _leading stops this loop
+            continue
+        except (PyMongoError, BusError) as e:
+            failures += 1
+            deps.vitals.failed(PASSES_LOOP, e)
+            await asyncio.sleep(backoff(failures))
+            deps.wanted.set()
+            continue
+        failures = 0
+        deps.vitals.ok(PASSES_LOOP)

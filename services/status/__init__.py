@@ -11,7 +11,9 @@ from services.status.service import StatusDeps, retry_policy, start_status
 from shared.bus.base import Bus
 from shared.settings import Settings
 from shared.store import Store
+from shared.vitals import Vitals
 
 
-async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
-    await start_status(stack, StatusDeps(settings=settings, store=store, bus=bus, policy=retry_policy(settings)))
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
+    await start_status(stack, StatusDeps(settings=settings, store=store, bus=bus, policy=retry_policy(settings),
+                                          vitals=vitals))

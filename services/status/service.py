@@ -23,9 +23,9 @@ from shared.exitspec import load_table
 from shared.lifecycle import Change, RetryPolicy
 from shared.metrics import JOBS
 from shared.records import JobRecord, now_ms
-from shared.runtime import start_periodic
 from shared.settings import Settings
 from shared.store import Store
+from shared.vitals import Vitals
 
 log = structlog.get_logger("paiq.status")
 
@@ -39,6 +39,7 @@ class StatusDeps:
     store: Store
     bus: Bus
     policy: RetryPolicy
+    vitals: Vitals = field(default_factory=Vitals)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     wakeups: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -218,7 +219,7 @@ async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
 
     stack.callback(cancel_wakeups)
     await periodic()
-    start_periodic(stack, "status-reconcile", deps.settings.reconcile_seconds, periodic)
+    deps.vitals.periodic(stack, "status-reconcile", deps.settings.reconcile_seconds, periodic)
     if deps.settings.job_retention_days > 0:
-        start_periodic(stack, "status-retention", max(60, deps.settings.reconcile_seconds), retention)
+        deps.vitals.periodic(stack, "status-retention", max(60, deps.settings.reconcile_seconds), retention)
     log.info("status started", exit_codes=len(deps.policy.table.entries))

@@ -11,8 +11,9 @@ from services.submit.app import start_submit
 from shared.bus.base import Bus
 from shared.settings import Settings
 from shared.store import Store
+from shared.vitals import Vitals
 
 
-async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus) -> None:
-    runner = await start_submit(settings, store, bus)
+async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
+    runner = await start_submit(settings, store, bus, vitals)
     stack.push_async_callback(runner.cleanup)

@@ -23,11 +23,12 @@ from services.submit.ssh import add_ssh_routes
 from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.credentials import credentials_path, write_credentials
-from shared.metrics import metrics
+from shared.metrics import health_response, metrics
 from shared.settings import Settings
 from shared.store import Store
 from shared.validation import MAX_CONFIG_BYTES
 from shared.vclusters import load_config
+from shared.vitals import Vitals
 
 log = structlog.get_logger("paiq.submit")
 
@@ -71,8 +72,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 async def healthz(request: web.Request) -> web.Response:
-    await request.app[DEPS].store.ping()
-    return web.json_response({"status": "ok"})
+    """The process's health (``paiq up``: of every service in it); 503 while it cannot do its work."""
+    return health_response(await request.app[DEPS].vitals.report())
 
 
 async def api_root(request: web.Request) -> web.Response:
@@ -121,14 +122,15 @@ async def bootstrap_admin(users: Users, settings: Settings) -> None:
         log.info("CLI credentials written", path=str(path), user=name)
 
 
-async def start_submit(settings: Settings, store: Store, bus: Bus) -> web.AppRunner:
+async def start_submit(settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> web.AppRunner:
     if settings.virtual_clusters_path:
         for vc in load_config(Path(settings.virtual_clusters_path)):
             await store.put_vc(vc)
         log.info("virtual clusters loaded", path=settings.virtual_clusters_path)
     users = Users(store)
     await bootstrap_admin(users, settings)
-    runner = ApiRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users)),
+    runner = ApiRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users,
+                                                vitals=vitals)),
                        access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.api_host, settings.api_port)

@@ -11,6 +11,7 @@ from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.settings import Settings
 from shared.store import Store
+from shared.vitals import Vitals
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class SubmitDeps:
     store: Store
     bus: Bus
     users: Users
+    vitals: Vitals = field(default_factory=Vitals)  # the process's: what /healthz reports
     # Where submissions are judged and their records built, off the event loop (services.submit.jobs):
     # one thread, so that concurrent submissions take turns rather than all contend with the loop.
     cpu: ThreadPoolExecutor = field(

@@ -10,8 +10,10 @@ Topology, for an exchange ``paiq.events`` and queue prefix ``paiq``:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
@@ -20,6 +22,7 @@ from aio_pika.abc import (
     AbstractChannel,
     AbstractExchange,
     AbstractIncomingMessage,
+    AbstractQueue,
     AbstractRobustConnection,
 )
 from pydantic import ValidationError
@@ -32,6 +35,8 @@ from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
 log = structlog.get_logger("paiq.bus")
 
 _ATTEMPT_HEADER = "x-paiq-attempt"
+# A publish not confirmed within this fails (BusError) instead of waiting out a broker outage.
+PUBLISH_SECONDS = 10.0
 
 
 class AmqpBus:
@@ -70,12 +75,21 @@ class AmqpBus:
             headers=headers,
         )
         try:
-            await exchange.publish(message, routing_key=routing_key)
+            await exchange.publish(message, routing_key=routing_key, timeout=PUBLISH_SECONDS)
         except Exception as e:  # aio-pika raises several kinds for a nack or a lost channel
             raise BusError(f"publishing {routing_key} was not confirmed: {e!r}") from e
 
+    async def check(self) -> None:
+        """Connected, and every consuming channel open (aio-pika's robust connection restores them after a
+        broker restart: queues, bindings, prefetch and consumers)."""
+        if not self._connection.connected.is_set():
+            raise BusError("not connected to RabbitMQ; reconnecting")
+        closed = sum(1 for ch in self._consume_channels if ch.is_closed)
+        if closed:
+            raise BusError(f"{closed} of {len(self._consume_channels)} consuming channels are closed")
+
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True) -> None:
+                        durable: bool = True) -> _AmqpSubscription:
         channel = await self._connection.channel(publisher_confirms=True)
         await channel.set_qos(prefetch_count=self._prefetch)
         self._consume_channels.append(channel)
@@ -93,7 +107,8 @@ class AmqpBus:
         async def on_message(message: AbstractIncomingMessage) -> None:
             await self._deliver(channel, queue, router, message)
 
-        await q.consume(on_message, no_ack=False)
+        tag = await q.consume(on_message, no_ack=False)
+        return _AmqpSubscription(self, channel, q, tag)
 
     async def _deliver(self, channel: AbstractChannel, queue: str, router: Router,
                        message: AbstractIncomingMessage) -> None:
@@ -134,6 +149,24 @@ class AmqpBus:
         for ch in self._consume_channels:
             await ch.close()
         await self._connection.close()
+
+    async def _unsubscribe(self, channel: AbstractChannel) -> None:
+        if channel in self._consume_channels:
+            self._consume_channels.remove(channel)
+            await channel.close()  # what it had not acknowledged goes back to the queue
+
+
+@dataclass
+class _AmqpSubscription:
+    bus: AmqpBus
+    channel: AbstractChannel
+    queue: AbstractQueue
+    tag: str
+
+    async def cancel(self) -> None:
+        with contextlib.suppress(Exception):  # the broker may be away: closing the channel is what counts
+            await self.queue.cancel(self.tag)
+        await self.bus._unsubscribe(self.channel)
 
 
 @asynccontextmanager

@@ -46,12 +46,20 @@ class Router:
             structlog.contextvars.unbind_contextvars("event_id", "event_type", "job_id")
 
 
+class Subscription(Protocol):
+    async def cancel(self) -> None:
+        """Stop consuming; messages not yet handled stay in the queue for the next consumer."""
+
+
 class Bus(Protocol):
+    async def check(self) -> None:
+        """Raise :class:`shared.errors.BusError` while events can be neither published nor consumed."""
+
     async def publish(self, events: Sequence[CloudEvent]) -> None:
         """Publish events durably (returns once the broker confirmed every one)."""
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True) -> None:
+                        durable: bool = True) -> Subscription:
         """Consume ``queue`` (bound to the routing-key patterns ``bindings``) with ``router``.
 
         A message is acknowledged only after its handler returned and the returned events were

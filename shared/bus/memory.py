@@ -30,6 +30,18 @@ class _Queue:
     consumer: asyncio.Task[None] | None = None
 
 
+@dataclass
+class _MemorySubscription:
+    queue: _Queue
+
+    async def cancel(self) -> None:
+        consumer, self.queue.consumer = self.queue.consumer, None
+        if consumer is not None:
+            consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer
+
+
 class MemoryBus:
     def __init__(self, *, prefetch: int = 16, retry_delay: float = 0.2) -> None:
         self._queues: dict[str, _Queue] = {}
@@ -45,11 +57,18 @@ class MemoryBus:
                 if any(topic_matches(b, event.routing_key) for b in q.bindings):
                     q.inbox.put_nowait((body, 1))
 
+    async def check(self) -> None:
+        """In-process: always usable."""
+
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True) -> None:
-        q = _Queue(queue, tuple(bindings), router)
-        self._queues[queue] = q
+                        durable: bool = True) -> _MemorySubscription:
+        """A queue consumed again (after :meth:`_MemorySubscription.cancel`) keeps what arrived meanwhile."""
+        q = self._queues.get(queue)
+        if q is None or q.consumer is not None:
+            q = self._queues[queue] = _Queue(queue, tuple(bindings), router)
+        q.router = router
         q.consumer = asyncio.create_task(self._consume(q), name=f"bus:{queue}")
+        return _MemorySubscription(q)
 
     async def close(self) -> None:
         for q in self._queues.values():

@@ -56,6 +56,7 @@ from shared.runtime import open_bus  # noqa: E402
 from shared.settings import Settings  # noqa: E402
 from shared.store import Store, open_store  # noqa: E402
 from shared.validation import Accepted, validate_job_config  # noqa: E402
+from shared.vitals import Vitals  # noqa: E402
 
 BENCH_IMAGE = "local/busybox:bench"
 COMMAND = "sleep 60"
@@ -171,7 +172,7 @@ async def launcher(settings: Settings, mongo_uri: str) -> AsyncIterator[tuple[Bu
         driver = DockerDriver.from_url(settings.docker_url)
         stack.push_async_callback(driver.close)
         await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver,
-                                                 logs=LogStore(store.jobs.database)))
+                                                 logs=LogStore(store.jobs.database)), Vitals())
         yield bus, store
 
 

@@ -35,7 +35,12 @@ async def test_every_service_answers_health_and_metrics(platform: Platform, api:
     assert set(bases) == set(OWNED)
     for service, base in bases.items():
         status, body = await get(base + "/healthz")
-        assert status == 200 and json.loads(body)["status"] == "ok", service
+        health = json.loads(body)
+        assert status == 200 and health["status"] == "ok", (service, health)
+        assert health["checks"] == {"database": "ok", "broker": "ok"}, (service, health)
+        assert health["loops"] and set(health["loops"].values()) == {"ok"}, (service, health)
+        if service == "scheduler":
+            assert health["roles"] == {"scheduler": "leader"}, health
         status, text = await get(base + "/metrics")
         assert status == 200
         for metric in OWNED[service]:

@@ -30,6 +30,7 @@ from shared.records import JobRecord, TaskRecord, TaskSpec, job_id_of, now_ms
 from shared.settings import Settings
 from shared.store import Store, open_store
 from shared.validation import Accepted, validate_job_config
+from shared.vitals import Vitals
 from tests.infra import unique
 
 E = TypeVar("E", bound=CloudEvent)
@@ -121,7 +122,7 @@ async def running_launcher(settings: Settings, store: Store, bus: MemoryBus,
         stack.push_async_callback(driver.close)
         deps = LauncherDeps(settings=settings, store=store, bus=bus, driver=driver,
                             logs=LogStore(store.jobs.database))
-        await start_launcher(stack, deps)
+        await start_launcher(stack, deps, Vitals())
         yield deps
 
 

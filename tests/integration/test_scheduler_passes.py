@@ -175,3 +175,46 @@ async def test_a_job_that_can_never_fit_is_parked_until_the_cluster_changes(stor
     await store.upsert_node(node("n2", cpus=16))  # the cluster changes: it is looked at again
     events = await schedule_pass(deps)
     assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [hopeless.id]
+
+
+async def test_a_scheduler_that_loses_its_lease_stands_by_and_leads_again_without_stopping(store: Store) -> None:
+    """Losing the lease stops the scheduler's work (consuming, passes), not its process: it stands by,
+    says so in its health, and leads again once the lease is free."""
+    bus = MemoryBus()
+    fast = Settings.from_env({"PAIQ_RECONCILE_SECONDS": "3600", "PAIQ_QUEUE_PREFIX": unique("q"),
+                              "PAIQ_LEASE_SECONDS": "3"})
+    deps = SchedulerDeps(settings=fast, store=store, bus=bus)
+
+    async def role_becomes(role: str, limit: float = 10) -> None:
+        for _ in range(int(limit / 0.05)):
+            if deps.vitals.roles.get("scheduler") == role:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the scheduler is {deps.vitals.roles}, not {role}")
+
+    await store.upsert_node(node("n1"))
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(bus.close)
+        await start_scheduler(stack, deps)
+        await role_becomes("leader")
+        assert (await deps.vitals.report()).status == "ok"
+        # Another instance takes the lease (as after this one was cut off longer than the lease).
+        await store.leases.update_one({"_id": "scheduler"},
+                                      {"$set": {"holder": "other", "expires_ms": now_ms() + 3000}})
+        await role_becomes("standby")
+        report = await deps.vitals.report()
+        assert report.status == "ok" and report.roles == {"scheduler": "standby"}
+        assert "scheduler-passes" not in report.loops, "a standby runs no passes"
+        waiting = job("while-standing-by")
+        await store.insert_job(waiting)
+        await bus.publish([JobSubmitted(subject=waiting.id, data=JobSubmittedData(
+            job_id=waiting.id, user=waiting.user, virtual_cluster=waiting.virtual_cluster))])
+        await asyncio.sleep(0.5)
+        assert [j.id for j in await store.queued_jobs()] == [waiting.id], "a standby placed a job"
+        # The other instance's lease runs out: this one leads again, and takes in what it missed.
+        await role_becomes("leader", limit=15)
+        for _ in range(100):
+            if not await store.queued_jobs():
+                break
+            await asyncio.sleep(0.05)
+        assert await store.queued_jobs() == [], "the job submitted while it stood by was placed once it led"

@@ -1,0 +1,232 @@
+"""Whether a process does its work: its long-lived loops, its dependencies, and the health it reports.
+
+Every long-lived loop of a service (periodic passes, lease, event follow, heartbeat) runs under the
+process's :class:`Vitals`. A round that fails, typically because the database or the broker is away, is
+logged once, tried again with backoff, and its recovery logged: the loop never dies of it. ``/healthz``
+answers ok only while every dependency check passes (database, broker) and no loop is failing; a
+scheduler standing by says so. A loop that ends by itself (a bug, not an outage) is fatal: the process
+stops and exits non-zero, so that its supervisor restarts it instead of it looking alive doing nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+log = structlog.get_logger("paiq.vitals")
+
+Check = Callable[[], Awaitable[None]]
+Round = Callable[[], Awaitable[None]]
+
+# A failing loop tries again after 0.5 s, then 1, 2, 4 ... never later than this (nor than its period).
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 5.0
+# How long a dependency check may take before it counts as failed (/healthz answers within this).
+CHECK_SECONDS = 2.0
+# A loop failing this long is said again in the log (once a minute, not once a round).
+REMIND_SECONDS = 60.0
+# How many characters of an error a log line or /healthz quotes.
+ERROR_CHARS = 300
+
+
+def describe(error: BaseException) -> str:
+    """One line for an operator: the error's type and its message, bounded."""
+    text = " ".join(str(error).split()) or "(no message)"
+    if len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS] + "..."
+    return f"{type(error).__name__}: {text}"
+
+
+def backoff(failures: int, period: float | None = None) -> float:
+    """Seconds to wait after the ``failures``-th failure in a row (from 1)."""
+    delay: float = min(RETRY_FIRST_SECONDS * 2.0 ** (failures - 1), RETRY_MAX_SECONDS)
+    return delay if period is None else min(delay, period)
+
+
+@dataclass
+class LoopState:
+    """What a loop did last: ``failing_since`` is the monotonic time of the first failure of a streak."""
+
+    name: str
+    failures: int = 0
+    failing_since: float | None = None
+    error: str = ""
+    reminded: float = 0.0
+    ended: str | None = None
+
+    def failed(self, error: BaseException) -> None:
+        now = time.monotonic()
+        self.failures += 1
+        self.error = describe(error)
+        if self.failing_since is None:
+            self.failing_since, self.reminded = now, now
+            log.warning("loop failing; trying again with backoff", loop=self.name, error=self.error)
+        elif now - self.reminded >= REMIND_SECONDS:
+            self.reminded = now
+            log.warning("loop still failing", loop=self.name, error=self.error,
+                        failing_seconds=round(now - self.failing_since))
+
+    def succeeded(self) -> None:
+        if self.failing_since is not None:
+            log.info("loop resumed", loop=self.name, failing_seconds=round(time.monotonic() - self.failing_since, 1),
+                     failures=self.failures)
+        self.failures, self.failing_since, self.error = 0, None, ""
+
+    def health(self) -> str:
+        if self.ended is not None:
+            return f"ended: {self.ended}"
+        if self.failing_since is not None:
+            return f"failing for {time.monotonic() - self.failing_since:.0f} s: {self.error}"
+        return "ok"
+
+
+class HealthReport(BaseModel):
+    """``/healthz``'s answer: 200 when ``status`` is ok, else 503 with the first problem as ``reason``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["ok", "unhealthy"]
+    reason: str | None = None
+    roles: dict[str, str] = {}
+    checks: dict[str, str]
+    loops: dict[str, str]
+
+    @property
+    def http_status(self) -> int:
+        return 200 if self.status == "ok" else 503
+
+
+class Vitals:
+    """One per process (``paiq up``: one for all the services it hosts)."""
+
+    def __init__(self) -> None:
+        self._checks: dict[str, Check] = {}
+        self._loops: dict[str, LoopState] = {}
+        self.roles: dict[str, str] = {}
+        self._fatal: asyncio.Future[str] | None = None
+
+    # --- what /healthz checks ---------------------------------------------------------------------------
+
+    def add_check(self, name: str, check: Check) -> None:
+        """``check`` raises while the dependency ``name`` cannot be used."""
+        self._checks[name] = check
+
+    async def report(self) -> HealthReport:
+        async def run(check: Check) -> str:
+            try:
+                async with asyncio.timeout(CHECK_SECONDS):
+                    await check()
+            except TimeoutError:
+                return f"no answer within {CHECK_SECONDS:g} s"
+            except Exception as e:
+                return describe(e)
+            return "ok"
+
+        results = await asyncio.gather(*(run(c) for c in self._checks.values()))
+        checks = dict(zip(self._checks, results, strict=True))
+        loops = {name: state.health() for name, state in self._loops.items()}
+        problems = [f"{name}: {result}" for name, result in (*checks.items(), *loops.items()) if result != "ok"]
+        return HealthReport(status="unhealthy" if problems else "ok", reason=problems[0] if problems else None,
+                            roles=dict(self.roles), checks=checks, loops=loops)
+
+    # --- supervised loops -------------------------------------------------------------------------------
+
+    def periodic(self, stack: AsyncExitStack, name: str, seconds: float, fn: Round) -> None:
+        """Run ``fn`` every ``seconds`` until ``stack`` closes; a failing round is tried again with backoff."""
+        state = self._state(name)
+
+        async def loop() -> None:
+            delay = seconds
+            while True:
+                await asyncio.sleep(delay)
+                try:
+                    await fn()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    state.failed(e)
+                    delay = backoff(state.failures, seconds)
+                else:
+                    state.succeeded()
+                    delay = seconds
+
+        self._start(stack, name, loop())
+
+    def background(self, stack: AsyncExitStack, name: str, fn: Round) -> None:
+        """Run ``fn`` (meant to run until cancelled) until ``stack`` closes; if it raises, run it again after
+        a backoff. ``fn`` calls :meth:`ok` (e.g. once connected) to say it works again after failures."""
+        state = self._state(name)
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await fn()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    state.failed(e)
+                    await asyncio.sleep(backoff(state.failures))
+                    continue
+                raise RuntimeError(f"{name} returned; it is meant to run until the process stops")
+
+        self._start(stack, name, loop())
+
+    def ok(self, name: str) -> None:
+        """The loop ``name`` works (again)."""
+        self._state(name).succeeded()
+
+    def failed(self, name: str, error: BaseException) -> None:
+        """The loop ``name`` failed a round that it tries again by itself."""
+        self._state(name).failed(error)
+
+    def _state(self, name: str) -> LoopState:
+        return self._loops.setdefault(name, LoopState(name))
+
+    def _start(self, stack: AsyncExitStack, name: str, coro: Awaitable[None]) -> None:
+        async def run() -> None:
+            await coro
+
+        task = asyncio.create_task(run(), name=name)
+        task.add_done_callback(lambda t: self._ended(name, t))
+        stack.push_async_callback(_cancel, task)
+
+    def _ended(self, name: str, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            self._loops.pop(name, None)
+            return
+        error = task.exception()
+        reason = describe(error) if error else "returned"
+        self._state(name).ended = reason
+        self.fail(f"loop {name} ended: {reason}")
+
+    # --- fatal ------------------------------------------------------------------------------------------
+
+    def fail(self, reason: str) -> None:
+        """Something this process cannot go on without is gone: it stops and exits non-zero."""
+        log.error("fatal: the process stops so that its supervisor restarts it", reason=reason)
+        if self._fatal is None:
+            self._fatal = asyncio.get_running_loop().create_future()
+        if not self._fatal.done():
+            self._fatal.set_result(reason)
+
+    async def wait_fatal(self) -> str:
+        """Return the reason once :meth:`fail` was called."""
+        if self._fatal is None:
+            self._fatal = asyncio.get_running_loop().create_future()
+        return await asyncio.shield(self._fatal)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    if task.done():
+        return  # it ended by itself: already reported as fatal (see Vitals._ended)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

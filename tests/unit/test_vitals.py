@@ -1,0 +1,166 @@
+"""shared.vitals: loops that survive failing rounds, health that says the truth, fatal endings that stop."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+import pytest
+from structlog.testing import capture_logs
+
+from shared import vitals as vitals_module
+from shared.vitals import HealthReport, Vitals, backoff, describe
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vitals_module, "RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(vitals_module, "RETRY_MAX_SECONDS", 0.04)
+    monkeypatch.setattr(vitals_module, "CHECK_SECONDS", 0.2)
+
+
+@pytest.mark.parametrize(("failures", "period", "seconds"), [
+    (1, None, 0.5), (2, None, 1.0), (3, None, 2.0), (4, None, 4.0), (5, None, 5.0), (40, None, 5.0),
+    (1, 10.0, 0.5), (3, 1.5, 1.5), (9, 2.0, 2.0),
+])
+def test_backoff_doubles_up_to_its_cap_and_never_past_the_period(
+        failures: int, period: float | None, seconds: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vitals_module, "RETRY_FIRST_SECONDS", 0.5)
+    monkeypatch.setattr(vitals_module, "RETRY_MAX_SECONDS", 5.0)
+    assert backoff(failures, period) == seconds
+
+
+def test_an_error_is_described_on_one_bounded_line() -> None:
+    assert describe(ConnectionError("refused\n  by peer")) == "ConnectionError: refused by peer"
+    assert len(describe(RuntimeError("x" * 5000))) < 350
+    assert describe(TimeoutError()) == "TimeoutError: (no message)"
+
+
+async def until(condition: object, limit: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
+    while not condition():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_periodic_loop_survives_failing_rounds_says_so_once_and_resumes() -> None:
+    vitals = Vitals()
+    rounds: list[str] = []
+    outage = asyncio.Event()
+    outage.set()
+
+    async def work() -> None:
+        if outage.is_set():
+            rounds.append("failed")
+            raise ConnectionError("database unreachable")
+        rounds.append("ok")
+
+    with capture_logs() as logs:
+        async with AsyncExitStack() as stack:
+            vitals.periodic(stack, "reconcile", 0.02, work)
+            await until(lambda: rounds.count("failed") >= 5)
+            report = await vitals.report()
+            assert report.status == "unhealthy" and report.http_status == 503
+            assert report.reason is not None and report.reason.startswith("reconcile: failing for")
+            assert "ConnectionError: database unreachable" in report.loops["reconcile"]
+            outage.clear()
+            await until(lambda: rounds[-1:] == ["ok"])
+            await until(lambda: rounds.count("ok") >= 3)
+            report = await vitals.report()
+            assert (report.status, report.loops) == ("ok", {"reconcile": "ok"})
+        assert (await vitals.report()).loops == {}, "a loop whose stack closed is no longer reported"
+    said = [(e["event"], e.get("loop")) for e in logs]
+    assert said.count(("loop failing; trying again with backoff", "reconcile")) == 1
+    assert said.count(("loop resumed", "reconcile")) == 1
+
+
+async def test_a_background_loop_that_raises_is_run_again() -> None:
+    vitals = Vitals()
+    starts = 0
+
+    async def follow() -> None:
+        nonlocal starts
+        starts += 1
+        if starts < 3:
+            raise ConnectionError("stream broken")
+        vitals.ok("follow")
+        await asyncio.Event().wait()  # runs until cancelled
+
+    async with AsyncExitStack() as stack:
+        vitals.background(stack, "follow", follow)
+        await until(lambda: starts == 3)
+        await until(lambda: vitals._loops["follow"].failing_since is None)
+        assert (await vitals.report()).status == "ok"
+
+
+async def test_a_loop_that_ends_by_itself_is_fatal() -> None:
+    vitals = Vitals()
+
+    async def broken() -> None:
+        await asyncio.sleep(0)  # returns: a bug in a loop meant to run until cancelled
+
+    async with AsyncExitStack() as stack:
+        vitals.background(stack, "follow", broken)
+        reason = await asyncio.wait_for(vitals.wait_fatal(), 5)
+        assert reason == ("loop follow ended: RuntimeError: follow returned; it is meant to run until the process "
+                          "stops")
+        report = await vitals.report()
+        assert report.status == "unhealthy" and report.loops["follow"].startswith("ended: RuntimeError")
+
+
+async def test_a_round_that_raises_a_bug_is_retried_and_reported_not_fatal() -> None:
+    vitals = Vitals()
+
+    async def buggy_round() -> None:
+        raise KeyError("bug")
+
+    async with AsyncExitStack() as stack:
+        vitals.periodic(stack, "round", 0.01, buggy_round)
+        await until(lambda: vitals._loops["round"].failures >= 3)
+        assert "KeyError: 'bug'" in (await vitals.report()).loops["round"]
+        fatal = asyncio.ensure_future(vitals.wait_fatal())
+        await asyncio.sleep(0.05)
+        assert not fatal.done()
+        fatal.cancel()
+
+
+async def test_checks_failing_or_silent_make_the_process_unhealthy_with_the_first_problem() -> None:
+    vitals = Vitals()
+    broker_up = True
+
+    async def database() -> None:
+        await asyncio.sleep(10)  # no answer
+
+    async def broker() -> None:
+        if not broker_up:
+            raise ConnectionError("not connected to RabbitMQ")
+
+    vitals.add_check("broker", broker)
+    report = await vitals.report()
+    assert report == HealthReport(status="ok", checks={"broker": "ok"}, loops={})
+    vitals.add_check("database", database)
+    broker_up = False
+    report = await vitals.report()
+    assert report.status == "unhealthy" and report.http_status == 503
+    assert report.checks == {"broker": "ConnectionError: not connected to RabbitMQ",
+                             "database": "no answer within 0.2 s"}
+    assert report.reason == "broker: ConnectionError: not connected to RabbitMQ"
+
+
+async def test_roles_are_reported() -> None:
+    vitals = Vitals()
+    vitals.roles["scheduler"] = "standby"
+    report = await vitals.report()
+    assert (report.status, report.roles) == ("ok", {"scheduler": "standby"})
+
+
+async def test_fail_is_fatal_once_with_the_first_reason() -> None:
+    vitals = Vitals()
+    waiting = asyncio.ensure_future(vitals.wait_fatal())
+    await asyncio.sleep(0)
+    vitals.fail("the embedded database exited with code 1")
+    vitals.fail("something later")
+    assert await asyncio.wait_for(waiting, 1) == "the embedded database exited with code 1"
+    assert await vitals.wait_fatal() == "the embedded database exited with code 1"
