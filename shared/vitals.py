@@ -20,6 +20,9 @@ from typing import Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict
+from pymongo.errors import ConnectionFailure
+
+from shared.errors import BusError
 
 log = structlog.get_logger("paiq.vitals")
 
@@ -43,6 +46,17 @@ def describe(error: BaseException) -> str:
     if len(text) > ERROR_CHARS:
         text = text[:ERROR_CHARS] + "..."
     return f"{type(error).__name__}: {text}"
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the database or the broker is away (to wait out), not that the work is wrong:
+    MongoDB's connection failures (server selection, network, timeouts), the bus's, and those wrapped."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ConnectionFailure | BusError | ConnectionError):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def backoff(failures: int, period: float | None = None) -> float:

@@ -31,6 +31,7 @@ from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
+from shared.vitals import backoff, describe, is_outage
 
 log = structlog.get_logger("paiq.bus")
 
@@ -50,6 +51,7 @@ class AmqpBus:
         self._prefetch = prefetch
         self._retry_delay = retry_delay
         self._consume_channels: list[AbstractChannel] = []
+        self._outages = 0  # handler failures in a row that were outages (for the backoff)
 
     async def publish(self, events: Sequence[CloudEvent]) -> None:
         """Publish and await every confirm. Events of one job (subject) go out one after another, in
@@ -125,10 +127,25 @@ class AmqpBus:
             replies = await router.dispatch(event)
             await self.publish(replies)
             EVENTS_HANDLED.labels(queue, event.routing_key, "ok").inc()
+            if self._outages:
+                log.info("handlers work again after an outage", queue=queue, failures=self._outages)
+                self._outages = 0
         except asyncio.CancelledError:
             raise
         except Exception as e:  # any handler failure is retried, then dead-lettered
             EVENTS_HANDLED.labels(queue, event.routing_key, "failed").inc()
+            if is_outage(e):
+                # The database or the broker is away: not the message's fault, so it is never dead-lettered
+                # for it. Back to the queue after a pause (the same attempt; over a lost channel the broker
+                # redelivers it anyway).
+                self._outages += 1
+                if self._outages == 1:
+                    log.warning("handler waits out an outage; message requeued", queue=queue,
+                                event_type=event.routing_key, error=describe(e))
+                await asyncio.sleep(backoff(self._outages))
+                with contextlib.suppress(Exception):
+                    await message.nack(requeue=True)
+                return
             if attempt >= MAX_HANDLER_ATTEMPTS:
                 log.error("handler kept failing; message dead-lettered", queue=queue,
                           event_type=event.routing_key, attempts=attempt, error=repr(e))

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router, topic_matches
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
+from shared.vitals import backoff, describe, is_outage
 
 log = structlog.get_logger("paiq.bus")
 
@@ -49,6 +50,7 @@ class MemoryBus:
         self._retry_delay = retry_delay
         self._inflight: set[asyncio.Task[None]] = set()
         self.dead_letters: list[bytes] = []
+        self._outages = 0  # handler failures in a row that were outages (for the backoff)
 
     async def publish(self, events: Sequence[CloudEvent]) -> None:
         for event in events:
@@ -104,10 +106,21 @@ class MemoryBus:
             replies = await q.router.dispatch(event)
             await self.publish(replies)
             EVENTS_HANDLED.labels(q.name, event.routing_key, "ok").inc()
+            if self._outages:
+                log.info("handlers work again after an outage", queue=q.name, failures=self._outages)
+                self._outages = 0
         except asyncio.CancelledError:
             raise
         except Exception as e:  # any handler failure is retried, then dead-lettered
             EVENTS_HANDLED.labels(q.name, event.routing_key, "failed").inc()
+            if is_outage(e):  # the database away: never dead-lettered for it (as over RabbitMQ)
+                self._outages += 1
+                if self._outages == 1:
+                    log.warning("handler waits out an outage; message requeued", queue=q.name,
+                                event_type=event.routing_key, error=describe(e))
+                await asyncio.sleep(backoff(self._outages))
+                q.inbox.put_nowait((body, attempt))
+                return
             if attempt >= MAX_HANDLER_ATTEMPTS:
                 log.error("handler kept failing; message dead-lettered", queue=q.name,
                           event_type=event.routing_key, attempts=attempt, error=repr(e))

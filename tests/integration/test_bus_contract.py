@@ -7,10 +7,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import aio_pika
 import pytest
+from pymongo.errors import ServerSelectionTimeoutError
 
+from shared import vitals
 from shared.bus.amqp import open_amqp_bus
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, Bus, Router
 from shared.bus.memory import MemoryBus
+from shared.errors import StoreError
 from shared.events import (
     CloudEvent,
     JobSubmitted,
@@ -165,6 +168,64 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered(contract: Contract)
     await eventually(dead_lettered)
     assert len(calls) == MAX_HANDLER_ATTEMPTS
     assert b"poison-job" in dead[0]
+
+
+async def test_a_handler_failing_on_an_outage_is_never_dead_lettered(contract: Contract,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database away is not the message's fault: it is tried again past MAX_HANDLER_ATTEMPTS, and
+    handled once the database answers."""
+    monkeypatch.setattr(vitals, "RETRY_MAX_SECONDS", 0.2)
+    calls: list[int] = []
+    outage_rounds = MAX_HANDLER_ATTEMPTS + 2
+
+    async def database_away(evt: JobSubmitted) -> Sequence[CloudEvent]:
+        calls.append(1)
+        if len(calls) <= outage_rounds:
+            raise StoreError("updating job j failed") from ServerSelectionTimeoutError("no servers")
+        return []
+
+    router = Router()
+    router.on(JobSubmitted, database_away)
+    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted"], router)
+    await contract.bus.publish([submitted("outage-job")])
+
+    async def handled() -> bool:
+        return len(calls) == outage_rounds + 1
+
+    await eventually(handled, limit_s=30)
+    await asyncio.sleep(0.2)
+    assert len(calls) == outage_rounds + 1
+    assert await contract.dead_letters() == []
+
+
+async def test_a_cancelled_subscription_leaves_messages_for_the_next_consumer(contract: Contract) -> None:
+    """What a scheduler that lost its lease does: stop consuming; its queue keeps what arrives meanwhile."""
+    got: list[str] = []
+
+    async def take(evt: JobSubmitted) -> Sequence[CloudEvent]:
+        got.append(evt.data.job_id)
+        return []
+
+    router = Router()
+    router.on(JobSubmitted, take)
+    queue = f"{contract.prefix}.a"
+    subscription = await contract.bus.subscribe(queue, ["job.submitted"], router)
+    await contract.bus.publish([submitted("first")])
+
+    async def first() -> bool:
+        return got == ["first"]
+
+    await eventually(first)
+    await subscription.cancel()
+    await contract.bus.publish([submitted("while-away")])
+    await asyncio.sleep(0.3)
+    assert got == ["first"], "a cancelled subscription consumed"
+    await contract.bus.subscribe(queue, ["job.submitted"], router)
+
+    async def both() -> bool:
+        return got == ["first", "while-away"]
+
+    await eventually(both)
 
 
 async def test_rabbitmq_dead_letters_a_message_that_is_not_an_event(amqp_url: str) -> None:
