@@ -364,7 +364,8 @@ class Store:
 
 @asynccontextmanager
 async def open_store(uri: str, database: str) -> AsyncIterator[Store]:
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=10000)
+    # PyMongo's default server selection (30 s): a database restarting within it only delays answers.
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=30_000)
     try:
         store = Store(client, database)
         try:

@@ -28,7 +28,7 @@ from shared.settings import Settings
 from shared.store import Store
 from shared.validation import MAX_CONFIG_BYTES
 from shared.vclusters import load_config
-from shared.vitals import Vitals
+from shared.vitals import Vitals, describe, is_outage
 
 log = structlog.get_logger("paiq.submit")
 
@@ -66,9 +66,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         log.info("the client closed the connection before its request was answered", method=request.method,
                  path=request.path)
         return ApiError("InvalidParametersError", "the connection closed before the request arrived").response()
-    except Exception:
-        log.exception("request failed", method=request.method, path=request.path)
-        return ApiError("UnknownError", "internal error; the submit service log has the details").response()
+    except Exception as e:
+        return _failure(request, e)
+
+
+def _failure(request: web.Request, error: Exception) -> web.Response:
+    """A request that failed on paiq's side: 503 for an outage (the store's server selection, 30 s, or the
+    broker's confirm, 10 s, waited out), else 500 with the details in the log only."""
+    if is_outage(error):
+        log.warning("request failed: the database or the broker is unreachable", method=request.method,
+                    path=request.path, error=describe(error))
+        return ApiError("ServiceUnavailableError", "paiq cannot reach its database or its message broker right "
+                        "now; try again shortly").response({"Retry-After": "5"})
+    log.error("request failed", method=request.method, path=request.path, exc_info=error)
+    return ApiError("UnknownError", "internal error; the submit service log has the details").response()
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -29,6 +29,8 @@ STATUS_OF = {
     # Not one of OpenPAI's codes: its Node.js server answered oversized headers with a bare 431.
     "RequestHeaderFieldsTooLargeError": 431,
     "UnknownError": 500,
+    # Not one of OpenPAI's codes: the database or the broker unreachable (an outage, not a bug).
+    "ServiceUnavailableError": 503,
 }
 
 # The code of an answer aiohttp decided (an HTTPException, a request its parser refused), by status.

@@ -177,7 +177,8 @@ _EVERY_ROUTE = (
     "Errors are OpenPAI's {code, message}. Besides what each operation lists, any request may be answered "
     "404 NoApiError (no route at that path), 405 MethodNotAllowedError with an Allow header (a route that "
     "does not serve the method), 400 InvalidParametersError for a request HTTP cannot read, 431 "
-    "RequestHeaderFieldsTooLargeError for headers over the limit, and 500 UnknownError for a failure of "
+    "RequestHeaderFieldsTooLargeError for headers over the limit, 503 ServiceUnavailableError (with "
+    "Retry-After) while paiq cannot reach its database or broker, and 500 UnknownError for a failure of "
     "paiq's own (details in the service log, never in the answer).")
 
 
