@@ -3,11 +3,18 @@ X-Warning header that must stay one printable ASCII line whatever keys a job had
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+from pymongo.errors import ServerSelectionTimeoutError
+
+from services.submit.app import error_middleware
 from services.submit.errors import ApiError
 from services.submit.jobs import MAX_WARNING_HEADER, warning_header
 from services.submit.users import check_user_name
+from shared.errors import BusError, StoreError
 from shared.validation import Accepted, validate_job_config
 
 pytestmark = pytest.mark.unit
@@ -54,3 +61,32 @@ def test_the_warning_header_is_bounded_however_many_keys() -> None:
     header = warning_header(warnings)
     assert len(header) <= MAX_WARNING_HEADER and header.isascii() and header.isprintable()
     assert header.startswith("0000")
+
+
+@pytest.mark.parametrize(("error", "status", "code"), [
+    (StoreError("updating job j failed"), 500, "UnknownError"),
+    (KeyError("bug"), 500, "UnknownError"),
+    (BusError("publishing job.submitted was not confirmed"), 503, "ServiceUnavailableError"),
+    (ServerSelectionTimeoutError("127.0.0.1:27017: connection refused"), 503, "ServiceUnavailableError"),
+])
+async def test_a_failure_on_paiqs_side_is_500_or_503_for_an_outage_never_a_trace(
+        error: Exception, status: int, code: str) -> None:
+    async def handler(_: web.Request) -> web.StreamResponse:
+        raise error
+
+    answer = await error_middleware(make_mocked_request("GET", "/api/v1/jobs"), handler)
+    assert isinstance(answer, web.Response) and answer.status == status
+    body = json.loads(answer.text or "")
+    assert body["code"] == code and "Traceback" not in body["message"] and "127.0.0.1" not in body["message"]
+    assert ("Retry-After" in answer.headers) == (status == 503)
+
+
+async def test_a_store_error_caused_by_an_outage_is_503() -> None:
+    async def handler(_: web.Request) -> web.StreamResponse:
+        try:
+            raise ServerSelectionTimeoutError("no servers")
+        except ServerSelectionTimeoutError as e:
+            raise StoreError("updating job j failed") from e
+
+    answer = await error_middleware(make_mocked_request("POST", "/api/v1/user/u/jobs"), handler)
+    assert isinstance(answer, web.Response) and answer.status == 503
