@@ -8,6 +8,7 @@ history: see :mod:`shared.schema` for the index behind each query.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -42,6 +43,7 @@ from shared.vclusters import VirtualCluster
 
 Doc = dict[str, Any]
 log = structlog.get_logger("paiq.store")
+CLOSE_SECONDS = 3
 
 
 def encoded_job(job: JobRecord) -> RawBSONDocument:
@@ -374,4 +376,10 @@ async def open_store(uri: str, database: str) -> AsyncIterator[Store]:
             raise StoreError(f"cannot reach MongoDB: {e}") from e
         yield store
     finally:
-        await client.close()
+        try:
+            # close() ends the client's sessions on the server: with the database gone it would wait out a
+            # whole server selection (30 s), holding up a shutdown.
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await client.close()
+        except TimeoutError:
+            log.warning("the database did not answer while closing; closed without ending its sessions")

@@ -140,7 +140,8 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
 
 
 def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, amqp_url: str | None = None,
-                   **extra: str) -> Platform:
+                   new_session: bool = False, **extra: str) -> Platform:
+    """``new_session``: each process leads its own process group (a test may signal it as a terminal does)."""
     workdir.mkdir(parents=True, exist_ok=True)
     node_id = unique("node-")
     env = platform_env(workdir, node_id, **extra)
@@ -161,7 +162,8 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
             platform.ops[name] = f"http://127.0.0.1:{port}"
     for name, cmd in commands.items():
         with (workdir / f"{name}.log").open("wb") as out:
-            platform.procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=out))
+            platform.procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=out,
+                                                   start_new_session=new_session))
     _wait_healthy(platform)
     return platform
 

@@ -57,6 +57,7 @@ log = structlog.get_logger("paiq.scheduler")
 LEASE = "scheduler"
 LEAD_LOOP, PASSES_LOOP = "scheduler-lead", "scheduler-passes"
 LEADER, STANDBY = "leader", "standby"
+RELEASE_SECONDS = 2  # a shutdown waits this long at most to hand the lease over
 
 
 @dataclass
@@ -231,8 +232,9 @@ async def _release(deps: SchedulerDeps) -> None:
     """On shutdown: let a standby take over at once instead of after the lease's time (if the database
     answers; otherwise the lease simply runs out)."""
     try:
-        await deps.store.release_lease(LEASE, deps.instance)
-    except PyMongoError as e:
+        async with asyncio.timeout(RELEASE_SECONDS):
+            await deps.store.release_lease(LEASE, deps.instance)
+    except (PyMongoError, TimeoutError) as e:
         log.warning("could not release the scheduler lease; it runs out by itself", error=describe(e))
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+from pathlib import Path
 
 import aiohttp
+import docker
 import pytest
 
 from shared.client import PaiqClient
 from tests.e2e.conftest import job_config
-from tests.infra import Platform, wait_final
+from tests.infra import Platform, start_platform, stop_platform, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -59,3 +63,48 @@ async def _wait_for_gauges(platform: Platform) -> None:
         if 'paiq_jobs{state="SUCCEEDED",vc="default"}' in text:
             return
         await asyncio.sleep(0.2)
+
+
+def _embedded_database_pids(platform: Platform) -> list[int]:
+    """The SecantusDB that this ``paiq up`` started (its storage lies under the platform's data dir)."""
+    data_dir = platform.env["PAIQ_DATA_DIR"]
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "secantusd" in cmdline and data_dir in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+def test_paiq_up_stops_non_zero_when_its_embedded_database_dies(tmp_path: Path,
+                                                                docker_client: docker.DockerClient) -> None:
+    platform = start_platform("all-in-one", tmp_path / "up")
+    try:
+        [db] = _embedded_database_pids(platform)
+        os.kill(db, signal.SIGKILL)
+        [up] = platform.procs
+        assert up.wait(30) == 1, "paiq up exits 1 when its database is gone"
+        log = (platform.workdir / "paiq-up.log").read_text()
+        assert "paiq up: stopped: the embedded MongoDB-wire server exited with code -9" in log, log[-2000:]
+    finally:
+        stop_platform(platform, docker_client)
+
+
+def test_ctrl_c_stops_paiq_up_and_its_database_cleanly(tmp_path: Path, docker_client: docker.DockerClient) -> None:
+    """A terminal's Ctrl-C signals the whole foreground process group: the database, in a session of its
+    own, is not hit by it, and paiq up stops it last, exiting 0 without reporting it as a failure."""
+    platform = start_platform("all-in-one", tmp_path / "up", new_session=True)
+    try:
+        [db] = _embedded_database_pids(platform)
+        [up] = platform.procs
+        os.killpg(up.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        assert up.wait(30) == 0
+        log = (platform.workdir / "paiq-up.log").read_text()
+        assert "fatal" not in log and "exited with code" not in log, log[-2000:]
+        assert not Path(f"/proc/{db}").exists() or "zombie" in Path(f"/proc/{db}/status").read_text().lower()
+    finally:
+        stop_platform(platform, docker_client)
