@@ -25,7 +25,7 @@ from pymongo.errors import PyMongoError
 
 from shared import exitcodes
 from shared.bus.base import Bus, Router
-from shared.errors import BusError, LeaseLostError
+from shared.errors import LeaseLostError
 from shared.events import (
     CloudEvent,
     JobCompleted,
@@ -312,7 +312,7 @@ async def _passes(deps: SchedulerDeps) -> None:
         except LeaseLostError:
             deps.lost.set()  # _leading stops this loop
             continue
-        except (PyMongoError, BusError) as e:
+        except Exception as e:  # the database or the broker away (or a bug): said once, retried with backoff
             failures += 1
             deps.vitals.failed(PASSES_LOOP, e)
             await asyncio.sleep(backoff(failures))
