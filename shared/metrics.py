@@ -49,18 +49,23 @@ def health_response(report: HealthReport) -> web.Response:
     return web.json_response(report.model_dump(exclude_none=True), status=report.http_status)
 
 
-def ops_app(health: Health) -> web.Application:
+def ops_app(health: Health, liveness: Callable[[], HealthReport]) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return health_response(await health())
 
+    async def livez(_: web.Request) -> web.Response:
+        return health_response(liveness())
+
     app = web.Application()
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", livez)
     app.router.add_get("/metrics", metrics)
     return app
 
 
-async def start_ops_server(stack: AsyncExitStack, host: str, port: int, health: Health, service: str) -> None:
-    runner = web.AppRunner(ops_app(health), access_log=None)
+async def start_ops_server(stack: AsyncExitStack, host: str, port: int, health: Health,
+                           liveness: Callable[[], HealthReport], service: str) -> None:
+    runner = web.AppRunner(ops_app(health, liveness), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     stack.push_async_callback(runner.cleanup)

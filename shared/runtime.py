@@ -101,7 +101,8 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
             watch_dependencies(vitals, store, bus)
             await start(stack, settings, store, bus, vitals)
             if name != "submit":  # submit serves /healthz and /metrics on its API port
-                await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report, name)
+                await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report,
+                                       vitals.liveness, name)
             freeze_startup_heap()
             fatal = await wait_for_shutdown(vitals)
             log.info("shutting down", service=name, fatal=fatal)

@@ -151,6 +151,15 @@ class Vitals:
         return HealthReport(status="unhealthy" if problems else "ok", reason=problems[0] if problems else None,
                             roles=dict(self.roles), checks=checks, loops=loops)
 
+    def liveness(self) -> HealthReport:
+        """``/livez``: whether the process should be restarted. Unlike /healthz it does not depend on the
+        database or the broker (a liveness probe that did would restart every pod during an outage that a
+        restart cannot cure): unhealthy only once a loop has ended."""
+        ended = {name: state.health() for name, state in self._loops.items() if state.ended is not None}
+        reason = next((f"{name}: {health}" for name, health in ended.items()), None)
+        return HealthReport(status="unhealthy" if ended else "ok", reason=reason, roles=dict(self.roles),
+                            checks={}, loops=ended)
+
     # --- supervised loops -------------------------------------------------------------------------------
 
     def periodic(self, stack: AsyncExitStack, name: str, seconds: float, fn: Round) -> None:

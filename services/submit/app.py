@@ -87,6 +87,11 @@ async def healthz(request: web.Request) -> web.Response:
     return health_response(await request.app[DEPS].vitals.report())
 
 
+async def livez(request: web.Request) -> web.Response:
+    """Whether the process should be restarted (a loop ended), whatever its database and broker do."""
+    return health_response(request.app[DEPS].vitals.liveness())
+
+
 async def api_root(request: web.Request) -> web.Response:
     """OpenPAI's ``/api/v1`` answered this HTML line (its ``controllers/index.js``); clients probe it."""
     return web.Response(text="<pre>PAI RESTful API</pre>", content_type="text/html")
@@ -96,6 +101,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", livez)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1", api_root)
     add_access_routes(app)

@@ -21,6 +21,7 @@ from services.submit.users import MAX_PASSWORD_BYTES, MAX_TOKEN_SECONDS, MIN_PAS
 from shared.records import JobState
 from shared.validation import MAX_CONFIG_BYTES
 from shared.vclusters import VirtualCluster
+from shared.vitals import HealthReport
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_STR = {"type": ["string", "null"]}
@@ -172,6 +173,8 @@ _ERROR_MEANING = {
     409: "conflicts with what exists",
     413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
 }
+_HEALTH = HealthReport.model_json_schema()
+
 # What any request may be answered, whatever its route: not statuses of one operation.
 _EVERY_ROUTE = (
     "Errors are OpenPAI's {code, message}. Besides what each operation lists, any request may be answered "
@@ -246,8 +249,12 @@ _USER_CHANGE = {
                    "modify": {"type": "boolean"}}}
 
 PATHS: dict[str, Any] = {
-    "/healthz": {"get": {"summary": "liveness and store reachability",
-                         "responses": {"200": _json({"type": "object"}, "healthy")}}},
+    "/healthz": {"get": {"summary": "readiness: the database and broker reachable and every loop working",
+                         "responses": {"200": _json(_HEALTH, "healthy"),
+                                       "503": _json(_HEALTH, "unhealthy: reason says the first problem")}}},
+    "/livez": {"get": {"summary": "liveness: unhealthy only once a loop has ended (restart the process)",
+                       "responses": {"200": _json(_HEALTH, "alive"),
+                                     "503": _json(_HEALTH, "a loop ended: restart the process")}}},
     "/metrics": {"get": {"summary": "Prometheus metrics",
                          "responses": {"200": {"description": "metrics in the Prometheus text format",
                                                "content": {"text/plain": {"schema": {"type": "string"}}}}}}},

@@ -178,6 +178,18 @@ def test_every_container_has_probes_and_resource_requests_and_limits(docs: list[
     assert lacking == []
 
 
+def test_paiq_is_restarted_only_when_it_cannot_recover_and_taken_out_of_service_while_it_heals(
+        docs: list[Doc]) -> None:
+    """Liveness on /livez (a loop ended: restarting helps), readiness on /healthz (the database or broker
+    away: a restart would not help, and every pod restarting at once during an outage would make it worse)."""
+    probes = {}
+    for doc in workloads(docs):
+        for c in containers(doc):
+            if str(c.get("image", "")).startswith("paiq"):
+                probes[c["name"]] = (c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"])
+    assert probes and set(probes.values()) == {("/livez", "/healthz")}, probes
+
+
 def test_the_launcher_runs_on_gpu_nodes_with_the_host_network_and_docker_socket(docs: list[Doc]) -> None:
     [launcher] = [d for d in docs if d.kind == "DaemonSet"]
     spec = pod_spec(launcher)

@@ -45,6 +45,8 @@ async def test_every_service_answers_health_and_metrics(platform: Platform, api:
         assert health["loops"] and set(health["loops"].values()) == {"ok"}, (service, health)
         if service == "scheduler":
             assert health["roles"] == {"scheduler": "leader"}, health
+        status, body = await get(base + "/livez")
+        assert status == 200 and json.loads(body)["status"] == "ok", (service, body)
         status, text = await get(base + "/metrics")
         assert status == 200
         for metric in OWNED[service]:
