@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
-from shared.records import JobState, RetryCounts
+from shared.records import JobState, RetryCounts, SubState
 
 Doc = dict[str, Any]
 FIRST_WINDOW_MS = 60_000
@@ -41,7 +41,7 @@ class JobSummary(BaseModel):
     name: str
     virtual_cluster: str
     state: JobState
-    sub_state: str = "queued"
+    sub_state: SubState = SubState.QUEUED
     reason: str = ""
     queued_ms: int | None = None
     stop_requested_by: str | None = None

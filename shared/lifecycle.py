@@ -4,7 +4,7 @@ Each function returns the job as it must become plus the events that announce it
 event changes nothing (a duplicate, a stale attempt, a late report). The status service only reads,
 calls one of these and writes the result over the version it read.
 
-Job states: WAITING (queued, starting, pulling image, retry pending) -> RUNNING -> SUCCEEDED | FAILED |
+Job states: WAITING (queued, starting, pulling image, retry pending) -> SubState.RUNNING -> SUCCEEDED | FAILED |
 STOPPED. ``sub_state`` says which part of a state a job is in; ``reason`` says why, in words.
 
 When an attempt completes, the retry policy is frameworklauncher's (its RetryPolicyDescriptor and
@@ -45,18 +45,18 @@ from shared.events import (
 from shared.exitcodes import STOPPED_BY_USER
 from shared.exitspec import ExitSpec, ExitSpecTable, Reaction
 from shared.jobconfig import RETRY_ALWAYS, RETRY_UNLIMITED
-from shared.records import AttemptRecord, JobRecord, JobState, TaskState, holds_resources, initial_tasks
+from shared.records import (
+    AttemptRecord,
+    JobRecord,
+    JobState,
+    SubState,
+    TaskState,
+    holds_resources,
+    initial_tasks,
+)
 
 Change = tuple[JobRecord, list[CloudEvent]]
 Counter = Literal["user", "platform", "resource"]
-
-QUEUED = "queued"
-STARTING = "starting"
-PULLING = "pulling image"
-RUNNING = "running"
-RETRY_PENDING = "retry pending"
-STOPPING = "stopping"
-COMPLETED = "completed"
 
 JOB_DIAGNOSTICS_BUDGET = 512 * 1024  # characters of stderr tails one job document keeps over all its tasks
 TASK_DIAGNOSTICS_MAX = 4000  # what a launcher sends (services/launcher/finish.py)
@@ -91,12 +91,12 @@ def _with_task(job: JobRecord, slot: int, **changes: object) -> JobRecord:
 def _sub_state(job: JobRecord) -> str:
     """The job's sub-state, derived from its state and its tasks'."""
     if job.state.is_final:
-        return STOPPING if any(t.state == TaskState.RUNNING for t in job.tasks) else COMPLETED
+        return SubState.STOPPING if any(t.state == TaskState.RUNNING for t in job.tasks) else SubState.COMPLETED
     if job.state == JobState.RUNNING:
-        return RUNNING
-    if job.sub_state in (QUEUED, RETRY_PENDING):
+        return SubState.RUNNING
+    if job.sub_state in (SubState.QUEUED, SubState.RETRY_PENDING):
         return job.sub_state
-    return PULLING if any(t.sub_state == PULLING for t in job.tasks) else STARTING
+    return SubState.PULLING if any(t.sub_state == SubState.PULLING for t in job.tasks) else SubState.STARTING
 
 
 def _settle(job: JobRecord) -> JobRecord:
@@ -119,7 +119,7 @@ def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
     # Even for a job already over: the container runs and holds resources until the launcher stops it.
     job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now, sub_state="",
                      reason="")  # what it did before (pulling its image) is over
-    if job.state == JobState.WAITING and job.sub_state != RETRY_PENDING:
+    if job.state == JobState.WAITING and job.sub_state != SubState.RETRY_PENDING:
         job = job.model_copy(update={"state": JobState.RUNNING, "launched_ms": job.launched_ms or now,
                                      "reason": ""})
     return _settle(job), []
@@ -139,7 +139,7 @@ def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy
     slot = _slot(job, d.attempt, d.role, d.index)
     if slot is None or job.tasks[slot].state.is_final:
         return None
-    attempt_over = job.state.is_final or job.sub_state == RETRY_PENDING
+    attempt_over = job.state.is_final or job.sub_state == SubState.RETRY_PENDING
     job = _with_task(job, slot, state=_exit_state(d.exit_code, attempt_over), exit_code=d.exit_code,
                      reason=d.reason, diagnostics=kept_diagnostics(d.diagnostics, job.config.total_tasks),
                      completed_ms=now, sub_state="", kept_until_ms=None,
@@ -253,7 +253,7 @@ def _retry(job: JobRecord, outcome: Completion, counter: Counter, now: int, poli
     stops = stop_commands(job, attempt=job.attempt, by_user=False, reason=reason)
     job = _close_waiting(job, "the attempt ended before this task started", now)
     job = job.model_copy(update={
-        "state": JobState.WAITING, "sub_state": RETRY_PENDING, "reason": reason, "retry_counts": counts,
+        "state": JobState.WAITING, "sub_state": SubState.RETRY_PENDING, "reason": reason, "retry_counts": counts,
         "retries": counts.total, "retry_at_ms": now + delay, "backoff_streak": streak + 1,
         **_exit_fields(job, outcome, spec.phrase, spec.type.value)})
     event = JobRetrying(subject=job.id, data=JobRetryingData(
@@ -264,7 +264,7 @@ def _retry(job: JobRecord, outcome: Completion, counter: Counter, now: int, poli
 
 def retry_due(job: JobRecord, now: int) -> Change | None:
     """Start the next attempt once its delay passed and every task of the last one has ended."""
-    if job.sub_state != RETRY_PENDING or job.state != JobState.WAITING:
+    if job.sub_state != SubState.RETRY_PENDING or job.state != JobState.WAITING:
         return None
     if (job.retry_at_ms or 0) > now or not all(t.state.is_final for t in job.tasks):
         return None
@@ -274,7 +274,8 @@ def retry_due(job: JobRecord, now: int) -> Change | None:
                          trigger_index=job.trigger_index)
     job = job.model_copy(update={
         "archived": (past,), "attempt": job.attempt + 1, "tasks": initial_tasks(job.config),
-        "sub_state": QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}", "parked": False,
+        "sub_state": SubState.QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}",
+        "parked": False,
         "retry_at_ms": None, "launched_ms": None, "queued_ms": now})
     return job, [JobRequeued(subject=job.id, data=JobRequeuedData(job_id=job.id, attempt=job.attempt))]
 

@@ -53,6 +53,19 @@ class TaskState(StrEnum):
         return self in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED}
 
 
+class SubState(StrEnum):
+    """Where a job is within its state (``subState`` in answers): the contract between the services that
+    set it (scheduler, status) and those that read it (submit, the store's queries)."""
+
+    QUEUED = "queued"  # WAITING for placement
+    STARTING = "starting"  # placed, its containers being started
+    PULLING = "pulling image"  # placed, a node pulling its image (also a task's sub-state)
+    RUNNING = "running"
+    RETRY_PENDING = "retry pending"  # WAITING for its next attempt's backoff
+    STOPPING = "stopping"  # over, its last containers being stopped
+    COMPLETED = "completed"  # over, nothing left to stop
+
+
 ACTIVE_JOB_STATES = (JobState.WAITING.value, JobState.RUNNING.value)
 
 
@@ -136,7 +149,7 @@ class JobRecord(_Record):
     raw_config: dict[str, Any]
     warnings: tuple[str, ...] = ()
     state: JobState = JobState.WAITING
-    sub_state: str = "queued"
+    sub_state: SubState = SubState.QUEUED
     reason: str = ""
     created_ms: int
     launched_ms: int | None = None

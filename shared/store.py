@@ -33,6 +33,7 @@ from shared.records import (
     JobRecord,
     JobState,
     NodeRecord,
+    SubState,
     TaskRecord,
     holding_fields,
     now_ms,
@@ -122,14 +123,14 @@ class Store:
 
     async def queued_jobs(self) -> list[JobRecord]:
         """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued", "parked": False})
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False})
         jobs = [JobRecord.from_document(d) async for d in cursor]
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
 
     async def unpark_queued(self) -> int:
         """Give every parked job another look (the cluster changed); how many there were."""
         result = await self.jobs.update_many(
-            {"state": JobState.WAITING.value, "sub_state": "queued", "parked": True},
+            {"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": True},
             {"$set": {"parked": False}, "$inc": {"version": 1}})
         return result.modified_count
 
@@ -142,14 +143,15 @@ class Store:
 
     async def queue_order(self) -> list[tuple[str, str, int]]:
         """``(job_id, vc, queued_since)`` of every queued job: what queue positions are derived from."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "queued"},
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value},
                                 {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1})
         return [(str(d["_id"]), str(d["virtual_cluster"]), int(d.get("queued_ms") or d["created_ms"]))
                 async for d in cursor]
 
     async def placed_jobs(self) -> list[JobRecord]:
         """Active jobs that hold a placement."""
-        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "sub_state": {"$ne": "queued"}})
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)},
+                                 "sub_state": {"$ne": SubState.QUEUED.value}})
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def jobs_holding_resources(self) -> list[JobRecord]:
@@ -204,7 +206,7 @@ class Store:
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def retry_pending_jobs(self) -> list[JobRecord]:
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": "retry pending"})
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.RETRY_PENDING.value})
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
@@ -220,10 +222,10 @@ class Store:
             return []
         token = uuid.uuid4().hex  # marks this batch's writes, to read back exactly the jobs it placed
         ops = [UpdateOne(
-            {"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued", "attempt": job.attempt,
+            {"_id": job.id, "state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "attempt": job.attempt,
              "stop_requested_by": None},
-            {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": "starting", "reason": "",
-                      "placement_id": token, **holding_fields(tasks)},
+            {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": SubState.STARTING.value,
+                      "reason": "", "placement_id": token, **holding_fields(tasks)},
              "$inc": {"version": 1}})
             for job, tasks in placements]
         try:
@@ -260,7 +262,7 @@ class Store:
         it waits is derived when read)."""
         if not waiting:
             return
-        ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": "queued",
+        ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
                           "attempt": job.attempt},
                          {"$set": {"reason": reason, "parked": parked}, "$inc": {"version": 1}})
                for job, reason, parked in waiting]

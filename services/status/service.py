@@ -22,7 +22,7 @@ from shared.events import CloudEvent, JobStopRequested, TaskExited, TaskProgress
 from shared.exitspec import load_table
 from shared.lifecycle import Change, RetryPolicy
 from shared.metrics import JOBS
-from shared.records import JobRecord, now_ms
+from shared.records import JobRecord, SubState, now_ms
 from shared.settings import Settings
 from shared.store import Store
 from shared.vitals import Vitals
@@ -86,11 +86,11 @@ def _log_change(old: JobRecord, new: JobRecord) -> None:
 
 
 async def _after_write(deps: StatusDeps, job: JobRecord) -> None:
-    if job.state.is_final and job.delete_requested and job.sub_state == lifecycle.COMPLETED:
+    if job.state.is_final and job.delete_requested and job.sub_state == SubState.COMPLETED:
         # Only once its containers are gone: until then the record is what holds their resources.
         await deps.store.delete_job(job.id)
         log.info("job deleted as its owner asked", job_id=job.id)
-    elif job.sub_state == lifecycle.RETRY_PENDING and job.retry_at_ms:
+    elif job.sub_state == SubState.RETRY_PENDING and job.retry_at_ms:
         _wake_at(deps, job.id, job.retry_at_ms)
 
 
@@ -180,7 +180,7 @@ def _stop_as_recorded(job: JobRecord, now: int) -> Change | None:
 
 
 def _complete_if_decided(job: JobRecord, now: int, policy: RetryPolicy) -> Change | None:
-    if job.state.is_final or job.sub_state == lifecycle.RETRY_PENDING:
+    if job.state.is_final or job.sub_state == SubState.RETRY_PENDING:
         return None
     outcome = decide_completion(job)
     return None if outcome is None else lifecycle.conclude(job, outcome, now, policy)

@@ -30,7 +30,7 @@ from shared.jobconfig import JobConfig
 from shared.joblimits import JobLimits, printable
 from shared.joblist import Cursor, CursorError
 from shared.queueing import queue_positions
-from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, initial_tasks, new_job_id, now_ms
+from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, SubState, initial_tasks, new_job_id, now_ms
 from shared.settings import Settings
 from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
 from shared.store import Store, encoded_job
@@ -191,7 +191,7 @@ async def get_job(request: web.Request) -> web.Response:
     job = await job_or_404(request)
     store = request.app[DEPS].store
     attempts = await store.attempts_of(job.id) if job.attempt else []
-    detail = job_detail(job, attempts, await _positions(store) if job.sub_state == "queued" else {})
+    detail = job_detail(job, attempts, await _positions(store) if job.sub_state == SubState.QUEUED else {})
     principal = await optional_principal(request)
     if principal is None or (principal.user != job.user and not principal.admin):
         detail = without_private(detail)
@@ -251,7 +251,8 @@ async def delete_job(request: web.Request) -> web.Response:
     if changed is None:
         # Over already; while its last containers are still being stopped its record holds their
         # resources, so the status service deletes it once they are gone.
-        if await store.update_job(job.id, {"sub_state": "stopping"}, {"delete_requested": True}) is not None:
+        stopping = {"sub_state": SubState.STOPPING.value}
+        if await store.update_job(job.id, stopping, {"delete_requested": True}) is not None:
             return web.json_response({"message": f"job {job.name} will be deleted once its containers have "
                                                  "stopped"}, status=202)
         await store.delete_job(job.id)
@@ -295,7 +296,7 @@ async def _list(request: web.Request, user: str | None) -> web.Response:
         query = {k: v for k, v in request.query.items() if k not in {"cursor", "offset"}}
         headers["X-Next-Cursor"] = page.next_cursor
         headers["Link"] = f'<{request.path}?{urlencode({**query, "cursor": page.next_cursor})}>; rel="next"'
-    queued = any(j.sub_state == "queued" for j in page.jobs)
+    queued = any(j.sub_state == SubState.QUEUED for j in page.jobs)
     positions = await _positions(request.app[DEPS].store) if queued else {}
     return web.json_response([job_summary(j, positions) for j in page.jobs], headers=headers)
 

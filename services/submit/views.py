@@ -8,7 +8,7 @@ from typing import Any
 from services.submit.users import UserInfo
 from shared.joblist import JobSummary
 from shared.queueing import shown_reason
-from shared.records import AttemptRecord, JobRecord, TaskRecord
+from shared.records import AttemptRecord, JobRecord, SubState, TaskRecord
 from shared.vclusters import VirtualCluster
 
 
@@ -42,7 +42,7 @@ def _attempt(a: AttemptRecord) -> dict[str, Any]:
 def _status(job: JobRecord | JobSummary, positions: Mapping[str, int]) -> dict[str, Any]:
     """The fields the list and the detail of a job both carry; ``positions``: queued jobs' places in
     their queues (derived when read, :func:`shared.queueing.queue_positions`)."""
-    position = positions.get(job.id) if job.sub_state == "queued" else None
+    position = positions.get(job.id) if job.sub_state == SubState.QUEUED else None
     return {
         "state": job.state.value,
         "subState": job.sub_state,

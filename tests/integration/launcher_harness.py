@@ -26,7 +26,7 @@ from shared.bus.memory import MemoryBus
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
 from shared.launchspec import task_specs
 from shared.logstore import LogStore, RunKey
-from shared.records import JobRecord, TaskRecord, TaskSpec, job_id_of, now_ms
+from shared.records import JobRecord, SubState, TaskRecord, TaskSpec, job_id_of, now_ms
 from shared.settings import Settings
 from shared.store import Store, open_store
 from shared.validation import Accepted, validate_job_config
@@ -82,7 +82,7 @@ class Harness:
                       for r in result.config.task_roles for i in range(r.task_number))
         job = JobRecord(id=job_id_of(user, name), user=user, name=name, virtual_cluster="default",
                         config=result.config, raw_config=result.raw, created_ms=now_ms(), tasks=tasks,
-                        sub_state="launching")
+                        sub_state=SubState.STARTING)
         await self.store.insert_job(job)
         plan = plan_of(job)
         assert plan is not None

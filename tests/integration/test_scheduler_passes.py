@@ -20,6 +20,7 @@ from shared.records import (
     JobRecord,
     JobState,
     NodeRecord,
+    SubState,
     TaskRecord,
     TaskState,
     holds_resources,
@@ -103,7 +104,8 @@ async def test_moving_up_the_queue_rewrites_nothing(store: Store) -> None:
     placed = await store.get_job(head.id)
     assert placed is not None
     ended = [t.model_copy(update={"state": TaskState.SUCCEEDED}) for t in placed.tasks]
-    done = placed.model_copy(update={"state": JobState.SUCCEEDED, "sub_state": "completed", "tasks": tuple(ended)})
+    done = placed.model_copy(update={"state": JobState.SUCCEEDED, "sub_state": SubState.COMPLETED,
+                                       "tasks": tuple(ended)})
     assert await store.replace_job(done, placed.version)
     events = await schedule_pass(deps)  # second starts: third moves up to position 1
     assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [second.id]

@@ -16,7 +16,7 @@ from shared.events import (
 )
 from shared.exitspec import ExitType, Reaction, load_table, parse_table
 from shared.lifecycle import RetryPolicy
-from shared.records import JobRecord, JobState, TaskState
+from shared.records import JobRecord, JobState, SubState, TaskState
 from tests.unit.factories import make_config, make_job, role_dict
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,7 @@ def exited(code: int, role: str = "main", index: int = 0, attempt: int = 0) -> T
 
 
 def placed(job: JobRecord) -> JobRecord:
-    return job.model_copy(update={"state": JobState.WAITING, "sub_state": lifecycle.STARTING})
+    return job.model_copy(update={"state": JobState.WAITING, "sub_state": SubState.STARTING})
 
 
 def one_task_job(**config: object) -> JobRecord:
@@ -47,7 +47,7 @@ def test_first_task_start_makes_the_job_running() -> None:
     change = lifecycle.task_started(one_task_job(), started(), NOW)
     assert change is not None
     job, events = change
-    assert (job.state, job.sub_state, job.launched_ms) == (JobState.RUNNING, lifecycle.RUNNING, NOW)
+    assert (job.state, job.sub_state, job.launched_ms) == (JobState.RUNNING, SubState.RUNNING, NOW)
     assert job.tasks[0].state == TaskState.RUNNING and job.tasks[0].container_id == "c-main-0"
     assert events == []
 
@@ -68,13 +68,13 @@ def test_a_duplicate_report_changes_nothing() -> None:
 
 def test_pulling_shows_on_the_task_and_the_job() -> None:
     progress = TaskProgressData(job_id="alice~job1", attempt=0, role="main", index=0, node_id="n1",
-                                sub_state=lifecycle.PULLING, detail="pulling busybox:latest")
+                                sub_state=SubState.PULLING, detail="pulling busybox:latest")
     change = lifecycle.task_progress(one_task_job(), progress, NOW)
     assert change is not None
     job, _ = change
-    assert job.sub_state == lifecycle.PULLING and job.tasks[0].sub_state == lifecycle.PULLING
+    assert job.sub_state == SubState.PULLING and job.tasks[0].sub_state == SubState.PULLING
     job2, _ = lifecycle.task_started(job, started(), NOW) or (None, None)
-    assert job2 is not None and job2.sub_state == lifecycle.RUNNING and job2.tasks[0].sub_state == ""
+    assert job2 is not None and job2.sub_state == SubState.RUNNING and job2.tasks[0].sub_state == ""
 
 
 @pytest.mark.parametrize(("code", "state", "phrase"), [
@@ -89,7 +89,7 @@ def test_single_task_outcomes_without_retries(code: int, state: JobState, phrase
     change = lifecycle.task_exited(running, exited(code), NOW + 5, POLICY)
     assert change is not None
     job, events = change
-    assert (job.state, job.sub_state, job.exit_code, job.exit_phrase) == (state, lifecycle.COMPLETED, code, phrase)
+    assert (job.state, job.sub_state, job.exit_code, job.exit_phrase) == (state, SubState.COMPLETED, code, phrase)
     assert job.completed_ms == NOW + 5
     [event] = events
     assert isinstance(event, JobCompleted) and event.data.state == state
@@ -107,7 +107,7 @@ def test_failures_the_policy_retries(code: int, retry_count: int, counter: str) 
     change = lifecycle.task_exited(running, exited(code), NOW, POLICY)
     assert change is not None
     job, events = change
-    assert job.state == JobState.WAITING and job.sub_state == lifecycle.RETRY_PENDING
+    assert job.state == JobState.WAITING and job.sub_state == SubState.RETRY_PENDING
     assert getattr(job.retry_counts, counter) == 1 and job.retries == 1
     assert f"failed with exit {code}" in job.reason and "retry 1" in job.reason
     [event] = events
@@ -156,17 +156,17 @@ def test_the_next_attempt_waits_for_its_delay_and_for_every_task_of_the_last() -
     for role in ("ps", "worker"):
         job, _ = lifecycle.task_started(job, started(role), NOW) or (job, [])
     failed, _ = lifecycle.task_exited(job, exited(3, "worker"), NOW, POLICY) or (None, None)
-    assert failed is not None and failed.sub_state == lifecycle.RETRY_PENDING
+    assert failed is not None and failed.sub_state == SubState.RETRY_PENDING
     assert failed.tasks[0].state == TaskState.RUNNING, "ps still runs until its launcher stops it"
     assert lifecycle.retry_due(failed, NOW + 10**9) is None, "not while a task of the attempt runs"
     stopped, _ = lifecycle.task_exited(failed, exited(143, "ps"), NOW + 10, POLICY) or (None, None)
     assert stopped is not None and stopped.tasks[0].state == TaskState.STOPPED
-    assert stopped.sub_state == lifecycle.RETRY_PENDING, "an exit after the attempt ended decides nothing"
+    assert stopped.sub_state == SubState.RETRY_PENDING, "an exit after the attempt ended decides nothing"
     assert lifecycle.retry_due(stopped, (stopped.retry_at_ms or 0) - 1) is None, "not before the delay"
     change = lifecycle.retry_due(stopped, stopped.retry_at_ms or 0)
     assert change is not None
     job, events = change
-    assert (job.attempt, job.sub_state, job.state) == (1, lifecycle.QUEUED, JobState.WAITING)
+    assert (job.attempt, job.sub_state, job.state) == (1, SubState.QUEUED, JobState.WAITING)
     assert all(t.state == TaskState.WAITING and t.node_id is None for t in job.tasks)
     [past] = job.archived
     assert past.attempt == 0 and past.exit_code == 3 and past.trigger_role == "worker"
@@ -185,12 +185,12 @@ def test_min_succeeded_completes_the_job_while_ps_run_and_the_ps_are_then_stoppe
     change = lifecycle.task_exited(job, exited(0, "worker", 1), NOW + 1, POLICY)
     assert change is not None
     job, events = change
-    assert job.state == JobState.SUCCEEDED and job.sub_state == lifecycle.STOPPING
+    assert job.state == JobState.SUCCEEDED and job.sub_state == SubState.STOPPING
     assert job.trigger_role == "worker" and isinstance(events[0], JobCompleted)
     for index in (0, 1):
         job, _ = lifecycle.task_exited(job, exited(143, "ps", index), NOW + 2, POLICY) or (job, [])
     assert [t.state for t in job.tasks[:2]] == [TaskState.STOPPED, TaskState.STOPPED]
-    assert job.state == JobState.SUCCEEDED and job.sub_state == lifecycle.COMPLETED
+    assert job.state == JobState.SUCCEEDED and job.sub_state == SubState.COMPLETED
 
 
 def test_stop_ends_the_job_at_once_and_closes_tasks_that_never_started() -> None:
@@ -201,7 +201,7 @@ def test_stop_ends_the_job_at_once_and_closes_tasks_that_never_started() -> None
     assert change is not None
     job, events = change
     assert (job.state, job.exit_code, job.exit_type) == (JobState.STOPPED, -210, ExitType.USER_STOP.value)
-    assert job.exit_reason == "stopped by bob" and job.sub_state == lifecycle.STOPPING
+    assert job.exit_reason == "stopped by bob" and job.sub_state == SubState.STOPPING
     assert [t.state for t in job.tasks] == [TaskState.RUNNING, TaskState.STOPPED]
     assert isinstance(events[0], JobCompleted)
     assert lifecycle.stop_requested(job, "bob", NOW) is None, "stopping a finished job changes nothing"
@@ -220,9 +220,9 @@ def test_a_task_running_when_its_job_ends_keeps_holding_until_it_exits() -> None
     job = placed(make_job(make_config(role_dict("main", taskNumber=2)), state=JobState.WAITING))
     job, _ = lifecycle.task_started(job, started("main", 0), NOW) or (job, [])
     stopped, _ = lifecycle.stop_requested(job, "bob", NOW) or (job, [])
-    assert stopped.tasks[0].state == TaskState.RUNNING and stopped.sub_state == lifecycle.STOPPING
+    assert stopped.tasks[0].state == TaskState.RUNNING and stopped.sub_state == SubState.STOPPING
     done, _ = lifecycle.task_exited(stopped, exited(143), NOW + 5, POLICY) or (stopped, [])
-    assert done.tasks[0].state == TaskState.STOPPED and done.sub_state == lifecycle.COMPLETED
+    assert done.tasks[0].state == TaskState.STOPPED and done.sub_state == SubState.COMPLETED
 
 
 def test_exit_spec_table_is_complete_and_well_formed() -> None:
@@ -241,7 +241,7 @@ def test_an_operator_table_overrides_reactions() -> None:
     running, _ = lifecycle.task_started(one_task_job(), started(), NOW) or (None, None)
     assert running is not None
     job, _ = lifecycle.task_exited(running, exited(3), NOW, policy) or (None, None)
-    assert job is not None and job.sub_state == lifecycle.RETRY_PENDING and job.retry_counts.platform == 1
+    assert job is not None and job.sub_state == SubState.RETRY_PENDING and job.retry_counts.platform == 1
 
 
 @pytest.mark.parametrize("text", ["not: a list", "- {code: 1}", "- {code: 1, phrase: a, type: NOPE, reaction: "
@@ -297,6 +297,6 @@ def test_a_failed_attempt_stops_only_that_attempt_on_the_nodes_still_running_it(
     change = lifecycle.task_exited(job, exited(3, index=0), NOW, POLICY)
     assert change is not None
     ended, events = change
-    assert ended.sub_state == lifecycle.RETRY_PENDING
+    assert ended.sub_state == SubState.RETRY_PENDING
     stops = [e for e in events if isinstance(e, StopTasks)]
     assert [(e.data.node_id, e.data.attempt, e.data.by_user) for e in stops] == [("n2", 0, False), ("n3", 0, False)]

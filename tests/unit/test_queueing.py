@@ -9,7 +9,7 @@ import pytest
 from shared.errors import SettingsError
 from shared.placement import ClusterSnapshot
 from shared.queueing import never_fits_key, plan_queue, queue_positions, request_of, shown_reason, usage_by_vc
-from shared.records import JobRecord, JobState
+from shared.records import JobRecord, JobState, SubState
 from shared.vclusters import (
     Quota,
     Resources,
@@ -31,7 +31,8 @@ def queued(name: str, *, cpus: int = 1, tasks: int = 1, gpus: int = 0, vc: str =
     config = make_config(role_dict("main", taskNumber=tasks, cpuNumber=cpus, gpuNumber=gpus),
                          jobName=name, virtualCluster=vc)
     job = make_job(config, state=JobState.WAITING)
-    return job.model_copy(update={"id": f"alice~{name}~0", "sub_state": "queued", "created_ms": NOW - age_s * 1000})
+    return job.model_copy(update={"id": f"alice~{name}~0", "sub_state": SubState.QUEUED,
+                                  "created_ms": NOW - age_s * 1000})
 
 
 def decide(jobs: list[JobRecord], *, nodes: int = 1, cpus: int = 4, gpus: int = 0,

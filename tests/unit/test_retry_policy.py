@@ -15,7 +15,7 @@ from shared import lifecycle
 from shared.events import JobCompleted, JobRetrying
 from shared.exitspec import load_table
 from shared.lifecycle import RetryPolicy
-from shared.records import JobRecord, JobState, RetryCounts, TaskState
+from shared.records import JobRecord, JobState, RetryCounts, SubState, TaskState
 from tests.unit.test_lifecycle import NOW, exited, one_task_job, placed, started
 
 pytestmark = pytest.mark.unit
@@ -78,11 +78,11 @@ def test_what_an_ended_attempt_leads_to(retry_count: int, code: int, counts: dic
                                         expect: str | JobState) -> None:
     job, events = ended(running(retry_count, **counts), code, NOW + 100)
     if isinstance(expect, JobState):
-        assert (job.state, job.sub_state, job.exit_code) == (expect, lifecycle.COMPLETED, code)
+        assert (job.state, job.sub_state, job.exit_code) == (expect, SubState.COMPLETED, code)
         assert job.retry_counts == RetryCounts(**counts), "an ending counts no retry"
         assert isinstance(events[0], JobCompleted) and events[0].data.state == expect
         return
-    assert (job.state, job.sub_state, job.exit_code) == (JobState.WAITING, lifecycle.RETRY_PENDING, code)
+    assert (job.state, job.sub_state, job.exit_code) == (JobState.WAITING, SubState.RETRY_PENDING, code)
     assert getattr(job.retry_counts, expect) == counts.get(expect, 0) + 1
     assert job.retries == sum(counts.values()) + 1 == job.retry_counts.total
     [event] = events
@@ -116,12 +116,12 @@ def test_retry_count_minus_2_runs_attempt_after_attempt_until_the_user_stops_it(
         assert job.attempt == attempt and job.state == JobState.RUNNING
         now += 100
         job, _ = ended(job, 0, now)
-        assert job.sub_state == lifecycle.RETRY_PENDING
+        assert job.sub_state == SubState.RETRY_PENDING
         now = job.retry_at_ms or 0
         requeued = lifecycle.retry_due(job, now)
         assert requeued is not None
         job = requeued[0]
-        assert job.sub_state == lifecycle.QUEUED and job.exit_phrase == "Succeeded"
+        assert job.sub_state == SubState.QUEUED and job.exit_phrase == "Succeeded"
         [past] = job.archived
         assert past.attempt == attempt and past.exit_code == 0
         job, _ = lifecycle.task_started(placed(job), started(attempt=job.attempt), now) or (job, [])
@@ -142,7 +142,7 @@ def test_a_stop_ends_a_minus_2_job_at_any_moment(moment: str) -> None:
         job = (lifecycle.retry_due(job, job.retry_at_ms or 0) or (job, []))[0]
     if moment == "starting":
         job = placed(job)
-    assert job.state == JobState.WAITING and job.sub_state != lifecycle.COMPLETED
+    assert job.state == JobState.WAITING and job.sub_state != SubState.COMPLETED
     change = lifecycle.stop_requested(job, "alice", NOW + 10**6)
     assert change is not None
     stopped = change[0]
