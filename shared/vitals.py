@@ -172,9 +172,7 @@ class Vitals:
                 await asyncio.sleep(delay)
                 try:
                     await fn()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
+                except Exception as e:  # not CancelledError (a BaseException): the stack closing ends it
                     state.failed(e)
                     delay = backoff(state.failures, seconds)
                 else:
@@ -192,8 +190,6 @@ class Vitals:
             while True:
                 try:
                     await fn()
-                except asyncio.CancelledError:
-                    raise
                 except Exception as e:
                     state.failed(e)
                     await asyncio.sleep(backoff(state.failures))
