@@ -27,11 +27,11 @@ from aio_pika.abc import (
 )
 from pydantic import ValidationError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
-from shared.vitals import backoff, describe, is_outage
+from shared.vitals import is_outage
 
 log = structlog.get_logger("paiq.bus")
 
@@ -51,7 +51,7 @@ class AmqpBus:
         self._prefetch = prefetch
         self._retry_delay = retry_delay
         self._consume_channels: list[AbstractChannel] = []
-        self._outages = 0  # handler failures in a row that were outages (for the backoff)
+        self._outages = Outages()
 
     async def publish(self, events: Sequence[CloudEvent]) -> None:
         """Publish and await every confirm. Events of one job (subject) go out one after another, in
@@ -127,9 +127,7 @@ class AmqpBus:
             replies = await router.dispatch(event)
             await self.publish(replies)
             EVENTS_HANDLED.labels(queue, event.routing_key, "ok").inc()
-            if self._outages:
-                log.info("handlers work again after an outage", queue=queue, failures=self._outages)
-                self._outages = 0
+            self._outages.handled(queue)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # any handler failure is retried, then dead-lettered
@@ -138,11 +136,7 @@ class AmqpBus:
                 # The database or the broker is away: not the message's fault, so it is never dead-lettered
                 # for it. Back to the queue after a pause (the same attempt; over a lost channel the broker
                 # redelivers it anyway).
-                self._outages += 1
-                if self._outages == 1:
-                    log.warning("handler waits out an outage; message requeued", queue=queue,
-                                event_type=event.routing_key, error=describe(e))
-                await asyncio.sleep(backoff(self._outages))
+                await self._outages.wait(queue, event.routing_key, e)
                 with contextlib.suppress(Exception):
                     await message.nack(requeue=True)
                 return

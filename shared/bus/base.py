@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
 from shared.events import CloudEvent
+from shared.vitals import backoff, describe
+
+_log = structlog.get_logger("paiq.bus")
 
 E = TypeVar("E", bound=CloudEvent)
 Handler = Callable[[E], Awaitable[Sequence[CloudEvent]]]
@@ -44,6 +48,27 @@ class Router:
             return await handler(event)
         finally:
             structlog.contextvars.unbind_contextvars("event_id", "event_type", "job_id")
+
+
+class Outages:
+    """Handler failures in a row that were outages (the database or the broker away), shared by both
+    buses: such a message is requeued after a backoff as often as it takes, never dead-lettered for it;
+    the first failure and the recovery are logged, not each round."""
+
+    def __init__(self) -> None:
+        self.streak = 0
+
+    async def wait(self, queue: str, event_type: str, error: Exception) -> None:
+        self.streak += 1
+        if self.streak == 1:
+            _log.warning("handler waits out an outage; message requeued", queue=queue, event_type=event_type,
+                         error=describe(error))
+        await asyncio.sleep(backoff(self.streak))
+
+    def handled(self, queue: str) -> None:
+        if self.streak:
+            _log.info("handlers work again after an outage", queue=queue, failures=self.streak)
+            self.streak = 0
 
 
 class Subscription(Protocol):

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import structlog
 from pydantic import ValidationError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router, topic_matches
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router, topic_matches
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
-from shared.vitals import backoff, describe, is_outage
+from shared.vitals import is_outage
 
 log = structlog.get_logger("paiq.bus")
 
@@ -50,7 +50,7 @@ class MemoryBus:
         self._retry_delay = retry_delay
         self._inflight: set[asyncio.Task[None]] = set()
         self.dead_letters: list[bytes] = []
-        self._outages = 0  # handler failures in a row that were outages (for the backoff)
+        self._outages = Outages()
 
     async def publish(self, events: Sequence[CloudEvent]) -> None:
         for event in events:
@@ -106,19 +106,13 @@ class MemoryBus:
             replies = await q.router.dispatch(event)
             await self.publish(replies)
             EVENTS_HANDLED.labels(q.name, event.routing_key, "ok").inc()
-            if self._outages:
-                log.info("handlers work again after an outage", queue=q.name, failures=self._outages)
-                self._outages = 0
+            self._outages.handled(q.name)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # any handler failure is retried, then dead-lettered
             EVENTS_HANDLED.labels(q.name, event.routing_key, "failed").inc()
             if is_outage(e):  # the database away: never dead-lettered for it (as over RabbitMQ)
-                self._outages += 1
-                if self._outages == 1:
-                    log.warning("handler waits out an outage; message requeued", queue=q.name,
-                                event_type=event.routing_key, error=describe(e))
-                await asyncio.sleep(backoff(self._outages))
+                await self._outages.wait(q.name, event.routing_key, e)
                 q.inbox.put_nowait((body, attempt))
                 return
             if attempt >= MAX_HANDLER_ATTEMPTS:
