@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 
 import docker
@@ -31,7 +33,16 @@ async def mongo_uri() -> AsyncIterator[str]:
 
 @pytest.fixture(scope="session")
 def amqp_url() -> str:
-    return os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+    """PAIQ_TEST_AMQP_URL (tests/run.sh starts a node of its own and sets it), else the machine's broker.
+    A broker whose AMQP port does not accept connections fails the tests that need it, saying so."""
+    url = os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+    parts = urllib.parse.urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout=5).close()
+    except OSError as e:
+        pytest.fail(f"RabbitMQ at {parts.hostname}:{parts.port} does not accept connections ({e}); "
+                    "run the tests with tests/run.sh, which starts a broker of its own", pytrace=False)
+    return url
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,19 @@ ADMIN_USER = "admin"
 ADMIN_PASSWORD = uuid.uuid4().hex
 
 
+def rabbitmqctl(*args: str, timeout_s: float = 60) -> str:
+    """``rabbitmqctl ARGS`` against the broker the tests use: the test run's own node when tests/run.sh
+    started one (tests/testbroker.sh), else the machine's. Its output; CalledProcessError on failure."""
+    node, home = os.environ.get("PAIQ_TEST_RABBITMQ_NODE"), os.environ.get("PAIQ_TEST_RABBITMQ_DIR")
+    if node and home:
+        cmd = ["/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", node, *args]
+        env = {**os.environ, "HOME": home}
+    else:
+        cmd, env = ["rabbitmqctl", *args], dict(os.environ)
+    done = subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=timeout_s)
+    return done.stdout.decode(errors="replace")
+
+
 def unique(prefix: str = "t") -> str:
     return f"{prefix}{uuid.uuid4().hex[:10]}"
 

@@ -15,12 +15,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if ! rabbitmq-diagnostics -q ping >/dev/null 2>&1; then
-  log "starting RabbitMQ"
-  rabbitmq-server -detached >/dev/null 2>&1 || true
-  for _ in $(seq 1 60); do rabbitmq-diagnostics -q ping >/dev/null 2>&1 && break; sleep 1; done
-  rabbitmq-diagnostics -q ping >/dev/null || { log "RabbitMQ did not come up"; exit 1; }
-fi
+# A RabbitMQ node of this run alone, empty (the machine's own node, if any, is left alone).
+source tests/testbroker.sh
+start_test_broker
 
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"

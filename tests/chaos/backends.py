@@ -47,6 +47,18 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def _free_port_below(limit: int) -> int:
+    """A free port of 25700 up to ``limit`` (an ephemeral one could put the CLI's ports past 65535)."""
+    for port in range(25700, limit):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in 25700-{limit}")
+
+
 def _stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -120,7 +132,7 @@ class PrivateBroker:
         self.root = root
         self.node = f"paiqchaos-{uuid.uuid4().hex[:8]}@localhost"
         self.port = free_port()
-        self.dist_port = free_port()
+        self.dist_port = _free_port_below(30000)  # the CLI's own ports are this + 10000..10010
         self.log = root / "rabbitmq-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from shared.logstore import RunPhase
 from shared.metrics import EVENTS_HANDLED
 from shared.records import now_ms
 from shared.runtime import open_bus
-from tests.infra import unique
+from tests.infra import rabbitmqctl, unique
 from tests.integration.launcher_harness import Harness, harness, running_launcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -382,8 +381,7 @@ def rabbitmq_consumer_timeout(ms: int) -> Iterator[None]:
     """Lower the broker's consumer timeout (a delivery unacked for longer closes its channel) and check it
     every 0.5 s instead of every minute, for channels opened meanwhile; restored afterwards."""
     def set_env(key: str, value: int) -> None:
-        subprocess.run(["rabbitmqctl", "eval", f"application:set_env(rabbit, {key}, {value})."],
-                       check=True, capture_output=True, timeout=60)
+        rabbitmqctl("eval", f"application:set_env(rabbit, {key}, {value}).")
 
     set_env("consumer_timeout", ms)
     set_env("channel_tick_interval", 500)
