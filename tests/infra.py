@@ -177,7 +177,14 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
         with (workdir / f"{name}.log").open("wb") as out:
             platform.procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=out,
                                                    start_new_session=new_session))
-    _wait_healthy(platform)
+    try:
+        _wait_healthy(platform)
+    except BaseException:
+        for p in platform.procs:  # none of them may outlive a platform that did not start
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        raise
     return platform
 
 
