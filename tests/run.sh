@@ -18,6 +18,7 @@ fi
 # A RabbitMQ node of this run alone, empty (the machine's own node, if any, is left alone).
 source tests/testbroker.sh
 start_test_broker
+trap stop_test_broker EXIT
 
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
@@ -31,4 +32,4 @@ log "ruff"
 log "mypy (strict)"
 .venv/bin/mypy
 log "pytest"
-exec .venv/bin/pytest -q "$@"
+.venv/bin/pytest -q "$@"

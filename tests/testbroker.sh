@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test run's own RabbitMQ node, started fresh by tests/run.sh (sourced there; needs the
 # rabbitmq-server package's binaries, run as root):
-#   node     paiq-test@localhost, its AMQP and distribution ports chosen free at start
-#   data     $PAIQ_TEST_RABBITMQ_DIR (default /var/tmp/paiq-test-rabbitmq): mnesia, logs, its own
-#            Erlang cookie (HOME), emptied at every start
+#   node     paiq-test-<run's pid>@localhost, its AMQP and distribution ports chosen free at start
+#   data     $PAIQ_TEST_RABBITMQ_ROOT/<run's pid> (root default /var/tmp/paiq-test-rabbitmq): mnesia,
+#            logs, its own Erlang cookie (HOME); stopped and deleted when the run ends
+# Runs side by side never share a node; a run that was killed leaves a node that the next run stops.
 # A node's data grows with every durable queue the tests declare, and a RabbitMQ node with thousands
 # of leftover queues can take minutes to boot or not finish at all (seen: the machine's own node stuck
 # in vhost recovery, 0% CPU, no AMQP listener, while `rabbitmq-diagnostics ping` answered). So the
@@ -29,19 +30,39 @@ test_broker_ctl() {  # rabbitmqctl against the test node
   test_broker_env "$PAIQ_TEST_RABBITMQ_DIR" "$TEST_RABBITMQ_BIN/rabbitmqctl" -n "$PAIQ_TEST_RABBITMQ_NODE" "$@"
 }
 
+pid_in() {  # the process id written in file $1, or nothing (never 0: `kill 0` means the whole group)
+  local pid
+  pid=$(cat "$1" 2>/dev/null || true)
+  [[ "$pid" =~ ^[1-9][0-9]*$ ]] && echo "$pid"
+}
+
+kill_node_of() {  # $1: a node's data directory
+  local pid
+  pid=$(pid_in "$1/rabbitmq.pid") && kill -9 "$pid" 2>/dev/null
+  return 0
+}
+
+reap_test_brokers() {  # nodes of runs that ended without stopping theirs (killed)
+  local dir run
+  for dir in "$PAIQ_TEST_RABBITMQ_ROOT"/*/; do
+    [ -f "$dir/run.pid" ] || continue
+    if ! { run=$(pid_in "$dir/run.pid") && kill -0 "$run" 2>/dev/null; }; then
+      kill_node_of "$dir"
+      rm -rf "$dir"
+    fi
+  done
+}
+
 start_test_broker() {
-  export PAIQ_TEST_RABBITMQ_DIR=${PAIQ_TEST_RABBITMQ_DIR:-/var/tmp/paiq-test-rabbitmq}
-  export PAIQ_TEST_RABBITMQ_NODE=paiq-test@localhost
+  export PAIQ_TEST_RABBITMQ_ROOT=${PAIQ_TEST_RABBITMQ_ROOT:-/var/tmp/paiq-test-rabbitmq}
+  export PAIQ_TEST_RABBITMQ_DIR=$PAIQ_TEST_RABBITMQ_ROOT/$$
+  export PAIQ_TEST_RABBITMQ_NODE=paiq-test-$$@localhost
   local dir=$PAIQ_TEST_RABBITMQ_DIR port
-  if [ -f "$dir/amqp_port" ] && test_broker_ctl -q ping >/dev/null 2>&1; then
-    log "stopping the previous run's RabbitMQ node"
-    test_broker_ctl -q stop >/dev/null 2>&1 || true
-  fi
-  if [ -f "$dir/rabbitmq.pid" ]; then  # a node that did not answer: its VM may still hold the ports
-    kill -9 "$(cat "$dir/rabbitmq.pid")" 2>/dev/null || true
-  fi
+  mkdir -p "$PAIQ_TEST_RABBITMQ_ROOT"
+  reap_test_brokers
   rm -rf "$dir"
   mkdir -p "$dir"
+  echo $$ >"$dir/run.pid"
   echo '[].' >"$dir/enabled_plugins"
   python3 - "$dir" <<'PY'
 import socket, sys
@@ -68,4 +89,10 @@ PY
     exit 1
   fi
   export PAIQ_TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:$port/"
+}
+
+stop_test_broker() {
+  [ -n "${PAIQ_TEST_RABBITMQ_DIR:-}" ] && [ -d "$PAIQ_TEST_RABBITMQ_DIR" ] || return 0
+  test_broker_ctl -q stop >/dev/null 2>&1 || kill_node_of "$PAIQ_TEST_RABBITMQ_DIR"
+  rm -rf "$PAIQ_TEST_RABBITMQ_DIR"
 }

@@ -4,14 +4,18 @@ Topology, for an exchange ``paiq.events`` and queue prefix ``paiq``:
 - ``paiq.events`` (topic, durable): every event, routing key = event type or ``node.<id>.<verb>``;
 - ``paiq.dead`` (fanout, durable) and queue ``paiq.dead``: messages that are not valid events, or
   whose handler kept failing, kept for an operator to look at;
-- one durable queue per service, dead-lettering into ``paiq.dead``.
+- one quorum queue per service (and per launcher node), dead-lettering into ``paiq.dead``: the broker
+  counts each message's deliveries (``x-delivery-count``) and dead-letters it past its delivery limit,
+  also when a handler kills its process, which no code in that process could count;
+- a classic exclusive queue per live event-stream client (non-durable; nothing to count there but this
+  process's own returns).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,31 +31,32 @@ from aio_pika.abc import (
 )
 from pydantic import ValidationError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, AfterFailure, Outages, Router, after_failure
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
-from shared.vitals import is_outage
 
 log = structlog.get_logger("paiq.bus")
 
-_ATTEMPT_HEADER = "x-paiq-attempt"
+# Set by a quorum queue on a message it delivers again: how often it was given back before.
+_DELIVERY_COUNT_HEADER = "x-delivery-count"
 # A publish not confirmed within this fails (BusError) instead of waiting out a broker outage.
 PUBLISH_SECONDS = 10.0
 
 
 class AmqpBus:
     def __init__(self, connection: AbstractRobustConnection, publish_channel: AbstractChannel,
-                 exchange: AbstractExchange, dead_exchange_name: str, *, prefetch: int,
-                 retry_delay: float) -> None:
+                 exchange: AbstractExchange, dead_exchange_name: str, *, prefetch: int) -> None:
         self._connection = connection
         self._publish_channel = publish_channel
         self._exchange = exchange
         self._dead = dead_exchange_name
         self._prefetch = prefetch
-        self._retry_delay = retry_delay
         self._consume_channels: list[AbstractChannel] = []
         self._outages = Outages()
+        # Returns to this process's classic (exclusive) queues, by (queue, message id): the broker counts
+        # nothing there, and no other consumer can receive those messages.
+        self._returns: dict[tuple[str, str], int] = {}
 
     async def publish(self, events: Sequence[CloudEvent]) -> None:
         """Publish and await every confirm. Events of one job (subject) go out one after another, in
@@ -96,65 +101,90 @@ class AmqpBus:
         await channel.set_qos(prefetch_count=self._prefetch)
         self._consume_channels.append(channel)
         exchange = await channel.get_exchange(self._exchange.name, ensure=False)
-        q = await channel.declare_queue(
-            queue,
-            durable=durable,
-            exclusive=not durable,
-            auto_delete=not durable,
-            arguments={"x-dead-letter-exchange": self._dead},
-        )
+        q = await self._declare(channel, queue, durable=durable)
         for key in bindings:
             await q.bind(exchange, routing_key=key)
 
         async def on_message(message: AbstractIncomingMessage) -> None:
-            await self._deliver(channel, queue, router, message)
+            await self._deliver(channel, queue, router, message, counted=durable)
 
         tag = await q.consume(on_message, no_ack=False)
         return _AmqpSubscription(self, channel, q, tag)
 
+    async def _declare(self, channel: AbstractChannel, queue: str, *, durable: bool) -> AbstractQueue:
+        """A service's queue is a quorum queue with a delivery limit; a classic one of the same name, made
+        by a paiq before 0.2, is replaced when it is empty and idle, and otherwise named in a clear error."""
+        if not durable:
+            return await channel.declare_queue(queue, exclusive=True, auto_delete=True,
+                                               arguments={"x-dead-letter-exchange": self._dead})
+        arguments: dict[str, Any] = {"x-queue-type": "quorum", "x-delivery-limit": MAX_HANDLER_ATTEMPTS - 1,
+                     "x-dead-letter-exchange": self._dead}
+        try:
+            return await channel.declare_queue(queue, durable=True, arguments=arguments)
+        except aio_pika.exceptions.ChannelPreconditionFailed as e:
+            precondition = e  # the broker closed that channel; look at the queue on a fresh one
+        await channel.reopen()
+        old = await channel.declare_queue(queue, passive=True)
+        messages, consumers = old.declaration_result.message_count, old.declaration_result.consumer_count
+        if messages or consumers:
+            raise BusError(
+                f"queue {queue} exists with other arguments than paiq's (a classic queue of an older paiq?) and "
+                f"holds {messages} messages for {consumers} consumers: stop every paiq service, let them "
+                f"drain or move them, then `rabbitmqctl delete_queue {queue}` ({precondition})")
+        await old.delete(if_unused=True, if_empty=True)
+        log.warning("replaced an empty queue declared with other arguments by a quorum queue", queue=queue)
+        return await channel.declare_queue(queue, durable=True, arguments=arguments)
+
+    def _attempt(self, queue: str, message: AbstractIncomingMessage, *, counted: bool) -> int:
+        """Which delivery of this message this is, from 1."""
+        if counted:
+            returned = (message.headers or {}).get(_DELIVERY_COUNT_HEADER, 0)
+            return (returned if isinstance(returned, int) else 0) + 1
+        return self._returns.get((queue, message.message_id or ""), 0) + 1
+
     async def _deliver(self, channel: AbstractChannel, queue: str, router: Router,
-                       message: AbstractIncomingMessage) -> None:
+                       message: AbstractIncomingMessage, *, counted: bool) -> None:
         try:
             event = parse_event(message.body)
         except ValidationError as e:
             log.error("dead-lettered a message that is not a valid event", queue=queue, error=str(e))
             DEAD_LETTERED.labels(queue).inc()
-            await message.reject(requeue=False)
+            await _settle(message.reject(requeue=False))
             return
-        raw_attempt = (message.headers or {}).get(_ATTEMPT_HEADER, 1)
-        attempt = raw_attempt if isinstance(raw_attempt, int) else 1
-        try:
-            replies = await router.dispatch(event)
-            await self.publish(replies)
+        attempt = self._attempt(queue, message, counted=counted)
+        key = (queue, message.message_id or "")
+        while True:
+            try:
+                replies = await router.dispatch(event)
+                await self.publish(replies)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                EVENTS_HANDLED.labels(queue, event.routing_key, "failed").inc()
+                action = after_failure(e, attempt)
+                if action is AfterFailure.HOLD:
+                    await self._outages.wait(queue, event.routing_key, e)
+                    if channel.is_closed:
+                        return  # the broker went away with the channel: it delivers the message again
+                    continue
+                if action is AfterFailure.DEAD_LETTER:
+                    log.error("handler kept failing; message dead-lettered", queue=queue,
+                              event_type=event.routing_key, attempts=attempt, error=repr(e))
+                    DEAD_LETTERED.labels(queue).inc()
+                    self._returns.pop(key, None)
+                    await _settle(message.reject(requeue=False))
+                    return
+                log.warning("handler failed; message given back to the queue", queue=queue,
+                            event_type=event.routing_key, attempt=attempt, error=repr(e))
+                if not counted:
+                    self._returns[key] = attempt
+                await _settle(message.nack(requeue=True))
+                return
             EVENTS_HANDLED.labels(queue, event.routing_key, "ok").inc()
             self._outages.handled(queue)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # any handler failure is retried, then dead-lettered
-            EVENTS_HANDLED.labels(queue, event.routing_key, "failed").inc()
-            if is_outage(e):
-                # The database or the broker is away: not the message's fault, so it is never dead-lettered
-                # for it. Back to the queue after a pause (the same attempt; over a lost channel the broker
-                # redelivers it anyway).
-                await self._outages.wait(queue, event.routing_key, e)
-                with contextlib.suppress(Exception):
-                    await message.nack(requeue=True)
-                return
-            if attempt >= MAX_HANDLER_ATTEMPTS:
-                log.error("handler kept failing; message dead-lettered", queue=queue,
-                          event_type=event.routing_key, attempts=attempt, error=repr(e))
-                await message.reject(requeue=False)
-                DEAD_LETTERED.labels(queue).inc()
-                return
-            log.warning("handler failed; will retry", queue=queue, event_type=event.routing_key,
-                        attempt=attempt, error=repr(e))
-            await asyncio.sleep(self._retry_delay * attempt)
-            # Re-queue at the back with the attempt counted (a plain nack would loop without a count).
-            await self._publish_raw(channel.default_exchange, message.body, event, queue,
-                                    {_ATTEMPT_HEADER: attempt + 1})
-            await message.ack()
+            self._returns.pop(key, None)
+            await _settle(message.ack())
             return
-        await message.ack()
 
     async def close(self) -> None:
         for ch in self._consume_channels:
@@ -181,8 +211,8 @@ class _AmqpSubscription:
 
 
 @asynccontextmanager
-async def open_amqp_bus(url: str, exchange: str, queue_prefix: str, *, prefetch: int = 16,
-                        retry_delay: float = 0.5) -> AsyncIterator[AmqpBus]:
+async def open_amqp_bus(url: str, exchange: str, queue_prefix: str, *,
+                        prefetch: int = 16) -> AsyncIterator[AmqpBus]:
     try:
         connection = await aio_pika.connect_robust(url)
     except Exception as e:
@@ -193,11 +223,19 @@ async def open_amqp_bus(url: str, exchange: str, queue_prefix: str, *, prefetch:
     dead = await channel.declare_exchange(dead_name, aio_pika.ExchangeType.FANOUT, durable=True)
     dead_queue = await channel.declare_queue(dead_name, durable=True)
     await dead_queue.bind(dead)
-    bus = AmqpBus(connection, channel, ex, dead_name, prefetch=prefetch, retry_delay=retry_delay)
+    bus = AmqpBus(connection, channel, ex, dead_name, prefetch=prefetch)
     try:
         yield bus
     finally:
         await bus.close()
+
+
+async def _settle(outcome: Awaitable[None]) -> None:
+    """Ack, nack or reject; over a channel that is gone meanwhile the broker delivers the message again."""
+    try:
+        await outcome
+    except Exception as e:  # aio-pika raises several kinds for a closed channel
+        log.info("could not settle a message; the broker delivers it again", error=repr(e))
 
 
 def _redact(url: str) -> str:

@@ -4,20 +4,45 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
 from shared.events import CloudEvent
-from shared.vitals import backoff, describe
+from shared.vitals import backoff, describe, is_outage
 
 _log = structlog.get_logger("paiq.bus")
 
 E = TypeVar("E", bound=CloudEvent)
 Handler = Callable[[E], Awaitable[Sequence[CloudEvent]]]
 
-# How often a handler that raised is tried again before its message goes to the dead-letter exchange.
+# How often a message is delivered to a handler that raises before it goes to the dead-letter exchange.
+# Over RabbitMQ the broker counts (a quorum queue's delivery limit is this minus one), so a message whose
+# handler kills its process, which no handler code can count, is dead-lettered too.
 MAX_HANDLER_ATTEMPTS = 5
+
+
+class AfterFailure(StrEnum):
+    """What a bus does with a message whose handler raised."""
+
+    HOLD = "hold"  # an outage (database or broker away): keep the message, try again in place after a backoff
+    REQUEUE = "requeue"  # back to the queue at once, its delivery counted; delivered again, to any consumer
+    DEAD_LETTER = "dead-letter"  # the last attempt failed: to the dead-letter exchange, for an operator
+
+
+def after_failure(error: Exception, attempt: int) -> AfterFailure:
+    """The one rule of both buses. ``attempt`` counts deliveries of this message, from 1.
+
+    An outage is not the message's fault and never uses up its attempts; waiting in place, rather than
+    requeueing, keeps it from being counted by the broker and from circling while nothing can succeed
+    (every other message fails the same way). Any other failure is given straight back to the queue:
+    no consumer sleeps holding a prefetch slot that the next message could use."""
+    if is_outage(error):
+        return AfterFailure.HOLD
+    if attempt >= MAX_HANDLER_ATTEMPTS:
+        return AfterFailure.DEAD_LETTER
+    return AfterFailure.REQUEUE
 
 
 class UnroutedEventError(Exception):
@@ -52,8 +77,8 @@ class Router:
 
 class Outages:
     """Handler failures in a row that were outages (the database or the broker away), shared by both
-    buses: such a message is requeued after a backoff as often as it takes, never dead-lettered for it;
-    the first failure and the recovery are logged, not each round."""
+    buses: such a message is held and tried again after a backoff as often as it takes, never
+    dead-lettered for it; the first failure and the recovery are logged, not each round."""
 
     def __init__(self) -> None:
         self.streak = 0
@@ -61,8 +86,8 @@ class Outages:
     async def wait(self, queue: str, event_type: str, error: Exception) -> None:
         self.streak += 1
         if self.streak == 1:
-            _log.warning("handler waits out an outage; message requeued", queue=queue, event_type=event_type,
-                         error=describe(error))
+            _log.warning("handler waits out an outage; its message is held and tried again", queue=queue,
+                         event_type=event_type, error=describe(error))
         await asyncio.sleep(backoff(self.streak))
 
     def handled(self, queue: str) -> None:
@@ -89,7 +114,8 @@ class Bus(Protocol):
 
         A message is acknowledged only after its handler returned and the returned events were
         published. A message that is not a valid event goes straight to the dead-letter exchange; one
-        whose handler keeps raising goes there after ``MAX_HANDLER_ATTEMPTS`` tries.
+        whose handler raises is dealt with by :func:`after_failure`: held through an outage, else given
+        back to the queue at once and dead-lettered after ``MAX_HANDLER_ATTEMPTS`` deliveries.
         A non-durable queue belongs to this subscriber alone and vanishes with it.
         """
 

@@ -1,4 +1,5 @@
-"""An in-process bus with the broker's semantics: topic routing, at-least-once, retries, dead letters.
+"""An in-process bus with the broker's semantics: topic routing, at-least-once, counted redeliveries,
+dead letters (the rule of both buses: :func:`shared.bus.base.after_failure`).
 
 Messages travel as JSON bytes, exactly as over RabbitMQ, so a handler never shares objects with the
 publisher and an invalid message is caught the same way.
@@ -14,10 +15,9 @@ from dataclasses import dataclass, field
 import structlog
 from pydantic import ValidationError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router, topic_matches
+from shared.bus.base import AfterFailure, Outages, Router, after_failure, topic_matches
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
-from shared.vitals import is_outage
 
 log = structlog.get_logger("paiq.bus")
 
@@ -44,10 +44,9 @@ class _MemorySubscription:
 
 
 class MemoryBus:
-    def __init__(self, *, prefetch: int = 16, retry_delay: float = 0.2) -> None:
+    def __init__(self, *, prefetch: int = 16) -> None:
         self._queues: dict[str, _Queue] = {}
         self._prefetch = prefetch
-        self._retry_delay = retry_delay
         self._inflight: set[asyncio.Task[None]] = set()
         self.dead_letters: list[bytes] = []
         self._outages = Outages()
@@ -102,26 +101,31 @@ class MemoryBus:
             DEAD_LETTERED.labels(q.name).inc()
             self.dead_letters.append(body)
             return
-        try:
-            replies = await q.router.dispatch(event)
-            await self.publish(replies)
+        while True:
+            try:
+                replies = await q.router.dispatch(event)
+                await self.publish(replies)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                EVENTS_HANDLED.labels(q.name, event.routing_key, "failed").inc()
+                action = after_failure(e, attempt)
+                if action is AfterFailure.HOLD:
+                    await self._outages.wait(q.name, event.routing_key, e)
+                    if q.consumer is None:  # unsubscribed meanwhile: the next consumer gets it
+                        q.inbox.put_nowait((body, attempt))
+                        return
+                    continue
+                if action is AfterFailure.DEAD_LETTER:
+                    log.error("handler kept failing; message dead-lettered", queue=q.name,
+                              event_type=event.routing_key, attempts=attempt, error=repr(e))
+                    self.dead_letters.append(body)
+                    DEAD_LETTERED.labels(q.name).inc()
+                    return
+                log.warning("handler failed; message given back to the queue", queue=q.name,
+                            event_type=event.routing_key, attempt=attempt, error=repr(e))
+                q.inbox.put_nowait((body, attempt + 1))
+                return
             EVENTS_HANDLED.labels(q.name, event.routing_key, "ok").inc()
             self._outages.handled(q.name)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # any handler failure is retried, then dead-lettered
-            EVENTS_HANDLED.labels(q.name, event.routing_key, "failed").inc()
-            if is_outage(e):  # the database away: never dead-lettered for it (as over RabbitMQ)
-                await self._outages.wait(q.name, event.routing_key, e)
-                q.inbox.put_nowait((body, attempt))
-                return
-            if attempt >= MAX_HANDLER_ATTEMPTS:
-                log.error("handler kept failing; message dead-lettered", queue=q.name,
-                          event_type=event.routing_key, attempts=attempt, error=repr(e))
-                self.dead_letters.append(body)
-                DEAD_LETTERED.labels(q.name).inc()
-                return
-            log.warning("handler failed; will retry", queue=q.name, event_type=event.routing_key,
-                        attempt=attempt, error=repr(e))
-            await asyncio.sleep(self._retry_delay * attempt)
-            q.inbox.put_nowait((body, attempt + 1))
+            return

@@ -133,7 +133,7 @@ async def harness(tmp: Path, mongo_uri: str, docker_client: docker.DockerClient,
     database = f"launcher_{uuid.uuid4().hex[:10]}"
     settings = harness_settings(tmp, node_id, database, mongo_uri, **extra)
     (tmp / "fs").mkdir(parents=True, exist_ok=True)
-    bus = MemoryBus(retry_delay=0.05)
+    bus = MemoryBus()
     try:
         async with open_store(mongo_uri, database) as store:
             h = Harness(node_id=node_id, settings=settings, store=store, logs=LogStore(store.jobs.database),

@@ -13,7 +13,7 @@ from shared import vitals
 from shared.bus.amqp import open_amqp_bus
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, Bus, Router
 from shared.bus.memory import MemoryBus
-from shared.errors import StoreError
+from shared.errors import BusError, StoreError
 from shared.events import (
     CloudEvent,
     JobSubmitted,
@@ -23,7 +23,7 @@ from shared.events import (
     NodeRegistered,
     NodeRegisteredData,
 )
-from tests.infra import unique
+from tests.infra import rabbitmqctl, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -39,7 +39,7 @@ class Contract:
 async def contract(request: pytest.FixtureRequest, amqp_url: str) -> AsyncIterator[Contract]:
     prefix = unique("contract-")
     if request.param == "memory":
-        bus = MemoryBus(retry_delay=0.01)
+        bus = MemoryBus()
 
         async def memory_dead() -> list[bytes]:
             return list(bus.dead_letters)
@@ -47,7 +47,7 @@ async def contract(request: pytest.FixtureRequest, amqp_url: str) -> AsyncIterat
         yield Contract(bus, prefix, memory_dead)
         await bus.close()
         return
-    async with open_amqp_bus(amqp_url, f"{prefix}.events", prefix, retry_delay=0.01) as amqp:
+    async with open_amqp_bus(amqp_url, f"{prefix}.events", prefix) as amqp:
         connection = await aio_pika.connect_robust(amqp_url)
         channel = await connection.channel()
 
@@ -105,10 +105,10 @@ async def test_events_reach_every_bound_queue_and_replies_are_published(contract
 
 
 async def test_node_commands_reach_only_that_node(contract: Contract) -> None:
-    got: list[str] = []
+    got: list[tuple[str, str]] = []
 
     async def on_launch(evt: LaunchTasks) -> Sequence[CloudEvent]:
-        got.append(evt.data.node_id)
+        got.append((evt.data.node_id, evt.data.job_id))
         return []
 
     router = Router()
@@ -116,17 +116,39 @@ async def test_node_commands_reach_only_that_node(contract: Contract) -> None:
     await contract.bus.subscribe(f"{contract.prefix}.node", ["node.n1.#"], router)
     await contract.bus.publish([
         LaunchTasks(data=LaunchTasksData(job_id="j", attempt=0, node_id=n, tasks=())) for n in ("n2", "n1", "n3")])
+    # n1's second command, published after the others: once it arrived, they would have too
+    await contract.bus.publish([LaunchTasks(data=LaunchTasksData(job_id="later", attempt=0, node_id="n1", tasks=()))])
 
     async def arrived() -> bool:
-        return got == ["n1"]
+        return ("n1", "later") in got
 
     await eventually(arrived)
-    await asyncio.sleep(0.2)
-    assert got == ["n1"]
+    assert sorted(got) == [("n1", "j"), ("n1", "later")]
+
+
+class Anchor:
+    """A second event type on the same queue, handled after the ones under test: once it is handled, the
+    consumer had every chance to deliver the first message again, so "no more deliveries" is a fact."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_node(self, evt: NodeRegistered) -> Sequence[CloudEvent]:
+        self.seen.append(evt.data.node_id)
+        return []
+
+    async def drop(self, contract: Contract) -> None:
+        await contract.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id="anchor"))])
+
+        async def handled() -> bool:
+            return self.seen == ["anchor"]
+
+        await eventually(handled)
 
 
 async def test_a_failing_handler_is_retried_then_succeeds(contract: Contract) -> None:
     calls: list[int] = []
+    anchor = Anchor()
 
     async def flaky(evt: JobSubmitted) -> Sequence[CloudEvent]:
         calls.append(1)
@@ -136,28 +158,35 @@ async def test_a_failing_handler_is_retried_then_succeeds(contract: Contract) ->
 
     router = Router()
     router.on(JobSubmitted, flaky)
-    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted"], router)
+    router.on(NodeRegistered, anchor.on_node)
+    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted", "node.registered"], router)
     await contract.bus.publish([submitted("j")])
 
     async def three() -> bool:
         return len(calls) == 3
 
     await eventually(three)
-    await asyncio.sleep(0.2)
-    assert len(calls) == 3
+    await anchor.drop(contract)
+    assert len(calls) == 3, "handled once it succeeded, never again"
     assert await contract.dead_letters() == []
 
 
-async def test_a_handler_that_keeps_failing_is_dead_lettered(contract: Contract) -> None:
-    calls: list[int] = []
+async def test_a_handler_that_keeps_failing_is_dead_lettered_without_waiting(contract: Contract) -> None:
+    """Every failure gives the message straight back (no consumer sleeps holding a prefetch slot): its
+    MAX_HANDLER_ATTEMPTS deliveries take well under a second, then it is dead-lettered, and a message
+    behind it is handled meanwhile."""
+    calls: list[float] = []
+    anchor = Anchor()
+    loop = asyncio.get_running_loop()
 
     async def broken(evt: JobSubmitted) -> Sequence[CloudEvent]:
-        calls.append(1)
+        calls.append(loop.time())
         raise RuntimeError("permanent")
 
     router = Router()
     router.on(JobSubmitted, broken)
-    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted"], router)
+    router.on(NodeRegistered, anchor.on_node)
+    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted", "node.registered"], router)
     await contract.bus.publish([submitted("poison-job")])
     dead: list[bytes] = []
 
@@ -166,7 +195,9 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered(contract: Contract)
         return len(dead) == 1
 
     await eventually(dead_lettered)
-    assert len(calls) == MAX_HANDLER_ATTEMPTS
+    await anchor.drop(contract)
+    assert len(calls) == MAX_HANDLER_ATTEMPTS, "delivered exactly MAX_HANDLER_ATTEMPTS times"
+    assert calls[-1] - calls[0] < 1.0, f"redeliveries waited: {calls[-1] - calls[0]:.2f}s"
     assert b"poison-job" in dead[0]
 
 
@@ -184,16 +215,18 @@ async def test_a_handler_failing_on_an_outage_is_never_dead_lettered(contract: C
             raise StoreError("updating job j failed") from ServerSelectionTimeoutError("no servers")
         return []
 
+    anchor = Anchor()
     router = Router()
     router.on(JobSubmitted, database_away)
-    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted"], router)
+    router.on(NodeRegistered, anchor.on_node)
+    await contract.bus.subscribe(f"{contract.prefix}.a", ["job.submitted", "node.registered"], router)
     await contract.bus.publish([submitted("outage-job")])
 
     async def handled() -> bool:
         return len(calls) == outage_rounds + 1
 
     await eventually(handled, limit_s=30)
-    await asyncio.sleep(0.2)
+    await anchor.drop(contract)
     assert len(calls) == outage_rounds + 1
     assert await contract.dead_letters() == []
 
@@ -206,19 +239,31 @@ async def test_a_cancelled_subscription_leaves_messages_for_the_next_consumer(co
         got.append(evt.data.job_id)
         return []
 
-    router = Router()
+    witnessed: list[str] = []
+
+    async def witness(evt: JobSubmitted) -> Sequence[CloudEvent]:
+        witnessed.append(evt.data.job_id)
+        return []
+
+    router, witness_router = Router(), Router()
     router.on(JobSubmitted, take)
+    witness_router.on(JobSubmitted, witness)
     queue = f"{contract.prefix}.a"
     subscription = await contract.bus.subscribe(queue, ["job.submitted"], router)
+    await contract.bus.subscribe(f"{contract.prefix}.b", ["job.submitted"], witness_router)
     await contract.bus.publish([submitted("first")])
 
     async def first() -> bool:
-        return got == ["first"]
+        return got == ["first"] and witnessed == ["first"]
 
     await eventually(first)
     await subscription.cancel()
     await contract.bus.publish([submitted("while-away")])
-    await asyncio.sleep(0.3)
+
+    async def routed() -> bool:  # the same message reached the other queue's consumer: it was in ours too
+        return witnessed == ["first", "while-away"]
+
+    await eventually(routed)
     assert got == ["first"], "a cancelled subscription consumed"
     await contract.bus.subscribe(queue, ["job.submitted"], router)
 
@@ -260,4 +305,77 @@ async def test_rabbitmq_dead_letters_a_message_that_is_not_an_event(amqp_url: st
             await channel.queue_delete(f"{prefix}.{name}")
         await channel.exchange_delete(f"{prefix}.events")
         await channel.exchange_delete(f"{prefix}.dead")
+        await connection.close()
+
+
+async def test_rabbitmq_dead_letters_a_message_whose_consumer_keeps_dying(amqp_url: str) -> None:
+    """The case no handler code can count: its process dies holding the message (OOM, segfault, kill -9).
+    The service queue is a quorum queue with a delivery limit: the broker itself gives up after
+    MAX_HANDLER_ATTEMPTS deliveries and dead-letters it, instead of killing every consumer in turn."""
+    prefix = unique("dying-")
+    router = Router()
+    router.on(JobSubmitted, lambda evt: asyncio.sleep(0, result=[]))
+    async with open_amqp_bus(amqp_url, f"{prefix}.events", prefix) as bus:
+        subscription = await bus.subscribe(f"{prefix}.a", ["job.submitted"], router)
+        await subscription.cancel()  # declared as the service declares it; nobody consumes now
+        await bus.publish([submitted("kills-its-consumer")])
+        deliveries = 0
+        while True:
+            consumer = await aio_pika.connect(amqp_url)  # a process that takes the message and dies
+            channel = await consumer.channel()
+            queue = await channel.declare_queue(f"{prefix}.a", passive=True)
+            message = None
+            for _ in range(50):
+                if (message := await queue.get(no_ack=False, fail=False)) is not None:
+                    break
+                await asyncio.sleep(0.05)
+            await consumer.close()  # without acknowledging
+            if message is None:
+                break
+            deliveries += 1
+            assert b"kills-its-consumer" in message.body
+            assert deliveries <= MAX_HANDLER_ATTEMPTS, "the broker kept delivering past its limit"
+        assert deliveries == MAX_HANDLER_ATTEMPTS
+        connection = await aio_pika.connect(amqp_url)
+        channel = await connection.channel()
+        dead_queue = await channel.declare_queue(f"{prefix}.dead", durable=True, passive=True)
+        dead = await dead_queue.get(no_ack=True, fail=False)
+        assert dead is not None and b"kills-its-consumer" in dead.body
+        for name in ("a", "dead"):
+            await channel.queue_delete(f"{prefix}.{name}")
+        await channel.exchange_delete(f"{prefix}.events")
+        await channel.exchange_delete(f"{prefix}.dead")
+        await connection.close()
+
+
+async def test_rabbitmq_replaces_an_older_paiqs_empty_classic_queue_and_names_a_full_one(amqp_url: str) -> None:
+    """Upgrading from a paiq whose service queues were classic: an empty, idle one becomes a quorum queue
+    by itself; one still holding messages is left alone and named in the error, with what to do."""
+    prefix = unique("upgrade-")
+    connection = await aio_pika.connect(amqp_url)
+    channel = await connection.channel()
+    for name in ("empty", "full"):
+        await channel.declare_queue(f"{prefix}.{name}", durable=True,
+                                    arguments={"x-dead-letter-exchange": f"{prefix}.dead"})
+    await channel.default_exchange.publish(aio_pika.Message(b"left by the old version"), routing_key=f"{prefix}.full")
+    router = Router()
+    router.on(JobSubmitted, lambda evt: asyncio.sleep(0, result=[]))
+    try:
+        async with open_amqp_bus(amqp_url, f"{prefix}.events", prefix) as bus:
+            await bus.subscribe(f"{prefix}.empty", ["job.submitted"], router)
+            types = dict(line.split("\t") for line in
+                         rabbitmqctl("list_queues", "name", "type", "--quiet", "--no-table-headers").splitlines()
+                         if line.startswith(prefix))
+            assert types[f"{prefix}.empty"] == "quorum"
+            with pytest.raises(BusError) as refused:
+                await bus.subscribe(f"{prefix}.full", ["job.submitted"], router)
+            assert f"queue {prefix}.full" in str(refused.value) and "holds 1 messages" in str(refused.value)
+            assert "rabbitmqctl delete_queue" in str(refused.value)
+        kept = await channel.declare_queue(f"{prefix}.full", passive=True)
+        assert kept.declaration_result.message_count == 1, "the old queue's message was kept"
+    finally:
+        for name in ("empty", "full", "dead"):
+            await channel.queue_delete(f"{prefix}.{name}")
+        for exchange in ("events", "dead"):
+            await channel.exchange_delete(f"{prefix}.{exchange}")
         await connection.close()

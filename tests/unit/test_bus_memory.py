@@ -9,9 +9,11 @@ from typing import Literal
 
 import pytest
 from pydantic import ValidationError
+from pymongo.errors import ServerSelectionTimeoutError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, Router, topic_matches
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, AfterFailure, Router, after_failure, topic_matches
 from shared.bus.memory import MemoryBus
+from shared.errors import BusError, StoreError
 from shared.events import (
     CloudEvent,
     JobCompleted,
@@ -40,6 +42,14 @@ from shared.records import JobState, TaskSpec
 
 pytestmark = pytest.mark.unit
 
+
+def _outage() -> StoreError:
+    """What the store raises while the database is away: its error, caused by PyMongo's."""
+    try:
+        raise StoreError("updating job j failed") from ServerSelectionTimeoutError("no servers")
+    except StoreError as e:
+        return e
+
 TIMEOUT = 2.0
 
 
@@ -56,7 +66,7 @@ async def eventually(condition: Callable[[], bool], what: str) -> None:
 
 @pytest.fixture
 async def bus() -> AsyncIterator[MemoryBus]:
-    b = MemoryBus(retry_delay=0.001)
+    b = MemoryBus()
     yield b
     await b.close()
 
@@ -292,3 +302,18 @@ def test_events_get_distinct_ids() -> None:
 def test_parse_event_refuses_what_is_not_an_event(body: bytes) -> None:
     with pytest.raises(ValidationError):
         parse_event(body)
+
+
+@pytest.mark.parametrize(("error", "attempt", "action"), [
+    (RuntimeError("bug"), 1, AfterFailure.REQUEUE),
+    (RuntimeError("bug"), MAX_HANDLER_ATTEMPTS - 1, AfterFailure.REQUEUE),
+    (RuntimeError("bug"), MAX_HANDLER_ATTEMPTS, AfterFailure.DEAD_LETTER),
+    (RuntimeError("bug"), MAX_HANDLER_ATTEMPTS + 3, AfterFailure.DEAD_LETTER),  # counted by a broker past ours
+    (StoreError("x") , 1, AfterFailure.REQUEUE),  # the store failing for another reason than an outage
+    (_outage(), 1, AfterFailure.HOLD),
+    (_outage(), MAX_HANDLER_ATTEMPTS, AfterFailure.HOLD),  # an outage never uses up a message's attempts
+    (_outage(), MAX_HANDLER_ATTEMPTS + 10, AfterFailure.HOLD),
+    (BusError("publishing job.completed was not confirmed"), MAX_HANDLER_ATTEMPTS, AfterFailure.HOLD),
+])
+def test_what_a_bus_does_after_a_handler_failed(error: Exception, attempt: int, action: AfterFailure) -> None:
+    assert after_failure(error, attempt) is action
