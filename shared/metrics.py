@@ -23,8 +23,10 @@ QUEUE_WAIT = Histogram("paiq_queue_wait_seconds", "Time from queued to placed, p
                        buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
 NODE_GPUS = Gauge("paiq_node_gpus", "GPUs per node: allocated or free", ["node", "kind"])
 VC_GPUS = Gauge("paiq_vc_gpus_allocated", "GPUs allocated to running tasks, per virtual cluster", ["vc"])
-SCHEDULING = Histogram("paiq_scheduling_seconds", "Time a scheduling pass spends deciding the whole queue (pure)",
-                       buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+QUEUE_DECISION = Histogram("paiq_scheduler_decision_seconds",
+                           "A scheduling pass's decision over the whole queue: ordering and placing every job, "
+                           "no I/O (shared/queueing.plan_queue)",
+                           buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
 SCHEDULER_PASS = Histogram("paiq_scheduler_pass_seconds", "A whole scheduling pass: reads, decision, writes",
                            buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 LAUNCH = Histogram("paiq_launch_seconds", "Time from a launch command to the task's container running",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared.placement import ClusterSnapshot, Plan, place
-from shared.records import JobRecord, holds_resources
+from shared.records import JobRecord, holdings
 from shared.vclusters import Resources, VirtualCluster, quota_problem
 
 
@@ -76,14 +76,9 @@ def request_of(job: JobRecord) -> Resources:
 def usage_by_vc(jobs: list[JobRecord]) -> dict[str, Resources]:
     """What the not-yet-ended tasks of placed jobs hold, per virtual cluster."""
     used: dict[str, Resources] = defaultdict(Resources)
-    for job in jobs:
-        roles = {r.name: r for r in job.config.task_roles}
-        for t in job.tasks:
-            if not holds_resources(t) or t.role not in roles:
-                continue
-            r = roles[t.role]
-            used[job.virtual_cluster] = used[job.virtual_cluster] + Resources(
-                cpus=r.cpu_number, memory_mb=r.memory_mb, gpus=len(t.gpus))
+    for job, task, role in holdings(jobs):
+        used[job.virtual_cluster] = used[job.virtual_cluster] + Resources(
+            cpus=role.cpu_number, memory_mb=role.memory_mb, gpus=len(task.gpus))
     return used
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.jobconfig import JobConfig
+from shared.jobconfig import JobConfig, TaskRole
 
 
 def now_ms() -> int:
@@ -208,6 +208,25 @@ def holds_resources(task: TaskRecord) -> bool:
     """The one definition of what holds a node's resources: a placed task that has not ended (a final
     job's leftover tasks included, until their containers are really gone)."""
     return task.node_id is not None and not task.state.is_final
+
+
+class Holding(NamedTuple):
+    """A task that holds resources, with what it holds: its role's CPUs and memory, its GPUs and ports."""
+
+    job: JobRecord
+    task: TaskRecord
+    role: TaskRole
+
+
+def holdings(jobs: Iterable[JobRecord]) -> Iterator[Holding]:
+    """Every task of ``jobs`` that holds resources (:func:`holds_resources`), with its role: what the
+    scheduler subtracts from nodes (``ClusterSnapshot.build``) and counts against quotas (``usage_by_vc``)."""
+    for job in jobs:
+        roles = {r.name: r for r in job.config.task_roles}
+        for task in job.tasks:
+            role = roles.get(task.role)
+            if role is not None and holds_resources(task):
+                yield Holding(job, task, role)
 
 
 def holding_fields(tasks: Iterable[TaskRecord]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from shared.events import (
     TaskExitedData,
 )
 from shared.launchspec import job_launch, placed_tasks
-from shared.metrics import NODE_GPUS, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, SCHEDULING, VC_GPUS
+from shared.metrics import NODE_GPUS, QUEUE_DECISION, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, VC_GPUS
 from shared.placement import ClusterSnapshot, Plan
 from shared.queueing import QueueDecision, never_fits_key, plan_queue, usage_by_vc
 from shared.records import JobRecord, TaskSpec, holds_resources, now_ms
@@ -97,7 +97,7 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
             log.info("the cluster changed: jobs that could not fit are looked at again", jobs=unparked)
     queued = await deps.store.queued_jobs()  # parked jobs left out: a standing queue costs nothing
     now = now_ms()
-    with SCHEDULING.time():
+    with QUEUE_DECISION.time():
         decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
                               deps.settings.backfill_bound_seconds * 1000, deps.never_fits)
     deps.never_fits = decision.never_fits

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from shared.jobconfig import JobConfig
 from shared.placement.buckets import Buckets
 from shared.placement.values import Plan
-from shared.records import JobRecord, NodeRecord, holds_resources
+from shared.records import JobRecord, NodeRecord, holdings
 
 ANY_GPU: None = None  # the GPU index key of "any type" (a config without gpuType)
 
@@ -149,16 +149,14 @@ class ClusterSnapshot:
         """Capacity of live nodes minus what the non-final tasks of placed jobs hold."""
         live = tuple(n for n in nodes if not n.lost)
         usage = {n.id: NodeUsage() for n in live}
-        for job in placed_jobs:
-            roles = {r.name: r for r in job.config.task_roles}
-            for task in job.tasks:
-                if not holds_resources(task) or task.node_id not in usage or task.role not in roles:
-                    continue
-                u, role = usage[task.node_id], roles[task.role]
-                u.cpus += role.cpu_number
-                u.memory_mb += role.memory_mb
-                u.gpus.update(task.gpus)
-                u.ports.update(p for ps in task.ports.values() for p in ps)
+        for _, task, role in holdings(placed_jobs):
+            u = usage.get(str(task.node_id))
+            if u is None:  # on a node that is lost or gone: nothing to subtract from
+                continue
+            u.cpus += role.cpu_number
+            u.memory_mb += role.memory_mb
+            u.gpus.update(task.gpus)
+            u.ports.update(p for ps in task.ports.values() for p in ps)
         return cls(live, usage)
 
     def hold(self, plan: Plan, config: JobConfig) -> None:

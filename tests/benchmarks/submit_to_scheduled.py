@@ -125,14 +125,14 @@ def processes(platform: Platform, mongo_uri: str, amqp_url: str) -> dict[str, in
 
 
 def scheduler_metrics(platform: Platform) -> tuple[float, int]:
-    """The scheduler's ``paiq_scheduling_seconds`` sum and count (it times each pass's queue decision)."""
+    """The scheduler's ``paiq_scheduler_decision_seconds`` sum and count (it times each pass's queue decision)."""
     base = platform.ops.get("scheduler")
     if not base:
         return 0.0, 0
     with urllib.request.urlopen(base + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    total = re.search(r"^paiq_scheduling_seconds_sum (\S+)$", text, re.M)
-    count = re.search(r"^paiq_scheduling_seconds_count (\S+)$", text, re.M)
+    total = re.search(r"^paiq_scheduler_decision_seconds_sum (\S+)$", text, re.M)
+    count = re.search(r"^paiq_scheduler_decision_seconds_count (\S+)$", text, re.M)
     return (float(total.group(1)) if total else 0.0), (int(float(count.group(1))) if count else 0)
 
 
