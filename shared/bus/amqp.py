@@ -45,10 +45,11 @@ PUBLISH_SECONDS = 10.0
 
 
 class AmqpBus:
-    def __init__(self, connection: AbstractRobustConnection, publish_channel: AbstractChannel,
-                 exchange: AbstractExchange, dead_exchange_name: str, *, prefetch: int) -> None:
+    def __init__(self, connection: AbstractRobustConnection, exchange: AbstractExchange, dead_exchange_name: str, *,
+                 prefetch: int) -> None:
+        """``exchange``: the topic exchange, declared on the channel (with publisher confirms) that
+        publishes."""
         self._connection = connection
-        self._publish_channel = publish_channel
         self._exchange = exchange
         self._dead = dead_exchange_name
         self._prefetch = prefetch
@@ -223,7 +224,7 @@ async def open_amqp_bus(url: str, exchange: str, queue_prefix: str, *,
     dead = await channel.declare_exchange(dead_name, aio_pika.ExchangeType.FANOUT, durable=True)
     dead_queue = await channel.declare_queue(dead_name, durable=True)
     await dead_queue.bind(dead)
-    bus = AmqpBus(connection, channel, ex, dead_name, prefetch=prefetch)
+    bus = AmqpBus(connection, ex, dead_name, prefetch=prefetch)
     try:
         yield bus
     finally:

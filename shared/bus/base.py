@@ -59,10 +59,6 @@ class Router:
         literal = event_type.model_fields["type"].default
         self._handlers[str(literal)] = handler
 
-    @property
-    def event_types(self) -> tuple[str, ...]:
-        return tuple(self._handlers)
-
     async def dispatch(self, event: CloudEvent) -> Sequence[CloudEvent]:
         handler = self._handlers.get(getattr(event, "type", ""))
         if handler is None:

@@ -247,7 +247,7 @@ async def run(o: Options) -> Result:
         channel = await connection.channel(publisher_confirms=True)
         exchange = await channel.get_exchange(platform.env["PAIQ_EXCHANGE"], ensure=False)
         prefix = platform.env["PAIQ_QUEUE_PREFIX"]
-        bus = AmqpBus(connection, channel, exchange, f"{prefix}.dead", prefetch=16)
+        bus = AmqpBus(connection, exchange, f"{prefix}.dead", prefetch=16)
         agents = Agents(store, channel, bus, exchange, prefix, o)
         return await measure(o, platform, store, agents, pids)
 
