@@ -139,8 +139,12 @@ async def test_a_standby_scheduler_takes_over_when_the_leader_dies(
     leader = platform.procs[1]  # start_platform starts status, scheduler, launcher, submit in that order
     assert leader.args[-1] == "services.scheduler"  # type: ignore[index]
     standby = start_extra_process(platform, "scheduler-standby", "services.scheduler")
-    await asyncio.sleep(1.5)
-    assert "standing by: another scheduler holds the lease" in (platform.workdir / "scheduler-standby.log").read_text()
+    standby_log = platform.workdir / "scheduler-standby.log"
+    for _ in range(100):  # it says so once it found the lease held
+        if "standing by: another scheduler holds the lease" in standby_log.read_text():
+            break
+        await asyncio.sleep(0.1)
+    assert "standing by: another scheduler holds the lease" in standby_log.read_text()
     leader.send_signal(signal.SIGKILL)
     leader.wait(10)
     await api.submit(user, spread_job("after-failover", "true", tasks=1))
