@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import aio_pika
 import pytest
+from aio_pika.abc import AbstractChannel
 from pymongo.errors import ServerSelectionTimeoutError
 
 from shared import vitals
@@ -59,11 +60,16 @@ async def contract(request: pytest.FixtureRequest, amqp_url: str) -> AsyncIterat
             return out
 
         yield Contract(amqp, prefix, rabbit_dead)
-        for name in ("a", "b", "node", "dead", "poison"):
-            await channel.queue_delete(f"{prefix}.{name}")
-        await channel.exchange_delete(f"{prefix}.events")
-        await channel.exchange_delete(f"{prefix}.dead")
+        await remove_topology(channel, prefix, ("a", "b", "node", "dead", "poison"))
         await connection.close()
+
+
+async def remove_topology(channel: AbstractChannel, prefix: str, queues: Sequence[str]) -> None:
+    """Delete what a test's bus declared on the shared broker: its queues and both exchanges."""
+    for name in queues:
+        await channel.queue_delete(f"{prefix}.{name}")
+    for exchange in ("events", "dead"):
+        await channel.exchange_delete(f"{prefix}.{exchange}")
 
 
 def submitted(job: str) -> JobSubmitted:
@@ -301,10 +307,7 @@ async def test_rabbitmq_dead_letters_a_message_that_is_not_an_event(amqp_url: st
 
         await eventually(dead_lettered)
         assert dead == [b'{"type": "job.submitted", "data": 42}']
-        for name in ("a", "dead"):
-            await channel.queue_delete(f"{prefix}.{name}")
-        await channel.exchange_delete(f"{prefix}.events")
-        await channel.exchange_delete(f"{prefix}.dead")
+        await remove_topology(channel, prefix, ("a", "dead"))
         await connection.close()
 
 
@@ -341,10 +344,7 @@ async def test_rabbitmq_dead_letters_a_message_whose_consumer_keeps_dying(amqp_u
         dead_queue = await channel.declare_queue(f"{prefix}.dead", durable=True, passive=True)
         dead = await dead_queue.get(no_ack=True, fail=False)
         assert dead is not None and b"kills-its-consumer" in dead.body
-        for name in ("a", "dead"):
-            await channel.queue_delete(f"{prefix}.{name}")
-        await channel.exchange_delete(f"{prefix}.events")
-        await channel.exchange_delete(f"{prefix}.dead")
+        await remove_topology(channel, prefix, ("a", "dead"))
         await connection.close()
 
 
@@ -374,8 +374,5 @@ async def test_rabbitmq_replaces_an_older_paiqs_empty_classic_queue_and_names_a_
         kept = await channel.declare_queue(f"{prefix}.full", passive=True)
         assert kept.declaration_result.message_count == 1, "the old queue's message was kept"
     finally:
-        for name in ("empty", "full", "dead"):
-            await channel.queue_delete(f"{prefix}.{name}")
-        for exchange in ("events", "dead"):
-            await channel.exchange_delete(f"{prefix}.{exchange}")
+        await remove_topology(channel, prefix, ("empty", "full", "dead"))
         await connection.close()
