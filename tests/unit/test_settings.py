@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
 
 from shared.errors import SettingsError
-from shared.settings import Settings, parse_gpus
+from shared.joblimits import LIMIT_SETTINGS, JobLimits
+from shared.settings import PaiqEnv, Settings, parse_gpus
+from shared.settings_source import bounds, settings_error, variables
+from shared.settings_syntax import node_id_of_host
 
 pytestmark = pytest.mark.unit
 
@@ -151,3 +155,276 @@ def test_the_body_timeout_is_a_whole_number_of_seconds_from_one(raw: str) -> Non
     with pytest.raises(SettingsError) as info:
         from_env(PAIQ_BODY_TIMEOUT_SECONDS=raw)
     assert info.value.name == "PAIQ_BODY_TIMEOUT_SECONDS" and raw in info.value.rule
+
+
+# --- every variable: bounds, syntax, empty = default, one-line errors (pydantic-settings) --------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ALL_VARIABLES = [var for name, info in PaiqEnv.model_fields.items() for var in variables(info, name)]
+
+
+def read(path: str, settings: Settings) -> object:
+    return attrgetter(path)(settings)
+
+
+def refusal(**env: str) -> SettingsError:
+    with pytest.raises(SettingsError) as info:
+        from_env(**env)
+    return info.value
+
+
+@pytest.mark.parametrize("var", ALL_VARIABLES)
+def test_an_empty_value_is_the_default(var: str) -> None:
+    assert Settings.from_env({var: ""}) == Settings.from_env({})
+
+
+@pytest.mark.parametrize("var", ALL_VARIABLES)
+def test_every_variable_is_in_the_readme_configuration_table(var: str) -> None:
+    table = README.read_text().split("### Configuration", 1)[1].split("\n## ", 1)[0]
+    assert f"`{var}`" in table or var == "DOCKER_HOST"
+
+
+def test_each_variable_is_read_once_under_one_name() -> None:
+    assert len(ALL_VARIABLES) == len(set(ALL_VARIABLES))
+    assert all(var.startswith("PAIQ_") for var in ALL_VARIABLES if var != "DOCKER_HOST")
+
+
+# (variable, where it lands, least, most); None: no bound that side.
+BOUNDED: list[tuple[str, str, int, int | None]] = [
+    ("PAIQ_RECONCILE_SECONDS", "reconcile_seconds", 1, None),
+    ("PAIQ_LEASE_SECONDS", "lease_seconds", 3, None),
+    ("PAIQ_NODE_TIMEOUT_SECONDS", "node_timeout_seconds", 4, None),
+    ("PAIQ_STOP_GRACE_SECONDS", "stop_grace_seconds", 0, None),
+    ("PAIQ_BACKFILL_BOUND_SECONDS", "backfill_bound_seconds", 0, None),
+    ("PAIQ_BODY_TIMEOUT_SECONDS", "body_timeout_seconds", 1, None),
+    ("PAIQ_CODE_DIR_MAX_MB", "launcher.code_dir_max_mb", 1, None),
+    ("PAIQ_TASK_LOG_MAX_BYTES", "launcher.task_log_max_bytes", 1, None),
+    ("PAIQ_DEBUG_KEEP_SECONDS", "launcher.debug_keep_seconds", 1, None),
+    ("PAIQ_MAX_JOB_TASKS", "job_limits.max_job_tasks", 1, 5000),
+    ("PAIQ_MAX_TASK_ROLES", "job_limits.max_task_roles", 1, 100),
+    ("PAIQ_MAX_JSON_VALUES", "job_limits.max_json_values", 1000, 1_000_000),
+    ("PAIQ_MAX_JSON_DEPTH", "job_limits.max_json_depth", 5, 90),
+    ("PAIQ_MAX_KEY_BYTES", "job_limits.max_key_bytes", 32, 65536),
+    ("PAIQ_MAX_STRING_BYTES", "job_limits.max_string_bytes", 1024, 1024 * 1024),
+    ("PAIQ_MAX_JOB_DOCUMENT_BYTES", "job_limits.max_document_bytes", 1024 * 1024, 15 * 1024 * 1024),
+]
+
+
+@pytest.mark.parametrize(("var", "path", "least", "most"), BOUNDED)
+def test_a_bounded_integer_is_read_at_its_bounds(var: str, path: str, least: int, most: int | None) -> None:
+    assert read(path, from_env(**{var: str(least)})) == least
+    if most is not None:
+        assert read(path, from_env(**{var: str(most)})) == most
+    else:
+        assert read(path, from_env(**{var: str(least + 10**9)})) == least + 10**9
+
+
+@pytest.mark.parametrize(("var", "path", "least", "most"), BOUNDED)
+def test_a_bounded_integer_past_its_bounds_is_refused_naming_them(var: str, path: str, least: int,
+                                                                  most: int | None) -> None:
+    below = refusal(**{var: str(least - 1)})
+    assert below.name == var
+    if most is None:
+        assert below.rule == f"must be >= {least:,}, got {least - 1:,}"
+    else:
+        assert below.rule == f"must be {least:,}-{most:,}, got {least - 1:,}"
+        assert refusal(**{var: str(most + 1)}).rule == f"must be {least:,}-{most:,}, got {most + 1:,}"
+
+
+def test_the_job_limits_settings_are_those_of_shared_joblimits() -> None:
+    for name, (var, least, most) in LIMIT_SETTINGS.items():
+        info = PaiqEnv.model_fields[name]
+        assert (variables(info, name), bounds(info), info.default) == ([var], (least, most), getattr(JobLimits(), name))
+    assert {var for var, *_ in LIMIT_SETTINGS.values()} == {var for var, path, *_ in BOUNDED if "job_limits" in path}
+
+
+UNBOUNDED = [("PAIQ_API_PORT", "api_port"), ("PAIQ_NODE_CPUS", "node.cpus"), ("PAIQ_NODE_MEMORY_MB", "node.memory_mb"),
+             ("PAIQ_MAX_PLATFORM_RETRIES", "max_platform_retries"), ("PAIQ_RETRY_BACKOFF_MS", "retry_backoff_ms")]
+INTEGER_VARIABLES = [var for var, *_ in BOUNDED] + [var for var, _ in UNBOUNDED] + [
+    "PAIQ_OPS_PORT", "PAIQ_SCHEDULER_OPS_PORT", "PAIQ_STATUS_OPS_PORT", "PAIQ_LAUNCHER_OPS_PORT"]
+
+
+@pytest.mark.parametrize(("var", "path"), UNBOUNDED)
+@pytest.mark.parametrize(("raw", "value"), [("7", 7), (" 42 ", 42), ("+5", 5), ("1_000", 1000), ("007", 7)])
+def test_integers_take_pythons_int_syntax(var: str, path: str, raw: str, value: int) -> None:
+    assert read(path, from_env(**{var: raw})) == value
+
+
+@pytest.mark.parametrize("var", INTEGER_VARIABLES)
+@pytest.mark.parametrize("raw", ["ten", "1.0", "1e3", "0x10", "  ", "5 5", "½"])
+def test_an_integer_variable_refuses_what_is_not_an_integer(var: str, raw: str) -> None:
+    error = refusal(**{var: raw})
+    assert (error.name, error.rule) == (var, f"must be an integer, got {raw!r}")
+
+
+@pytest.mark.parametrize(
+    ("env", "ports"),
+    [
+        ({}, {"scheduler": 9187, "status": 9188, "launcher": 9189}),
+        ({"PAIQ_OPS_PORT": "9000"}, {"scheduler": 9000, "status": 9000, "launcher": 9000}),
+        ({"PAIQ_OPS_PORT": "9000", "PAIQ_STATUS_OPS_PORT": "9001"}, {"scheduler": 9000, "status": 9001,
+                                                                     "launcher": 9000}),
+        ({"PAIQ_SCHEDULER_OPS_PORT": "1", "PAIQ_LAUNCHER_OPS_PORT": "65535"}, {"scheduler": 1, "status": 9188,
+                                                                               "launcher": 65535}),
+        ({"PAIQ_OPS_PORT": "9000", "PAIQ_SCHEDULER_OPS_PORT": "0"}, {"scheduler": 9000, "status": 9000,
+                                                                     "launcher": 9000}),
+        ({"PAIQ_OPS_PORT": "0"}, {"scheduler": 9187, "status": 9188, "launcher": 9189}),
+    ],
+)
+def test_an_ops_port_falls_back_to_the_common_one_then_the_default(env: dict[str, str], ports: dict[str, int]) -> None:
+    assert from_env(**env).ops_ports == ports
+
+
+@pytest.mark.parametrize("var", ["PAIQ_OPS_PORT", "PAIQ_SCHEDULER_OPS_PORT", "PAIQ_STATUS_OPS_PORT",
+                                 "PAIQ_LAUNCHER_OPS_PORT"])
+@pytest.mark.parametrize("raw", ["-1", "65536", "100000"])
+def test_an_ops_port_outside_the_port_numbers_is_refused_naming_its_own_variable(var: str, raw: str) -> None:
+    error = refusal(**{var: raw})
+    assert (error.name, error.rule) == (var, f"must be a port number 1-65535 (0: not set), got {raw}")
+
+
+@pytest.mark.parametrize(("raw", "pull"), [("1", True), ("0", False), ("true", True), ("false", False),
+                                           ("TRUE", True), (" False ", False), ("", True)])
+def test_pull_latest_is_a_switch(raw: str, pull: bool) -> None:
+    assert from_env(PAIQ_PULL_LATEST=raw).launcher.pull_latest is pull
+
+
+@pytest.mark.parametrize("raw", ["yes", "no", "on", "2", "  ", "t"])
+def test_pull_latest_refuses_other_words(raw: str) -> None:
+    error = refusal(PAIQ_PULL_LATEST=raw)
+    assert (error.name, error.rule) == ("PAIQ_PULL_LATEST", f"must be 1, 0, true or false, got {raw!r}")
+
+
+@pytest.mark.parametrize(("raw", "network"), [("host", "host"), ("bridge", "bridge"), ("", "host")])
+def test_the_node_network_is_host_or_bridge(raw: str, network: str) -> None:
+    assert from_env(PAIQ_NODE_NETWORK=raw).launcher.network == network
+
+
+@pytest.mark.parametrize("raw", ["Host", "nat", " bridge", "none"])
+def test_another_node_network_is_refused(raw: str) -> None:
+    assert refusal(PAIQ_NODE_NETWORK=raw).rule == f"must be host or bridge, got {raw!r}"
+
+
+@pytest.mark.parametrize(("raw", "written"), [("1", True), ("", False), ("0", False), ("true", False)])
+def test_only_1_writes_credentials(raw: str, written: bool) -> None:
+    assert from_env(PAIQ_WRITE_CREDENTIALS=raw).write_credentials is written
+
+
+@pytest.mark.parametrize(("raw", "size"), [("1M", "1M"), ("999999g", "999999G"), (" 2g ", "2G")])
+def test_the_embedded_database_cache_sizes_at_the_bounds(raw: str, size: str) -> None:
+    assert from_env(PAIQ_EMBEDDED_DB_CACHE=raw).embedded_db_cache == size
+
+
+@pytest.mark.parametrize("raw", ["0M", "1000000M", "1.5G", "1", "G", "01G"])
+def test_the_embedded_database_cache_past_the_bounds_is_refused(raw: str) -> None:
+    assert refusal(PAIQ_EMBEDDED_DB_CACHE=raw).rule == f"must be a size like 512M or 2G, got {raw!r}"
+
+
+@pytest.mark.parametrize(("raw", "days"), [("99999.5", 99999.5), (" 7 ", 7.0), ("1e-3", 0.001)])
+def test_job_retention_at_its_bounds(raw: str, days: float) -> None:
+    assert from_env(PAIQ_JOB_RETENTION_DAYS=raw).job_retention_days == days
+
+
+@pytest.mark.parametrize("raw", ["100000", "-0.5", "nan", "-inf"])
+def test_job_retention_past_its_bounds_is_refused_with_the_range(raw: str) -> None:
+    assert "below 100,000" in refusal(PAIQ_JOB_RETENTION_DAYS=raw).rule
+
+
+@pytest.mark.parametrize("node_id", ["a", "A" * 64, "node-1_b"])
+def test_node_ids_at_the_bounds(node_id: str) -> None:
+    assert from_env(PAIQ_NODE_ID=node_id).node.node_id == node_id
+
+
+@pytest.mark.parametrize("node_id", ["A" * 65, "a.b", "a b", "nœud", " a"])
+def test_node_ids_past_the_bounds_are_refused(node_id: str) -> None:
+    error = refusal(PAIQ_NODE_ID=node_id)
+    assert (error.name, error.rule) == ("PAIQ_NODE_ID", f"must be 1-64 letters, digits, '-' or '_', got {node_id!r}")
+
+
+@pytest.mark.parametrize(("host", "node_id"), [("gpu01.example.org", "gpu01-example-org"), ("box", "box")])
+def test_the_default_node_id_is_the_host_name_made_a_word(host: str, node_id: str) -> None:
+    assert node_id_of_host(host) == node_id
+
+
+@pytest.mark.parametrize(("raw", "message"), [("0-65535", "1-65535"), ("1-65536", "1-65535"), ("2-1", "ascending")])
+def test_port_range_past_the_bounds(raw: str, message: str) -> None:
+    assert message in refusal(PAIQ_NODE_PORT_RANGE=raw).rule
+
+
+def test_texts_are_taken_as_they_are_and_the_log_level_lowered() -> None:
+    s = from_env(PAIQ_LOG_LEVEL="WARNING", PAIQ_ADMIN_USER="root", PAIQ_ADMIN_PASSWORD="pw",
+                 PAIQ_VIRTUAL_CLUSTERS="vc.yaml", PAIQ_EXIT_SPEC="exit.yaml", PAIQ_OPS_HOST="0.0.0.0",
+                 PAIQ_MAX_PLATFORM_RETRIES="0", PAIQ_RETRY_BACKOFF_MS="-1")
+    assert (s.log_level, s.admin_user, s.admin_password, s.virtual_clusters_path, s.exit_spec_path, s.ops_host) == (
+        "warning", "root", "pw", "vc.yaml", "exit.yaml", "0.0.0.0")
+    assert (s.max_platform_retries, s.retry_backoff_ms) == (0, -1)
+    assert "pw" not in repr(s)
+
+
+def test_the_data_dir_is_expanded_and_places_the_default_file_system() -> None:
+    s = from_env(PAIQ_DATA_DIR="~/paiq-data")
+    assert s.data_dir == Path.home() / "paiq-data"
+    assert s.default_fs_uri == f"file://{Path.home() / 'paiq-data' / 'fs'}"
+
+
+def test_an_empty_docker_url_falls_back_to_docker_host() -> None:
+    assert from_env(PAIQ_DOCKER_URL="", DOCKER_HOST="tcp://h:2375").docker_url == "tcp://h:2375"
+    assert from_env(PAIQ_DOCKER_URL="", DOCKER_HOST="").docker_url is None
+
+
+def test_names_are_case_sensitive() -> None:
+    assert from_env(paiq_api_port="1").api_port == 9186
+
+
+def test_only_the_given_mapping_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PAIQ_API_PORT", "1111")
+    monkeypatch.setenv("PAIQ_EXCHANGE", "from-os-environ")
+    (tmp_path / ".env").write_text("PAIQ_QUEUE_PREFIX=from-dotenv\nPAIQ_LEASE_SECONDS=1\n")
+    monkeypatch.chdir(tmp_path)
+    s = from_env()
+    assert (s.api_port, s.exchange, s.queue_prefix, s.lease_seconds) == (9186, "paiq.events", "paiq", 15)
+
+
+def test_the_same_mapping_gives_the_same_settings() -> None:
+    env = {**BASE, "PAIQ_NODE_GPUS": "2xK80", "PAIQ_OPS_PORT": "9000"}
+    assert Settings.from_env(env) == Settings.from_env(dict(reversed(env.items())))
+
+
+# One wrong value of each kind: the error is one line, "setting <VAR> <rule>", quoting the value, with none
+# of pydantic's wording or links.
+ONE_LINE = [
+    ("PAIQ_API_PORT", "http"), ("PAIQ_LEASE_SECONDS", "2"), ("PAIQ_MAX_JOB_TASKS", "5001"),
+    ("PAIQ_NODE_GPUS", "0:V100,\nK80"), ("PAIQ_NODE_PORT_RANGE", "1-2-3"), ("PAIQ_PULL_LATEST", "yes"),
+    ("PAIQ_NODE_NETWORK", "nat"), ("PAIQ_EMBEDDED_DB_CACHE", "lots"), ("PAIQ_JOB_RETENTION_DAYS", "forever"),
+    ("PAIQ_NODE_ID", "a\nb"), ("PAIQ_OPS_PORT", "99999"), ("PAIQ_NODE_CPUS", "x" * 10_000),
+]
+
+
+@pytest.mark.parametrize(("var", "raw"), ONE_LINE)
+def test_a_refusal_is_one_line_naming_the_variable(var: str, raw: str) -> None:
+    error = refusal(**{var: raw})
+    text = str(error)
+    assert error.name == var and text == f"setting {var} {error.rule}"
+    assert "\n" not in text and len(text) < 200
+    for word in ("pydantic", "http://", "https://", "Input should", "For further information", "type=", "Value error"):
+        assert word not in text, text
+    assert error.__cause__ is None and error.__suppress_context__
+
+
+def test_two_refusals_word_for_word() -> None:
+    assert str(refusal(PAIQ_LEASE_SECONDS="2")) == "setting PAIQ_LEASE_SECONDS must be >= 3, got 2"
+    assert str(refusal(PAIQ_MAX_JOB_TASKS="0")) == "setting PAIQ_MAX_JOB_TASKS must be 1-5,000, got 0"
+    assert str(refusal(PAIQ_NODE_CPUS="x" * 100)) == f"setting PAIQ_NODE_CPUS must be an integer, got {'x' * 80!r}..."
+
+
+def test_of_several_wrong_variables_the_first_in_the_table_is_named() -> None:
+    env = {"PAIQ_MAX_JOB_TASKS": "0", "PAIQ_LEASE_SECONDS": "1", "PAIQ_API_PORT": "http"}
+    assert refusal(**env).name == "PAIQ_API_PORT"
+    assert refusal(**dict(reversed(env.items()))).name == "PAIQ_API_PORT"
+
+
+def test_a_wrong_default_names_its_variable() -> None:
+    # The host name is PAIQ_NODE_ID's default: when it cannot be one, the error says which variable to set.
+    error = settings_error(PaiqEnv, {"type": "value_error", "loc": ("node_id",), "msg": "Value error, x",
+                                     "input": "h" * 70, "ctx": {"error": ValueError("must be short")}})
+    assert (error.name, error.rule) == ("PAIQ_NODE_ID", "must be short")
