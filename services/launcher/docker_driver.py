@@ -33,13 +33,13 @@ from services.launcher.driver import (
     PullError,
     RegistryAuth,
 )
+from services.launcher.tasklabels import TaskLabels
 from shared import exitcodes
 from shared.envvars import CODE_MOUNT
 from shared.errors import DriverError
 
 log = structlog.get_logger("paiq.launcher.docker")
 
-LABEL_PREFIX = "paiq."
 EXIT_ENGINE_FAILURE = exitcodes.ENGINE_FAILURE
 
 
@@ -143,14 +143,14 @@ class DockerDriver:
         # The engine's summaries, not the SDK's models: those inspect each container after listing,
         # and fail when one is removed in between. Ended ones are inspected for their exit.
         summaries = await asyncio.to_thread(
-            self._client.api.containers, all=True, filters={"label": f"{LABEL_PREFIX}node={node_id}"})
+            self._client.api.containers, all=True, filters={"label": TaskLabels.selector("node", node_id)})
         found: list[ContainerInfo] = []
         for s in summaries:
             if s.get("State") in ("running", "created"):
                 found.append(ContainerInfo(
                     id=s["Id"], name=str((s.get("Names") or [""])[0]).lstrip("/"), status=s["State"],
                     running=s["State"] == "running",
-                    labels={k: v for k, v in (s.get("Labels") or {}).items() if k.startswith(LABEL_PREFIX)}))
+                    labels={k: v for k, v in (s.get("Labels") or {}).items() if TaskLabels.is_ours(k)}))
             elif (info := await self._inspect(s["Id"])) is not None:
                 found.append(info)
         return found
@@ -160,7 +160,7 @@ class DockerDriver:
         queue: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
         stream = await asyncio.to_thread(
             self._client.events, decode=True,
-            filters={"type": "container", "event": "die", "label": f"{LABEL_PREFIX}job"})
+            filters={"type": "container", "event": "die", "label": TaskLabels.selector("job")})
         self._streams.append(stream)
 
         def pump() -> None:
@@ -181,7 +181,7 @@ class DockerDriver:
             info = await self._inspect(cid)
             yield ContainerExit(
                 id=cid,
-                labels={k: v for k, v in attrs.items() if k.startswith(LABEL_PREFIX)},
+                labels={k: v for k, v in attrs.items() if TaskLabels.is_ours(k)},
                 exit_code=int(attrs.get("exitCode", info.exit_code if info else -1) or 0),
                 oom_killed=bool(info and info.oom_killed),
             )
@@ -310,7 +310,7 @@ def _info(attrs: dict[str, Any]) -> ContainerInfo:
         id=attrs["Id"],
         name=str(attrs.get("Name", "")).lstrip("/"),
         labels={k: v for k, v in ((attrs.get("Config") or {}).get("Labels") or {}).items()
-                if k.startswith(LABEL_PREFIX)},
+                if TaskLabels.is_ours(k)},
         running=bool(state.get("Running")),
         status=str(state.get("Status", "")),
         exit_code=None if state.get("Running") else state.get("ExitCode"),

@@ -17,6 +17,7 @@ import structlog
 
 from services.launcher.authfile import read_auth_file
 from services.launcher.codedir import CodeDir, resolve_code_dir
+from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import PullError
 from services.launcher.finish import exited_event, started_event, watch
@@ -28,7 +29,7 @@ from shared.errors import DriverError
 from shared.events import CloudEvent, TaskProgress, TaskProgressData
 from shared.jobkeys import JobKey
 from shared.launchspec import container_name
-from shared.logstore import RunKey, RunPhase
+from shared.logstore import RunKey
 from shared.metrics import LAUNCH
 from shared.records import TaskSpec
 
@@ -38,17 +39,8 @@ log = structlog.get_logger("paiq.launcher")
 async def launch_task(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> list[CloudEvent]:
     """Start one task; ``job_env`` is its launch's shared environment (``spec.env`` holds the task's own)."""
     name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
-    current = deps.launching.get(name)
-    if current is None:
-        current = asyncio.create_task(_launch(deps, spec, name, job_env), name=f"launch-{name}")
-        deps.launching[name] = current
-        current.add_done_callback(lambda done: _forget(deps.launching, name, done))
+    current = deps.work.launches.join(name, f"launch-{name}", lambda: _launch(deps, spec, name, job_env))
     return list(await asyncio.shield(current))
-
-
-def _forget(work: dict[str, asyncio.Task[list[CloudEvent]]], name: str, done: asyncio.Task[list[CloudEvent]]) -> None:
-    if work.get(name) is done:
-        del work[name]
 
 
 async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list[CloudEvent]:
@@ -60,28 +52,35 @@ async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list
 
 async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mapping[str, str]) -> list[CloudEvent]:
     began = time.monotonic()
-    node_id = deps.node.node_id
     existing, job, ssh = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id),
                                               deps.store.job_key(spec.job_id))
-    if job is None or job.state.is_final or job.attempt != spec.attempt:
-        log.info("launch skipped: the job is gone, over, or on another attempt", job_id=spec.job_id)
-        return []
     key = RunKey(job_id=spec.job_id, attempt=spec.attempt, role=spec.role, index=spec.index)
-    if existing is not None and existing.status != "created":
-        if not existing.running:
-            return []  # it ran and ended: the exit path reports it
-        log.info("task already has a running container; not starting another", job_id=spec.job_id,
-                 role=spec.role, index=spec.index, container=existing.id[:12])
-        watch(deps, key, existing.id, is_debug=spec.is_debug)
-        return [started_event(key, node_id, existing.id)]
-    run = await deps.logs.claim(key, node_id)
-    if run.phase is RunPhase.ENDED:
-        log.info("task already ran on this node; not starting it again", job_id=spec.job_id, role=spec.role,
-                 index=spec.index)
-        return []
-    if run.phase is RunPhase.RUNNING and existing is None:
-        return await _fail(deps, key, exitcodes.ENGINE_FAILURE,
-                           "the task's container disappeared from the engine (removed outside paiq?)")
+    seen = Seen(prompt=Prompt.LAUNCH, attempt=spec.attempt, role=spec.role, index=spec.index, job=job,
+                container=container_state(existing))
+    decision = decide(seen)
+    if decision.action is Action.CLAIM:
+        run = await deps.logs.claim(key, deps.node.node_id)
+        decision = decide(seen.model_copy(update={"run": run_seen(run)}))
+    log_ids = {"job_id": spec.job_id, "role": spec.role, "index": spec.index}
+    match decision.action:
+        case Action.SKIP_STALE:
+            log.info("launch skipped: the job is gone, over, or on another attempt", **log_ids)
+        case Action.ADOPT if existing is not None:
+            log.info("task already has a running container; not starting another", **log_ids,
+                     container=existing.id[:12])
+            watch(deps, key, existing.id, is_debug=spec.is_debug)
+            return [started_event(key, deps.node.node_id, existing.id)]
+        case Action.REPORT_LOST:
+            return await _fail(deps, key, exitcodes.ENGINE_FAILURE, decision.why)
+        case Action.START:
+            return await _prepare_and_start(deps, spec, key, name, began, job_env, ssh)
+        case _:
+            log.info("not starting the task", why=decision.why, **log_ids)
+    return []
+
+
+async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, began: float,
+                             job_env: Mapping[str, str], ssh: JobKey | None) -> list[CloudEvent]:
     code_dir = ""
     if spec.code_dir:
         found = await asyncio.to_thread(resolve_code_dir, spec.code_dir, deps.settings.default_fs_uri,
@@ -111,11 +110,11 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, cod
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
     if not await _still_wanted(deps, spec):
-        deps.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
+        deps.work.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
     await deps.logs.set_running(key, container_id)
     LAUNCH.observe(time.monotonic() - began)
     if ssh is not None:  # after the start is reported: a task's start never waits on this
-        deps.spawn(f"ssh-check-{container_id[:12]}", _say_if_no_sshd(deps, key, container_id))
+        deps.work.spawn(f"ssh-check-{container_id[:12]}", _say_if_no_sshd(deps, key, container_id))
     log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
     return [started_event(key, node_id, container_id)]
 
@@ -132,11 +131,7 @@ async def _say_if_no_sshd(deps: LauncherDeps, key: RunKey, container_id: str) ->
 
 
 async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
-    job = await deps.store.get_job(spec.job_id)
-    if job is None or job.state.is_final or job.attempt != spec.attempt:
-        return False
-    task = job.tasks[job.task_slot(spec.role, spec.index)]
-    return not task.state.is_final
+    return still_wanted(await deps.store.get_job(spec.job_id), spec.attempt, spec.role, spec.index)
 
 
 def _progress(deps: LauncherDeps, key: RunKey, sub_state: str, detail: str) -> TaskProgress:
@@ -159,13 +154,9 @@ async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: RunKey) -> None:
         auth = await asyncio.to_thread(read_auth_file, spec.auth_file, deps.settings.default_fs_uri)
     await deps.publish([_progress(deps, key, "pulling image", spec.image)])
     shared_key = (spec.image, spec.auth_file)
-    pull = deps.pulls.get(shared_key)
-    if pull is None:
+    if shared_key not in deps.work.pulls:
         log.info("pulling image", image=spec.image, with_auth=auth is not None, refresh=present)
-        pull = asyncio.create_task(deps.driver.pull(spec.image, auth), name=f"pull-{spec.image}")
-        deps.pulls[shared_key] = pull
-        pull.add_done_callback(lambda done: deps.pulls.pop(shared_key) if deps.pulls.get(shared_key) is done
-                               else None)
+    pull = deps.work.pulls.join(shared_key, f"pull-{spec.image}", lambda: deps.driver.pull(spec.image, auth))
     try:
         await asyncio.shield(pull)
     except PullError as e:

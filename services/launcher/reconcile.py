@@ -1,6 +1,7 @@
 """The level-triggered pass, on start and on a timer: Docker and MongoDB made to agree.
 
-For every container of this node (by its ``paiq.node`` label):
+What to do about each task is :func:`services.launcher.decide.decide`'s; this module looks and carries
+it out. For every container of this node (by its node label):
 - ended: its exit is reported and its log saved, then it is removed (exits missed while down);
 - running, of a job that is gone, final, or on another attempt: stopped (SIGTERM, then SIGKILL);
 - running, of an active job: adopted: its output recorded again from where the store left off, and
@@ -16,15 +17,17 @@ from collections.abc import Mapping
 
 import structlog
 
+from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerInfo
 from services.launcher.finish import exited_event, finish, run_key, started_event, watch
 from services.launcher.launch import launch_task
 from services.launcher.stopping import stop_container
+from services.launcher.tasklabels import TaskLabels
 from shared.launchspec import JobLaunch, container_name, job_launch
-from shared.logstore import RunKey, RunPhase
+from shared.logstore import RunKey
 from shared.placement import Plan, TaskPlacement
-from shared.records import JobRecord, TaskSpec, TaskState, now_ms
+from shared.records import JobRecord, TaskSpec, now_ms
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -41,71 +44,63 @@ async def reconcile(deps: LauncherDeps) -> None:
     containers = await deps.driver.list_managed(deps.node.node_id)
     jobs: dict[str, JobRecord | None] = {}
     for c in containers:
-        job_id = c.labels.get("paiq.job", "")
-        if job_id not in jobs:
-            jobs[job_id] = await deps.store.get_job(job_id)
-        await _settle(deps, c, jobs[job_id])
+        task = TaskLabels.from_labels(c.labels)
+        if task is None:
+            continue  # not a paiq task's container
+        if task.job not in jobs:
+            jobs[task.job] = await deps.store.get_job(task.job)
+        await _settle(deps, c, task, jobs[task.job])
     names = {c.name for c in containers if c.status != "created"}
-    # Final jobs too: a leftover task whose exit report was lost would hold its resources forever.
     for job in await deps.store.jobs_on_node(deps.node.node_id):
         await _launch_missing(deps, job, names)
 
 
-async def _settle(deps: LauncherDeps, c: ContainerInfo, job: JobRecord | None) -> None:
-    key = run_key(c.labels)
-    if key is None or c.status == "created":
-        return  # never started: a launch (message or the pass below) starts it
-    if not c.running:
-        if c.id not in deps.finishing:
-            deps.spawn(f"finish-{c.id[:12]}", finish(deps, c))
-        return
-    if job is None or job.state.is_final or job.attempt != key.attempt:
-        if c.id not in deps.stopping:
-            log.info("stopping a container whose job is over or gone", job_id=key.job_id, role=key.role,
-                     index=key.index, container=c.id[:12])
-            deps.spawn(f"stop-{c.id[:12]}", stop_container(
-                deps, c.id, by_user=bool(job and job.stop_requested_by and job.attempt == key.attempt)))
-        return
-    if c.id not in deps.recorders:
-        log.info("adopted a running task container", job_id=key.job_id, role=key.role, index=key.index,
-                 container=c.id[:12])
-        watch(deps, key, c.id, is_debug=c.labels.get("paiq.debug") == "1")
-        await deps.logs.set_running(key, c.id)
-    task = job.tasks[job.task_slot(key.role, key.index)]
-    if task.state is TaskState.WAITING:
-        await deps.publish([started_event(key, deps.node.node_id, c.id)])
+async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: JobRecord | None) -> None:
+    key = run_key(task)
+    decision = decide(Seen(prompt=Prompt.PASS, attempt=task.attempt, role=task.role, index=task.index, job=job,
+                           container=container_state(c), user_stop=deps.work.was_stopped_by_user(c.id)))
+    log_ids = {"job_id": key.job_id, "role": key.role, "index": key.index, "container": c.id[:12]}
+    match decision.action:
+        case Action.FINISH:
+            if c.id not in deps.work.finishes:
+                deps.work.spawn(f"finish-{c.id[:12]}", finish(deps, c))
+        case Action.STOP:
+            if not deps.work.is_stopping(c.id):
+                log.info("stopping a container whose job is over or gone", **log_ids)
+                deps.work.spawn(f"stop-{c.id[:12]}", stop_container(deps, c.id, by_user=decision.by_user))
+        case Action.ADOPT:
+            if not deps.work.has_recorder(c.id):
+                log.info("adopted a running task container", **log_ids)
+                watch(deps, key, c.id, is_debug=task.debug)
+                await deps.logs.set_running(key, c.id)
+            if decision.announce:
+                await deps.publish([started_event(key, deps.node.node_id, c.id)])
+        case _:
+            pass  # never started: a launch (message or the pass below) starts it
 
 
 async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[str]) -> None:
     mine = [t for t in job.tasks if t.node_id == deps.node.node_id and not t.state.is_final]
-    if not mine:
-        return
     launch: JobLaunch | None = None  # the job's shared environment, built once for all its tasks here
     for task in mine:
         name = container_name(job.id, job.attempt, task.role, task.index)
-        if name in containers or name in deps.launching:
+        if name in containers or name in deps.work.launches:
             continue
         run = await deps.logs.get_run(RunKey(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index))
-        if run is not None and run.phase is RunPhase.ENDED:
-            stale = now_ms() - (run.ended_ms or 0) > deps.settings.reconcile_seconds * 1000
-            if stale and run.exit_code is not None:
-                # The exit was reported but the job has not taken it in (a lost message): again.
-                await deps.publish([exited_event(run.key, deps.node.node_id, run.exit_code, run.reason,
-                                                 run.diagnostics, run.container_id)])
-            continue
-        # Never launched, or a launch cut short: launch. Started once but its container is gone: the
-        # launch reports that. A task the job shows running with no run at all is left alone; nothing
-        # is launched for a job that is over.
-        if job.state.is_final:
-            continue
-        if task.state is TaskState.WAITING or (run is not None and run.phase is RunPhase.RUNNING):
+        decision = decide(Seen(prompt=Prompt.PASS, attempt=job.attempt, role=task.role, index=task.index, job=job,
+                               run=run_seen(run), now_ms=now_ms(),
+                               stale_after_ms=deps.settings.reconcile_seconds * 1000))
+        if decision.action is Action.RESEND_EXIT and run is not None and run.exit_code is not None:
+            await deps.publish([exited_event(run.key, deps.node.node_id, run.exit_code, run.reason,
+                                             run.diagnostics, run.container_id)])
+        elif decision.action is Action.RELAUNCH:
             launch = launch or _launch_of(job, deps.settings.default_fs_uri)
             if launch is None:
                 return
             log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
                      index=task.index)
-            deps.spawn(f"relaunch-{name}", _launch_and_publish(deps, launch.spec(task.role, task.index),
-                                                               launch.job_env))
+            deps.work.spawn(f"relaunch-{name}", _launch_and_publish(deps, launch.spec(task.role, task.index),
+                                                                    launch.job_env))
 
 
 def _launch_of(job: JobRecord, default_fs_uri: str) -> JobLaunch | None:

@@ -17,6 +17,7 @@ from services.launcher.finish import finish
 from services.launcher.launch import launch_task
 from services.launcher.reconcile import reconcile
 from services.launcher.stopping import stop_job_containers
+from services.launcher.tasklabels import TaskLabels
 from shared.bus.base import Router
 from shared.events import (
     CloudEvent,
@@ -41,7 +42,7 @@ async def on_launch(evt: LaunchTasks, deps: LauncherDeps) -> list[CloudEvent]:
     tasks without a container and launches them; a launch that arrives twice starts one container."""
     for spec in evt.data.tasks:
         name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
-        deps.spawn(f"launch-{name}", _launch_and_publish(deps, spec, evt.data.job_env))
+        deps.work.spawn(f"launch-{name}", _launch_and_publish(deps, spec, evt.data.job_env))
     return []
 
 
@@ -78,8 +79,9 @@ def follow_exits(deps: LauncherDeps, vitals: Vitals, name: str) -> Callable[[], 
         first = False
         vitals.ok(name)
         async for ex in deps.driver.exits():
-            if ex.labels.get("paiq.node") == node_id:
-                deps.spawn(f"finish-{ex.id[:12]}", finish(deps, ex))
+            task = TaskLabels.from_labels(ex.labels)
+            if task is not None and task.node == node_id:
+                deps.work.spawn(f"finish-{ex.id[:12]}", finish(deps, ex))
         raise ConnectionError("the engine's event stream ended")
 
     return run
@@ -95,7 +97,7 @@ def node_record(node: NodeSettings) -> NodeRecord:
 
 async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vitals) -> None:
     node_id = deps.node.node_id
-    stack.push_async_callback(deps.close)
+    stack.push_async_callback(deps.work.close)
     await deps.logs.ensure_indexes()
 
     async def launch(evt: LaunchTasks) -> Sequence[CloudEvent]:

@@ -1,6 +1,6 @@
 """What container a task gets, decided purely from its spec and the node's settings.
 
-- labels: who the container belongs to, so a restarted launcher finds its tasks again;
+- labels: who the container belongs to (:class:`services.launcher.tasklabels.TaskLabels`);
 - pull: whether to ask the registry before starting (absent, or tagged ``latest`` when configured);
 - the command: ``/bin/sh -c <command>`` (after the SSH setup of :mod:`services.launcher.sshsetup` when
   the job has a key pair), or for ``isDebug`` jobs a wrapper that, when the command
@@ -17,12 +17,11 @@ from types import MappingProxyType
 
 from services.launcher.driver import ContainerSpec
 from services.launcher.sshsetup import COMMAND_PREFIX, ssh_files
+from services.launcher.tasklabels import TaskLabels
 from shared.envvars import task_environment
 from shared.jobkeys import JobKey
 from shared.records import TaskSpec
 from shared.settings import LauncherSettings
-
-LABEL_JOB = "paiq.job"
 
 DEBUG_WRAPPER = (
     '/bin/sh -c "$1"; code=$?; '
@@ -35,13 +34,7 @@ NO_JOB_ENV: Mapping[str, str] = MappingProxyType({})
 
 
 def labels(spec: TaskSpec, node_id: str) -> dict[str, str]:
-    return {
-        LABEL_JOB: spec.job_id, "paiq.user": spec.user,
-        "paiq.vc": spec.virtual_cluster,
-        "paiq.role": spec.role, "paiq.index": str(spec.index), "paiq.attempt": str(spec.attempt),
-        "paiq.node": node_id, "paiq.debug": "1" if spec.is_debug else "0",
-        "paiq.memory_mb": str(spec.memory_mb),
-    }
+    return TaskLabels.of(spec, node_id).to_labels()
 
 
 def is_latest(image: str) -> bool:
