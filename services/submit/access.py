@@ -7,12 +7,15 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from services.submit.answers import Message, Token, UserList, answer
 from services.submit.bodies import read_object
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
+from services.submit.requests import TokenRequest, UserChange, UserRemoval
 from services.submit.users import (
     DEFAULT_TOKEN_SECONDS,
     MAX_TOKEN_SECONDS,
+    MIN_PASSWORD_LENGTH,
     Principal,
     check_user_name,
     password_problem,
@@ -78,22 +81,30 @@ def _expiration(raw: object) -> int:
     return seconds
 
 
-async def create_token(request: web.Request) -> web.Response:
-    body = await read_object(request)
-    user, password = check_user_name(_string(body, "username")), _string(body, "password")
-    # No stored password breaks these rules, so this says nothing about the user; bcrypt would refuse it.
-    problem = password_problem(password, at_least=1)
+def _password(value: str, *, at_least: int = MIN_PASSWORD_LENGTH) -> str:
+    problem = password_problem(value, at_least=at_least)
     if problem:
         raise ApiError("InvalidParametersError", problem)
-    expiration = _expiration(body.get("expiration", DEFAULT_TOKEN_SECONDS))
-    token, admin = await request.app[DEPS].users.login(user, password, expiration)
-    return web.json_response({"user": user, "token": token, "admin": admin})
+    return value
 
 
-async def put_user(request: web.Request) -> web.Response:
-    """OpenPAI's ``PUT /api/v1/user``: an admin creates (``modify: false``) or changes a user."""
-    await require_admin(request)
-    body = await read_object(request)
+def token_request(body: dict[str, Any]) -> TokenRequest:
+    user = check_user_name(_string(body, "username"))
+    # No stored password breaks these rules, so this says nothing about the user; bcrypt would refuse it.
+    password = _password(_string(body, "password"), at_least=1)
+    return TokenRequest(username=user, password=password,
+                        expiration=_expiration(body.get("expiration", DEFAULT_TOKEN_SECONDS)))
+
+
+async def create_token(request: web.Request) -> web.Response:
+    asked = token_request(await read_object(request))
+    token, admin = await request.app[DEPS].users.login(asked.username, asked.password, asked.expiration)
+    return answer(Token(user=asked.username, token=token, admin=admin))
+
+
+def user_change(body: dict[str, Any]) -> UserChange:
+    """The body of ``PUT /api/v1/user``, each field checked in turn (``modify`` is true only when it is
+    ``true``; a password only when it is not null, and required to create a user)."""
     user = check_user_name(_string(body, "username"))
     admin = body.get("admin")
     if admin is not None and not isinstance(admin, bool):
@@ -101,14 +112,24 @@ async def put_user(request: web.Request) -> web.Response:
     groups = body.get("groups")
     if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) and g for g in groups)):
         raise ApiError("InvalidParametersError", "groups: must be a list of non-empty strings")
-    users = request.app[DEPS].users
-    if body.get("modify") is True:
-        password = _string(body, "password") if body.get("password") is not None else None
-        await users.update(user, password=password, admin=admin,
-                           groups=tuple(groups) if groups is not None else None)
-        return web.json_response({"message": f"update user {user} successfully"})
-    await users.create(user, _string(body, "password"), admin=bool(admin), groups=tuple(groups or ()))
-    return web.json_response({"message": f"create user {user} successfully"}, status=201)
+    modify = body.get("modify") is True
+    password = _string(body, "password") if body.get("password") is not None or not modify else None
+    return UserChange(username=user, password=_password(password) if password is not None else None, admin=admin,
+                      groups=groups, modify=modify)
+
+
+async def put_user(request: web.Request) -> web.Response:
+    """OpenPAI's ``PUT /api/v1/user``: an admin creates (``modify: false``) or changes a user."""
+    await require_admin(request)
+    change = user_change(await read_object(request))
+    users, user = request.app[DEPS].users, change.username
+    groups = tuple(change.groups) if change.groups is not None else None
+    if change.modify:
+        await users.update(user, password=change.password, admin=change.admin, groups=groups)
+        return answer(Message(message=f"update user {user} successfully"))
+    assert change.password is not None  # user_change requires one to create a user
+    await users.create(user, change.password, admin=bool(change.admin), groups=groups or ())
+    return answer(Message(message=f"create user {user} successfully"), status=201)
 
 
 async def list_users(request: web.Request) -> web.Response:
@@ -116,7 +137,7 @@ async def list_users(request: web.Request) -> web.Response:
     await require_admin(request)
     deps = request.app[DEPS]
     vcs = with_default(await deps.store.list_vcs()).values()
-    return web.json_response([user_view(u, vcs) for u in await deps.users.list_all()])
+    return answer(UserList(tuple(user_view(u, vcs) for u in await deps.users.list_all())))
 
 
 async def get_user(request: web.Request) -> web.Response:
@@ -130,17 +151,17 @@ async def get_user(request: web.Request) -> web.Response:
     if info is None:
         # OpenPAI v0.13 and v0.14 answered this route's unknown user with 400, not 404
         raise ApiError("NoUserError", f"user {name} does not exist", status=400)
-    return web.json_response(user_view(info, with_default(await deps.store.list_vcs()).values()))
+    return answer(user_view(info, with_default(await deps.store.list_vcs()).values()))
 
 
 async def delete_user(request: web.Request) -> web.Response:
     """OpenPAI's ``DELETE /api/v1/user`` ``{"username": ...}``: an admin removes a user who is not an
     admin; the user's tokens stop working at once. Their jobs stay, as in OpenPAI."""
     principal = await require_admin(request)
-    user = check_user_name(_string(await read_object(request), "username"))
+    user = UserRemoval(username=check_user_name(_string(await read_object(request), "username"))).username
     tokens = await request.app[DEPS].users.delete(user)
     log.info("user removed", user=user, by=principal.user, tokens_ended=tokens)
-    return web.json_response({"message": f"remove user {user} successfully"})
+    return answer(Message(message=f"remove user {user} successfully"))
 
 
 def add_access_routes(app: web.Application) -> None:

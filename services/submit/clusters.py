@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 from pydantic import ValidationError
 
+from services.submit import answers
 from services.submit.access import require_admin
+from services.submit.answers import Message, answer
 from services.submit.bodies import read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
@@ -40,11 +40,11 @@ def _problems(error: ValidationError) -> str:
     return "; ".join(said)
 
 
-def _resources(r: Resources) -> dict[str, int]:
-    return {"cpus": int(r.cpus), "memoryMB": int(r.memory_mb), "gpus": int(r.gpus)}
+def _resources(r: Resources) -> answers.Resources:
+    return answers.Resources(cpus=int(r.cpus), memory_mb=int(r.memory_mb), gpus=int(r.gpus))
 
 
-async def _summaries(request: web.Request) -> dict[str, dict[str, Any]]:
+async def _summaries(request: web.Request) -> dict[str, answers.VirtualCluster]:
     store = request.app[DEPS].store
     vcs = with_default(await store.list_vcs())
     nodes = [n for n in await store.list_nodes() if not n.lost]
@@ -53,21 +53,16 @@ async def _summaries(request: web.Request) -> dict[str, dict[str, Any]]:
     used = usage_by_vc(await store.jobs_holding_resources())
     counts = await store.job_counts_by_vc_and_state()
     return {
-        vc.name: {
-            "name": vc.name,
-            "quota": vc.quota.model_dump(),
-            "users": list(vc.users),
-            "groups": list(vc.groups),
-            "capacity": _resources(limit(vc, capacity)),
-            "used": _resources(used.get(vc.name, Resources())),
-            "jobs": {state.value: counts.get(vc.name, {}).get(state.value, 0) for state in JobState},
-        }
+        vc.name: answers.VirtualCluster(
+            name=vc.name, quota=vc.quota, users=vc.users, groups=vc.groups,
+            capacity=_resources(limit(vc, capacity)), used=_resources(used.get(vc.name, Resources())),
+            jobs={state.value: counts.get(vc.name, {}).get(state.value, 0) for state in JobState})
         for vc in vcs.values()
     }
 
 
 async def list_virtual_clusters(request: web.Request) -> web.Response:
-    return web.json_response(await _summaries(request))
+    return answer(answers.VirtualClusters(await _summaries(request)))
 
 
 async def get_virtual_cluster(request: web.Request) -> web.Response:
@@ -75,7 +70,7 @@ async def get_virtual_cluster(request: web.Request) -> web.Response:
     summaries = await _summaries(request)
     if name not in summaries:
         raise ApiError("NoVirtualClusterError", f"virtual cluster {shown(name)} does not exist")
-    return web.json_response(summaries[name])
+    return answer(summaries[name])
 
 
 async def put_virtual_cluster(request: web.Request) -> web.Response:
@@ -99,7 +94,7 @@ async def put_virtual_cluster(request: web.Request) -> web.Response:
     if problem:
         raise ApiError("InvalidParametersError", problem)
     await store.put_vc(vc)
-    return web.json_response({"message": f"virtual cluster {name} saved"})
+    return answer(Message(message=f"virtual cluster {name} saved"))
 
 
 async def delete_virtual_cluster(request: web.Request) -> web.Response:
@@ -112,7 +107,7 @@ async def delete_virtual_cluster(request: web.Request) -> web.Response:
         raise ApiError("ConflictVirtualClusterError", f"virtual cluster {name} still has waiting or running jobs")
     if not await store.delete_vc(name):
         raise ApiError("NoVirtualClusterError", f"virtual cluster {shown(name)} does not exist")
-    return web.json_response({"message": f"virtual cluster {name} deleted"})
+    return answer(Message(message=f"virtual cluster {name} deleted"))
 
 
 def add_cluster_routes(app: web.Application) -> None:

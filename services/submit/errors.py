@@ -1,14 +1,26 @@
-"""OpenPAI's REST errors: ``{code, message}`` with the status each code answers with."""
+"""OpenPAI's REST errors, in one place: the codes, the status each answers with, what each status means
+in the OpenAPI document, and the ``{code, message}`` answer (:class:`Error`) that carries them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict
 
 from shared.errors import PaiqError
+from shared.validation import MAX_CONFIG_BYTES
 
-STATUS_OF = {
+ErrorCode = Literal[
+    "InvalidParametersError", "NoUserError", "UnauthorizedUserError", "ForbiddenUserError", "NoJobError",
+    "NoVirtualClusterError", "NoJobConfigError", "NoJobSshInfoError", "ConflictJobError", "ConflictUserError",
+    "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
+    "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
+    "ServiceUnavailableError",
+]
+
+STATUS_OF: dict[ErrorCode, int] = {
     "InvalidParametersError": 400,
     "NoUserError": 404,
     "UnauthorizedUserError": 401,
@@ -34,9 +46,34 @@ STATUS_OF = {
 }
 
 # The code of an answer aiohttp decided (an HTTPException, a request its parser refused), by status.
-_CODE_OF_STATUS = {400: "InvalidParametersError", 401: "UnauthorizedUserError", 403: "ForbiddenUserError",
-                   404: "NoApiError", 405: "MethodNotAllowedError", 408: "RequestTimeoutError",
-                   413: "PayloadTooLargeError", 431: "RequestHeaderFieldsTooLargeError"}
+_CODE_OF_STATUS: dict[int, ErrorCode] = {
+    400: "InvalidParametersError", 401: "UnauthorizedUserError", 403: "ForbiddenUserError", 404: "NoApiError",
+    405: "MethodNotAllowedError", 408: "RequestTimeoutError", 413: "PayloadTooLargeError",
+    431: "RequestHeaderFieldsTooLargeError"}
+
+# What an error of each status means, as the OpenAPI document says it (of the statuses routes list).
+MEANING_OF_STATUS = {
+    400: "invalid parameters or body; the message names each problem",
+    401: "no bearer token, or an unknown or expired one",
+    403: "not allowed to this user",
+    404: "not found",
+    408: "the body did not arrive within PAIQ_BODY_TIMEOUT_SECONDS",
+    409: "conflicts with what exists",
+    413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
+}
+
+class Error(BaseModel):
+    """OpenPAI's error answer, whatever the route; each code comes with one status (listed by each operation)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    code: ErrorCode
+    message: str
+
+
+def codes_of(status: int) -> list[ErrorCode]:
+    """The codes answered with ``status``, sorted."""
+    return sorted(c for c, s in STATUS_OF.items() if s == status)
+
 
 # What a refusal may quote of the value it refuses: longer or odd values are described, not echoed.
 SHOWN_CHARS = 64
@@ -46,14 +83,15 @@ class ApiError(PaiqError):
     """``status`` only where OpenPAI answered a code with another status than its usual one (its
     ``GET /api/v1/user/{user}`` said ``400 NoUserError``; its PUT and DELETE said 404)."""
 
-    def __init__(self, code: str, message: str, *, status: int | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status or STATUS_OF[code]
 
     def response(self, headers: Mapping[str, str] | None = None) -> web.Response:
-        return web.json_response({"code": self.code, "message": self.message}, status=self.status, headers=headers)
+        return web.json_response(Error(code=self.code, message=self.message).model_dump(mode="json"),
+                                 status=self.status, headers=headers)
 
 
 def for_status(status: int, message: str) -> ApiError:

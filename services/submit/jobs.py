@@ -14,13 +14,15 @@ from aiohttp import web
 from bson.raw_bson import RawBSONDocument
 
 from services.submit.access import optional_principal, principal_of
+from services.submit.answers import JobList, Message, answer
 from services.submit.bodies import read_bytes, read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.lookup import job_or_404, path_user
+from services.submit.requests import ExecutionTypeChange
 from services.submit.ssh import new_job_key, requested_user_keys
 from services.submit.users import Principal, check_user_name
-from services.submit.views import job_detail, job_summary, without_private
+from services.submit.views import job_detail, job_summary
 from shared.configproblems import shown
 from shared.envsize import env_size_problems
 from shared.envvars import resolve_paths
@@ -155,12 +157,11 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
     log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
     await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
         job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
-    body_out: dict[str, object] = {"message": f"update job {config.job_name} successfully"}
     headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(config.job_name)}"}
     if result.warnings:
-        body_out["warnings"] = list(result.warnings)
         headers["X-Warning"] = warning_header(result.warnings)
-    return web.json_response(body_out, status=202, headers=headers)
+    return answer(Message(message=f"update job {config.job_name} successfully", warnings=result.warnings),
+                  status=202, headers=headers)
 
 
 def _check_storage_paths(config: JobConfig, user: str, default_fs_uri: str) -> None:
@@ -194,8 +195,8 @@ async def get_job(request: web.Request) -> web.Response:
     detail = job_detail(job, attempts, await _positions(store) if job.sub_state == SubState.QUEUED else {})
     principal = await optional_principal(request)
     if principal is None or (principal.user != job.user and not principal.admin):
-        detail = without_private(detail)
-    return web.json_response(detail)
+        detail = detail.without_private()
+    return answer(detail)
 
 
 async def get_job_config(request: web.Request) -> web.Response:
@@ -204,6 +205,7 @@ async def get_job_config(request: web.Request) -> web.Response:
     if "yaml" in accept:
         return web.Response(text=yaml.safe_dump(job.raw_config, sort_keys=False, allow_unicode=True),
                             content_type="text/yaml")
+    # the config as submitted, unknown fields and all (documented as an object: it passed JobConfig)
     return web.json_response(job.raw_config)
 
 
@@ -237,12 +239,13 @@ async def put_execution_type(request: web.Request) -> web.Response:
     value = body.get("value") if isinstance(body, dict) else None
     if value != "STOP":
         raise ApiError("InvalidParametersError", f'value: must be "STOP", got {shown(value)[1:-1]}')
+    ExecutionTypeChange(value=value)  # what the document says the body is (services.submit.requests)
     job, changed = await _request_stop(request, delete=False)
     if changed is None:
         latest = await request.app[DEPS].store.get_job(job.id)
         state = latest.state.value if latest else job.state.value
-        return web.json_response({"message": f"job {job.name} has already ended ({state}); nothing to stop"})
-    return web.json_response({"message": f"execute job {job.name} successfully: stop requested"}, status=202)
+        return answer(Message(message=f"job {job.name} has already ended ({state}); nothing to stop"))
+    return answer(Message(message=f"execute job {job.name} successfully: stop requested"), status=202)
 
 
 async def delete_job(request: web.Request) -> web.Response:
@@ -253,12 +256,12 @@ async def delete_job(request: web.Request) -> web.Response:
         # resources, so the status service deletes it once they are gone.
         stopping = {"sub_state": SubState.STOPPING.value}
         if await store.update_job(job.id, stopping, {"delete_requested": True}) is not None:
-            return web.json_response({"message": f"job {job.name} will be deleted once its containers have "
-                                                 "stopped"}, status=202)
+            return answer(Message(message=f"job {job.name} will be deleted once its containers have stopped"),
+                          status=202)
         await store.delete_job(job.id)
         log.info("job deleted", job_id=job.id)
-        return web.json_response({"message": f"job {job.name} deleted"}, status=202)
-    return web.json_response({"message": f"job {job.name} is being stopped and will then be deleted"}, status=202)
+        return answer(Message(message=f"job {job.name} deleted"), status=202)
+    return answer(Message(message=f"job {job.name} is being stopped and will then be deleted"), status=202)
 
 
 def _page(request: web.Request) -> tuple[int, int, Cursor | None]:
@@ -298,7 +301,7 @@ async def _list(request: web.Request, user: str | None) -> web.Response:
         headers["Link"] = f'<{request.path}?{urlencode({**query, "cursor": page.next_cursor})}>; rel="next"'
     queued = any(j.sub_state == SubState.QUEUED for j in page.jobs)
     positions = await _positions(request.app[DEPS].store) if queued else {}
-    return web.json_response([job_summary(j, positions) for j in page.jobs], headers=headers)
+    return answer(JobList(tuple(job_summary(j, positions) for j in page.jobs)), headers=headers)
 
 
 async def _positions(store: Store) -> dict[str, int]:

@@ -1,10 +1,14 @@
 """The OpenAPI 3.1 description of the REST API, served at ``/api/v1/openapi.json``.
 
-The job config's schema is generated from the models that validate it (:mod:`services.submit.jobschema`),
-as are the virtual cluster's. Every route lists every status it answers with; an error's ``code`` is
-one of those OpenPAI answers that status with. Tests check that every route of the app is described
-here (and nothing else), that the job schema matches the models and the validator, and, with
-schemathesis against a running platform, that real answers match the document.
+Its schemas are generated from the models the service reads and answers with: the answers
+(:mod:`services.submit.answers`, which every handler answers through) and the error
+(:class:`services.submit.errors.Error`), the request bodies (:mod:`services.submit.requests`), the job
+config (:mod:`services.submit.jobschema`) and the virtual cluster (:mod:`shared.vclusters`), all with one
+ref template. Every route lists every status it answers with; an error's ``code`` is one of those OpenPAI
+answers that status with (:data:`services.submit.errors.STATUS_OF`). Tests check that every route of the
+app is described here (and nothing else), that every model is, that the handlers' answers match their
+schemas, that the job schema matches the models and the validator, and, with schemathesis against a
+running platform, that real answers match the document.
 """
 
 from __future__ import annotations
@@ -12,21 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from services.submit.errors import STATUS_OF
-from services.submit.jobschema import REF, integer_pattern, job_config_schemas, named_by_path
+from services.submit.answers import ANSWERS
+from services.submit.errors import MEANING_OF_STATUS, codes_of
+from services.submit.jobschema import REF, job_config_schemas, named_by_path
 from services.submit.logs import LOG_PATHS
 from services.submit.portal import PORTAL_PATHS
-from services.submit.users import MAX_PASSWORD_BYTES, MAX_TOKEN_SECONDS, MIN_PASSWORD_LENGTH, USER_PATTERN
+from services.submit.requests import REQUESTS, USER_NAME_SCHEMA
 from shared.records import JobState
-from shared.validation import MAX_CONFIG_BYTES
 from shared.vclusters import VirtualCluster
-from shared.vitals import HealthReport
-
-_NULLABLE_INT = {"type": ["integer", "null"]}
-_NULLABLE_STR = {"type": ["string", "null"]}
-_RETRY = {"type": "object", "required": ["user", "platform", "resource"],
-          "properties": {k: {"type": "integer"} for k in ("user", "platform", "resource")}}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -44,136 +44,26 @@ def _vc_change() -> dict[str, dict[str, Any]]:
     return {"Quota": quota, "VirtualClusterChange": schema, "name": name}
 
 
+def _model_schemas() -> dict[str, Any]:
+    """Every answer (as it is serialized) and every request body (as it is validated), and the models they
+    hold, by class name."""
+    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "serialization") for m in ANSWERS]
+    modes += [(m, "validation") for m in REQUESTS]
+    _, generated = models_json_schema(modes, by_alias=True, ref_template=REF)
+    schemas: dict[str, Any] = generated["$defs"]
+    return schemas
+
+
 _job_schemas = job_config_schemas()
 _vc_schemas = _vc_change()
 
-
 SCHEMAS: dict[str, Any] = {
-    "Error": {"type": "object", "required": ["code", "message"],
-              "properties": {"code": {"type": "string", "enum": sorted(STATUS_OF)}, "message": {"type": "string"}}},
-    "Message": {"type": "object", "required": ["message"],
-                "properties": {"message": {"type": "string"},
-                               "warnings": {"type": "array", "items": {"type": "string"}}}},
-    "Token": {"type": "object", "required": ["user", "token", "admin"],
-              "properties": {"user": {"type": "string"}, "token": {"type": "string"}, "admin": {"type": "boolean"}}},
-    "User": {
-        "type": "object", "description": "a user as OpenPAI v0.14 answered GET /api/v1/user/:username",
-        "required": ["username", "email", "grouplist", "extension", "admin", "virtualCluster"],
-        "additionalProperties": False,
-        "properties": {
-            "username": {"type": "string"}, "email": {"type": "string"},
-            "grouplist": {"type": "array", "items": {"type": "string"}},
-            "extension": {"type": "object", "required": ["virtualCluster"],
-                          "properties": {"virtualCluster": {"type": "array", "items": {"type": "string"}}}},
-            "admin": {"type": "boolean"},
-            "virtualCluster": {"description": "the virtual clusters the user may submit to",
-                               "type": "array", "items": {"type": "string"}}}},
-    "SshInfo": {
-        "type": "object", "required": ["containers", "keyPair"],
-        "properties": {
-            "containers": {"type": "array", "items": {
-                "type": "object", "required": ["id", "sshIp", "sshPort"],
-                "properties": {"id": {"type": "string"}, "sshIp": {"type": "string"},
-                               "sshPort": {"type": "string"}, "taskRoleName": {"type": "string"},
-                               "taskIndex": {"type": "integer"}}}},
-            "keyPair": {"type": "object",
-                        "required": ["folderPath", "publicKeyFileName", "privateKeyFileName",
-                                     "privateKeyDirectDownloadLink"],
-                        "properties": {k: {"type": "string"} for k in (
-                            "folderPath", "publicKeyFileName", "privateKeyFileName",
-                            "privateKeyDirectDownloadLink")}}}},
-    "JobSummary": {
-        "type": "object",
-        "required": ["name", "username", "state", "subState", "executionType", "retries", "retryDetails",
-                     "createdTime", "completedTime", "appExitCode", "virtualCluster", "totalGpuNumber",
-                     "totalTaskNumber", "totalTaskRoleNumber"],
-        "properties": {
-            "name": {"type": "string"}, "username": {"type": "string"},
-            "state": {"enum": ["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED", "UNKNOWN"]},
-            "subState": {"type": "string"}, "reason": {"type": "string"},
-            "executionType": {"enum": ["START", "STOP"]}, "retries": {"type": "integer"},
-            "retryDetails": _RETRY, "createdTime": {"type": "integer"}, "completedTime": _NULLABLE_INT,
-            "appExitCode": _NULLABLE_INT, "virtualCluster": {"type": "string"},
-            "totalGpuNumber": {"type": "integer"}, "totalTaskNumber": {"type": "integer"},
-            "totalTaskRoleNumber": {"type": "integer"},
-        },
-    },
-    "TaskStatus": {
-        "type": "object",
-        "required": ["taskIndex", "taskState", "containerId", "containerIp", "containerPorts", "containerGpus",
-                     "containerLog", "containerExitCode"],
-        "properties": {
-            "taskIndex": {"type": "integer"},
-            "taskState": {"enum": ["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"]},
-            "containerId": _NULLABLE_STR, "containerIp": _NULLABLE_STR, "containerNodeId": _NULLABLE_STR,
-            "containerPorts": {"type": "object", "additionalProperties": {"type": "string"}},
-            "containerGpus": _NULLABLE_STR, "containerLog": {"type": "string"},
-            "containerExitCode": _NULLABLE_INT,
-            "subState": {"type": "string"}, "containerKeptUntil": _NULLABLE_INT,
-        },
-    },
-    "JobDetail": {
-        "type": "object", "required": ["name", "jobStatus", "taskRoles"],
-        "properties": {
-            "name": {"type": "string"},
-            "jobStatus": {
-                "type": "object",
-                "required": ["username", "state", "subState", "executionType", "retries", "retryDetails",
-                             "createdTime", "completedTime", "appLaunchedTime", "appCompletedTime",
-                             "appExitCode", "appExitSpec", "appExitDiagnostics", "appExitTriggerMessage",
-                             "appExitTriggerTaskRoleName", "appExitTriggerTaskIndex", "virtualCluster"],
-                "properties": {
-                    "username": {"type": "string"},
-                    "state": {"enum": ["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED", "UNKNOWN"]},
-                    "subState": {"type": "string"}, "executionType": {"enum": ["START", "STOP"]},
-                    "retries": {"type": "integer"}, "retryDetails": _RETRY, "createdTime": {"type": "integer"},
-                    "completedTime": _NULLABLE_INT, "appLaunchedTime": _NULLABLE_INT,
-                    "appCompletedTime": _NULLABLE_INT, "appExitCode": _NULLABLE_INT,
-                    "appExitDiagnostics": {"type": "string"}, "appExitTriggerMessage": {"type": "string"},
-                    "appExitTriggerTaskRoleName": _NULLABLE_STR, "appExitTriggerTaskIndex": _NULLABLE_INT,
-                    "appExitSpec": {"oneOf": [{"type": "null"}, {
-                        "type": "object", "required": ["code", "phrase", "type", "reason"],
-                        "properties": {"code": {"type": "integer"}, "phrase": {"type": "string"},
-                                       "type": {"type": "string"}, "reason": {"type": "string"}}}]},
-                    "attempt": {"type": "integer"}, "retryAt": _NULLABLE_INT,
-                    "attempts": {"type": "array", "items": {
-                        "type": "object",
-                        "required": ["attempt", "exitCode", "exitPhrase", "exitType", "taskStatuses"]}},
-                    "virtualCluster": {"type": "string"},
-                },
-            },
-            "taskRoles": {"type": "object", "additionalProperties": {
-                "type": "object", "required": ["taskRoleStatus", "taskStatuses"],
-                "properties": {"taskRoleStatus": {"type": "object", "required": ["name"]},
-                               "taskStatuses": {"type": "array", "items": _ref("TaskStatus")}}}},
-        },
-    },
-    "Resources": {"type": "object", "required": ["cpus", "memoryMB", "gpus"],
-                  "properties": {k: {"type": "integer"} for k in ("cpus", "memoryMB", "gpus")}},
+    **_model_schemas(),
     "Quota": _vc_schemas["Quota"],
-    "VirtualCluster": {"type": "object", "required": ["name", "quota", "users", "groups", "capacity", "used", "jobs"],
-                       "properties": {"name": {"type": "string"}, "quota": _ref("Quota"),
-                                      "users": {"type": "array", "items": {"type": "string"}},
-                                      "groups": {"type": "array", "items": {"type": "string"}},
-                                      "capacity": _ref("Resources"),
-                                      "used": _ref("Resources"),
-                                      "jobs": {"type": "object", "additionalProperties": {"type": "integer"}}}},
     "VirtualClusterChange": _vc_schemas["VirtualClusterChange"],
     **_job_schemas,
     "JobConfigNamedByPath": named_by_path(_job_schemas["JobConfig"]),
 }
-
-# What an error of each status says, and the codes OpenPAI answers it with (errors.STATUS_OF).
-_ERROR_MEANING = {
-    400: "invalid parameters or body; the message names each problem",
-    401: "no bearer token, or an unknown or expired one",
-    403: "not allowed to this user",
-    404: "not found",
-    408: "the body did not arrive within PAIQ_BODY_TIMEOUT_SECONDS",
-    409: "conflicts with what exists",
-    413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
-}
-_HEALTH = HealthReport.model_json_schema()
 
 # What any request may be answered, whatever its route: not statuses of one operation.
 _EVERY_ROUTE = (
@@ -193,9 +83,9 @@ def _errors(*statuses: int, also: dict[int, tuple[str, ...]] | None = None) -> d
     """Error answers: ``{code, message}`` with the codes of each status (``also``: a route's exceptions)."""
     out = {}
     for status in statuses:
-        codes = sorted({c for c, s in STATUS_OF.items() if s == status} | set((also or {}).get(status, ())))
+        codes = sorted({*codes_of(status), *(also or {}).get(status, ())})
         schema = {"allOf": [_ref("Error")], "properties": {"code": {"enum": codes}}}
-        out[str(status)] = _json(schema, f"{_ERROR_MEANING[status]} ({', '.join(codes)})")
+        out[str(status)] = _json(schema, f"{MEANING_OF_STATUS[status]} ({', '.join(codes)})")
     return out
 
 
@@ -207,7 +97,7 @@ def _body(schema: dict[str, Any], *, form: bool = False) -> dict[str, Any]:
 
 _AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 _OPTIONAL_AUTH: list[dict[str, list[str]]] = [{}, {"bearer": []}]
-_USER_NAME = {"type": "string", "pattern": f"^{USER_PATTERN.pattern}$"}
+_USER_NAME = USER_NAME_SCHEMA
 _USER_PARAM = [{"name": "user", "in": "path", "required": True, "schema": _USER_NAME,
                 "description": "a user name (400 otherwise)"}]
 _JOB_PARAMS = [*_USER_PARAM, {"name": "job", "in": "path", "required": True, "schema": {"type": "string"}}]
@@ -220,7 +110,7 @@ _PAGE_PARAMS = [
     {"name": "cursor", "in": "query", "description": "X-Next-Cursor of the page before (400 for another string)",
      "schema": {"type": "string"}},
 ]
-_PAGE = {**_json({"type": "array", "items": _ref("JobSummary")}, "jobs"), "headers": {
+_PAGE = {**_json(_ref("JobList"), "jobs"), "headers": {
     "X-Next-Cursor": {"description": "the cursor of the next page; absent on the last", "schema": {"type": "string"}},
     "Link": {"description": '<next page>; rel="next"', "schema": {"type": "string"}}}}
 _VC_PARAM = [{"name": "vc", "in": "path", "required": True, "schema": {"type": "string"}}]
@@ -230,23 +120,7 @@ _ACCEPTED_JOB = {**_json(_ref("Message"), "accepted; Location names the job, war
                                           "ignored"),
                  "headers": {"Location": {"schema": {"type": "string"}, "description": "the job's URL path"},
                              "X-Warning": {"schema": {"type": "string"}, "description": "the warnings, ' | '"}}}
-_PASSWORD = {"type": "string", "minLength": MIN_PASSWORD_LENGTH, "maxLength": MAX_PASSWORD_BYTES,
-             "description": f"{MIN_PASSWORD_LENGTH} characters to {MAX_PASSWORD_BYTES} bytes of UTF-8 (bcrypt's limit)"}
-_TOKEN_REQUEST = {
-    "type": "object", "required": ["username", "password"],
-    "properties": {"username": _USER_NAME,
-                   "password": {**_PASSWORD, "minLength": 1},
-                   "expiration": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_TOKEN_SECONDS},
-                                            {"type": "string", "pattern": integer_pattern(1, MAX_TOKEN_SECONDS)}],
-                                  "description": "seconds (default 7 days)"}}}
-_USER_CHANGE = {
-    "type": "object", "required": ["username"],
-    "description": "modify false (or absent): create the user, password required; modify true: change what is given",
-    "properties": {"username": _USER_NAME,
-                   "password": _PASSWORD,
-                   "admin": {"type": ["boolean", "null"]},
-                   "groups": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}},
-                   "modify": {"type": "boolean"}}}
+_HEALTH = _ref("HealthReport")
 
 PATHS: dict[str, Any] = {
     "/healthz": {"get": {"summary": "readiness: the database and broker reachable and every loop working",
@@ -261,22 +135,21 @@ PATHS: dict[str, Any] = {
     "/api/v1/openapi.json": {"get": {"summary": "this document", "responses": {"200": _json({"type": "object"}, "")}}},
     "/api/v1/token": {"post": {
         "summary": "log in: a bearer token (JSON or form body: username, password, expiration seconds)",
-        "requestBody": _body(_TOKEN_REQUEST, form=True),
+        "requestBody": _body(_ref("TokenRequest"), form=True),
         "responses": {"200": _json(_ref("Token"), "a new token"), **_errors(400, 401, 408, 413)}}},
     "/api/v1": {"get": {"summary": "OpenPAI's API root", "responses": {"200": {
         "description": "<pre>PAI RESTful API</pre>", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
     "/api/v1/user": {
         "put": {"summary": "admin: create a user (modify false) or change one (modify true)", "security": _AUTH,
-                "requestBody": _body(_USER_CHANGE),
+                "requestBody": _body(_ref("UserChange")),
                 "responses": {"200": _json(_ref("Message"), "changed"), "201": _json(_ref("Message"), "created"),
                               **_errors(400, 401, 403, 404, 408, 409, 413)}},
         "get": {"summary": "admin: every user, by name", "security": _AUTH,
-                "responses": {"200": _json({"type": "array", "items": _ref("User")}, "the users"),
+                "responses": {"200": _json(_ref("UserList"), "the users"),
                               **_errors(401, 403)}},
         "delete": {"summary": "admin: remove a user who is not an admin (403 RemoveAdminError for an admin, "
                               "yourself included); their tokens end at once, their jobs stay", "security": _AUTH,
-                   "requestBody": _body({"type": "object", "required": ["username"],
-                                         "properties": {"username": _USER_NAME}}),
+                   "requestBody": _body(_ref("UserRemoval")),
                    "responses": {"200": _json(_ref("Message"), "removed"), **_errors(400, 401, 403, 404, 408, 413)}}},
     "/api/v1/user/{user}": {"get": {
         "summary": "a user's profile: one's own, or anyone's for an admin (400 NoUserError for an unknown user, "
@@ -323,7 +196,7 @@ PATHS: dict[str, Any] = {
                       **_errors(400, 401, 403, 404)}}},
     "/api/v1/user/{user}/jobs/{job}/executionType": {"put": {
         "summary": 'stop a job: {"value": "STOP"}', "security": _AUTH, "parameters": _JOB_PARAMS,
-        "requestBody": _body({"type": "object", "required": ["value"], "properties": {"value": {"enum": ["STOP"]}}}),
+        "requestBody": _body(_ref("ExecutionTypeChange")),
         "responses": {"200": _json(_ref("Message"), "the job had already ended"),
                       "202": _json(_ref("Message"), "stop requested"), **_errors(400, 401, 403, 404, 408, 413)}}},
     "/api/v1/events": {"get": {
@@ -333,7 +206,7 @@ PATHS: dict[str, Any] = {
                               "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}},
     "/api/v1/virtual-clusters": {"get": {
         "summary": "virtual clusters: capacity, used, jobs per state",
-        "responses": {"200": _json({"type": "object", "additionalProperties": _ref("VirtualCluster")}, "")}}},
+        "responses": {"200": _json(_ref("VirtualClusters"), "")}}},
     **LOG_PATHS,
     **PORTAL_PATHS,
     "/api/v1/virtual-clusters/{vc}": {

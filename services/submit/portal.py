@@ -19,6 +19,7 @@ import structlog
 from aiohttp import web
 
 from services.submit.access import principal_of
+from services.submit.answers import Whoami, answer
 from services.submit.errors import ApiError, shown
 
 log = structlog.get_logger("paiq.submit")
@@ -80,7 +81,7 @@ async def get_asset(request: web.Request) -> web.Response:
 
 async def get_whoami(request: web.Request) -> web.Response:
     principal = await principal_of(request)
-    return web.json_response({"user": principal.user, "admin": principal.admin, "groups": list(principal.groups)})
+    return answer(Whoami(user=principal.user, admin=principal.admin, groups=principal.groups))
 
 
 def add_portal_routes(app: web.Application) -> None:
@@ -115,8 +116,6 @@ PORTAL_PATHS: dict[str, Any] = {
         "summary": "whose token this is: the user, whether an administrator, and the user's groups",
         "security": [{"bearer": []}],
         "responses": {"200": {"description": "the token's user", "content": {"application/json": {"schema": {
-            "type": "object", "required": ["user", "admin", "groups"],
-            "properties": {"user": {"type": "string"}, "admin": {"type": "boolean"},
-                           "groups": {"type": "array", "items": {"type": "string"}}}}}}},
+            "$ref": "#/components/schemas/Whoami"}}}},
             "401": _error("no token, or an unknown or expired one")}}},
 }

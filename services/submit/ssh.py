@@ -6,7 +6,6 @@ document or a list answer (:mod:`shared.jobkeys`).
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
@@ -15,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import SecretStr
 
 from services.submit.access import principal_of
+from services.submit.answers import KeyPair, SshContainer, SshInfo, answer
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
 from services.submit.lookup import job_or_404
@@ -51,18 +51,18 @@ def key_folder(api_url: str, job: JobRecord) -> str:
     return f"{api_url.rstrip('/')}/api/v1/user/{quote(job.user)}/jobs/{quote(job.name)}/ssh/"
 
 
-def ssh_info(job: JobRecord, key: JobKey, api_url: str) -> dict[str, Any]:
+def ssh_info(job: JobRecord, key: JobKey, api_url: str) -> SshInfo:
     """OpenPAI's answer of ``GET .../ssh``: a container for every running task that has an ssh port
     (``id`` is its ``PAI_CONTAINER_ID``; paiq adds the task's role and index), and where the keys are."""
-    containers = [
-        {"id": container_name(job.id, job.attempt, t.role, t.index), "sshIp": t.ip, "sshPort": str(t.ports["ssh"][0]),
-         "taskRoleName": t.role, "taskIndex": t.index}
+    containers = tuple(
+        SshContainer(id=container_name(job.id, job.attempt, t.role, t.index), ssh_ip=t.ip,
+                     ssh_port=str(t.ports["ssh"][0]), task_role_name=t.role, task_index=t.index)
         for t in job.tasks if t.state == TaskState.RUNNING and t.ip and t.ports.get("ssh")
-    ]
+    )
     folder = key_folder(api_url, job)
-    return {"containers": containers, "keyPair": {
-        "folderPath": folder, "publicKeyFileName": f"{key.name}.pub", "privateKeyFileName": key.name,
-        "privateKeyDirectDownloadLink": folder + quote(key.name)}}
+    return SshInfo(containers=containers, key_pair=KeyPair(
+        folder_path=folder, public_key_file_name=f"{key.name}.pub", private_key_file_name=key.name,
+        private_key_direct_download_link=folder + quote(key.name)))
 
 
 async def _job_and_key(request: web.Request) -> tuple[JobRecord, JobKey]:
@@ -77,7 +77,7 @@ async def _job_and_key(request: web.Request) -> tuple[JobRecord, JobKey]:
 async def get_job_ssh(request: web.Request) -> web.Response:
     """Open to all, as in OpenPAI (the job's detail shows the same hosts and ports)."""
     job, key = await _job_and_key(request)
-    return web.json_response(ssh_info(job, key, request.app[DEPS].settings.api_url))
+    return answer(ssh_info(job, key, request.app[DEPS].settings.api_url))
 
 
 async def get_key_file(request: web.Request) -> web.Response:
