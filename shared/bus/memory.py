@@ -48,6 +48,7 @@ class MemoryBus:
         self._queues: dict[str, _Queue] = {}
         self._prefetch = prefetch
         self._inflight: set[asyncio.Task[None]] = set()
+        self._progress = asyncio.Event()  # a delivery ended (see drained)
         self.dead_letters: list[bytes] = []
         self._outages = Outages()
 
@@ -71,6 +72,17 @@ class MemoryBus:
         q.consumer = asyncio.create_task(self._consume(q), name=f"bus:{queue}")
         return _MemorySubscription(q)
 
+    async def drained(self, limit_s: float = 30) -> None:
+        """Return once every message published so far to a consumed queue has been handled (or
+        dead-lettered): each such inbox empty and no delivery in flight. What a test waits for before it
+        checks that something did *not* happen: the consumers had every chance to act."""
+        async with asyncio.timeout(limit_s):
+            while True:
+                self._progress.clear()
+                if not self._inflight and all(q.consumer is None or q.inbox.empty() for q in self._queues.values()):
+                    return
+                await self._progress.wait()  # set whenever a delivery ends
+
     async def close(self) -> None:
         for q in self._queues.values():
             if q.consumer:
@@ -92,6 +104,7 @@ class MemoryBus:
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
             task.add_done_callback(lambda _: slots.release())
+            task.add_done_callback(lambda _: self._progress.set())
 
     async def _deliver(self, q: _Queue, body: bytes, attempt: int) -> None:
         try:

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 # Which service owns which metric (in `paiq up` they all show on the API port).
 OWNED = {
     "status": ['paiq_jobs{state="SUCCEEDED",vc="default"}'],
-    "scheduler": ["paiq_scheduling_seconds_count", 'paiq_queue_wait_seconds_count{vc="default"}',
+    "scheduler": ["paiq_scheduler_decision_seconds_count", 'paiq_queue_wait_seconds_count{vc="default"}',
                   'paiq_node_gpus{kind="free",node='],
     "launcher": ["paiq_launch_seconds_count", "paiq_events_handled_total{"],
 }

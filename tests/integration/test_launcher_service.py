@@ -62,7 +62,7 @@ async def test_a_launch_delivered_twice_starts_one_container(h: Harness, docker_
     await h.launch(job, specs)  # a redelivery while the first is in flight
     await h.wait_for(TaskStarted, lambda e: e.subject == job.id)
     await h.launch(job, specs)  # and one after it started
-    await asyncio.sleep(0.5)
+    await h.bus.drained()  # every launch handled
     started = h.of(TaskStarted, job.id)
     assert len({e.data.container_id for e in started}) == 1, started
     assert len(node_containers(docker_client, h.node_id)) == 1
@@ -70,7 +70,7 @@ async def test_a_launch_delivered_twice_starts_one_container(h: Harness, docker_
     assert exited.data.exit_code == 0 and exited.data.container_id == started[0].data.container_id
     assert await all_removed(docker_client, h.node_id) == [], "removed once its log was saved"
     await h.launch(job, specs)  # a replay long after: the task ran already, it must not run again
-    await asyncio.sleep(1.5)
+    await h.bus.drained()
     assert node_containers(docker_client, h.node_id) == []
     assert len({e.data.container_id for e in h.of(TaskStarted, job.id)}) == 1
 
@@ -239,9 +239,13 @@ async def test_a_restarted_launcher_adopts_running_containers_and_reports_missed
             await h.wait_for(TaskStarted, lambda e: e.subject == quick.id)
         # The launcher is gone (its containers are not): "quick" ends while nobody watches.
         before = {e.data.index: e.data.container_id for e in h.of(TaskStarted, running.id)}
-        await asyncio.sleep(2)
-        assert h.of(TaskExited, quick.id) == []
         quick_id = h.of(TaskStarted, quick.id)[0].data.container_id
+        for _ in range(100):  # "quick" ends (after its 1 s) with nobody to see it
+            if docker_client.containers.get(quick_id).status == "exited":
+                break
+            await asyncio.sleep(0.1)
+        assert docker_client.containers.get(quick_id).status == "exited"
+        assert h.of(TaskExited, quick.id) == []
         assert sorted(node_containers(docker_client, h.node_id)) == sorted([*before.values(), quick_id])
         assert all(docker_client.containers.get(c).status == "running" for c in before.values())
         async with running_launcher(h.settings, h.store, h.bus):
@@ -263,7 +267,9 @@ async def test_a_placed_task_without_a_container_is_launched_by_reconcile_once(
         job, _ = await h.job("orphan", command="echo ran")  # placed; its launch message was lost
         async with running_launcher(h.settings, h.store, h.bus):
             exited = await h.exited(job)
-            await asyncio.sleep(2.5)  # more reconcile passes, the job still shows the task waiting
+            # A later reconcile pass, the job still showing the task waiting, reports the exit again
+            # (the stored run) and must not launch it again.
+            await h.wait_for(TaskExited, lambda e: e.subject == job.id and e is not exited)
         assert exited.data.exit_code == 0
         assert len({e.data.container_id for e in h.of(TaskStarted, job.id)}) == 1, "launched once, never again"
         assert await h.log_text(job) == "ran\n"
