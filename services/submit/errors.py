@@ -4,7 +4,7 @@ in the OpenAPI document, and the ``{code, message}`` answer (:class:`Error`) tha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
@@ -109,3 +109,15 @@ def shown(value: str, limit: int = SHOWN_CHARS) -> str:
     if not value.isprintable() or "\ufffd" in value:  # U+FFFD: where the URL held bytes that are not UTF-8
         return "(a value with control characters or bytes that are not UTF-8)"
     return repr(value)
+
+
+def error_responses(*statuses: int, also: Mapping[int, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """The OpenAPI answers of a route's errors: ``{code, message}`` with the codes each status carries
+    (``also``: codes only this route answers with), described by what the status means."""
+    out: dict[str, Any] = {}
+    for status in statuses:
+        codes = sorted({*codes_of(status), *(also or {}).get(status, ())})
+        schema = {"allOf": [{"$ref": "#/components/schemas/Error"}], "properties": {"code": {"enum": codes}}}
+        out[str(status)] = {"description": f"{MEANING_OF_STATUS[status]} ({', '.join(codes)})",
+                            "content": {"application/json": {"schema": schema}}}
+    return out

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from services.submit.access import principal_of
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError, shown
+from services.submit.errors import ApiError, error_responses, shown
 from services.submit.users import check_user_name
 from shared.logstore import LogLineRecord, LogStore, RunKey
 
@@ -128,8 +128,7 @@ LOG_PATHS: dict[str, Any] = {LOG_ROUTE: {"get": {
     "security": [{"bearer": []}], "parameters": _PARAMS,
     "responses": {
         "200": {"description": "the log, as text", "content": {"text/plain": {"schema": {"type": "string"}}}},
-        **{str(c): {"description": "an error", "content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/Error"}}}} for c in (400, 401, 403, 404)}}}}}
+        **error_responses(400, 401, 403, 404)}}}}
 
 
 def add_log_routes(app: web.Application) -> None:

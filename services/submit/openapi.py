@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from services.submit.answers import ANSWERS
-from services.submit.errors import MEANING_OF_STATUS, codes_of
+from services.submit.errors import error_responses as _errors
 from services.submit.jobschema import REF, job_config_schemas, named_by_path
 from services.submit.logs import LOG_PATHS
 from services.submit.portal import PORTAL_PATHS
@@ -77,16 +77,6 @@ _EVERY_ROUTE = (
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _errors(*statuses: int, also: dict[int, tuple[str, ...]] | None = None) -> dict[str, Any]:
-    """Error answers: ``{code, message}`` with the codes of each status (``also``: a route's exceptions)."""
-    out = {}
-    for status in statuses:
-        codes = sorted({*codes_of(status), *(also or {}).get(status, ())})
-        schema = {"allOf": [_ref("Error")], "properties": {"code": {"enum": codes}}}
-        out[str(status)] = _json(schema, f"{MEANING_OF_STATUS[status]} ({', '.join(codes)})")
-    return out
 
 
 def _body(schema: dict[str, Any], *, form: bool = False) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from services.submit.access import principal_of
 from services.submit.answers import Whoami, answer
-from services.submit.errors import ApiError, shown
+from services.submit.errors import ApiError, error_responses, shown
 
 log = structlog.get_logger("paiq.submit")
 
@@ -95,11 +95,6 @@ def _text(content_type: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {content_type: {"schema": {"type": "string"}}}}
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-
-
 # The routes' OpenAPI description (merged into services.submit.openapi.PATHS).
 PORTAL_PATHS: dict[str, Any] = {
     "/": {"get": {"summary": "the web portal (a single page; see README: Web portal)",
@@ -111,11 +106,11 @@ PORTAL_PATHS: dict[str, Any] = {
         "responses": {"200": {"description": "the file", "content": {
             t: {"schema": {"type": "string"}} for t in sorted(set(CONTENT_TYPES.values()) - {"text/html"})}},
             "304": {"description": "unchanged since the ETag sent in If-None-Match"},
-            "404": _error("no such file")}}},
+            **error_responses(404)}}},
     "/api/v1/whoami": {"get": {
         "summary": "whose token this is: the user, whether an administrator, and the user's groups",
         "security": [{"bearer": []}],
         "responses": {"200": {"description": "the token's user", "content": {"application/json": {"schema": {
             "$ref": "#/components/schemas/Whoami"}}}},
-            "401": _error("no token, or an unknown or expired one")}}},
+            **error_responses(401)}}},
 }

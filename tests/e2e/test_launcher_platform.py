@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,9 @@ async def _wait_tasks_running(api: PaiqClient, user: str, name: str, count: int)
 
 
 def _restart_launcher(platform: Platform) -> subprocess.Popen[bytes]:
-    env = {**platform.env, "PAIQ_LAUNCHER_OPS_PORT": str(free_port())}
+    port = free_port()
+    env = {**platform.env, "PAIQ_LAUNCHER_OPS_PORT": str(port)}
+    platform.ops["launcher"] = f"http://127.0.0.1:{port}"
     with (platform.workdir / "launcher-restarted.log").open("ab") as out:
         proc = subprocess.Popen([PYTHON, "-m", "services.launcher"], env=env, cwd=REPO, stdout=out, stderr=out)
     platform.procs.append(proc)
@@ -261,7 +264,11 @@ async def test_kill_9_of_the_launcher_while_three_tasks_run_loses_nothing(
     assert launcher.args[-1] == "services.launcher"
     launcher.send_signal(signal.SIGKILL)
     launcher.wait(10)
-    await asyncio.sleep(3)  # task 0 ends while no launcher watches
+    for _ in range(100):  # task 0 ends (after its 2 s) while no launcher watches
+        if docker_client.containers.get(before[0]).status == "exited":
+            break
+        await asyncio.sleep(0.1)
+    assert docker_client.containers.get(before[0]).status == "exited"
     running = {c.id for c in docker_client.containers.list(filters={"label": f"paiq.node={platform.node_id}"})}
     assert set(before[1:]) <= running, "killing the launcher killed no task"
     restarted = _restart_launcher(platform)
@@ -277,6 +284,23 @@ async def test_kill_9_of_the_launcher_while_three_tasks_run_loses_nothing(
         assert await log_text(api, user, "survivor", index=i) == f"begin-{i}\nend\n"
 
 
+def launches_handled(platform: Platform) -> float:
+    """How many launch commands the launcher has handled to the end (its paiq_events_handled_total)."""
+    with urllib.request.urlopen(platform.ops["launcher"] + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    key = f'type="node.{platform.node_id}.launch"'
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("paiq_events_handled_total{") and key in line and 'outcome="ok"' in line)
+
+
+async def _until_launches_handled(platform: Platform, count: float, limit_s: float = 30) -> None:
+    for _ in range(int(limit_s / 0.1)):
+        if await asyncio.to_thread(launches_handled, platform) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the launcher handled {launches_handled(platform)} launches, not {count}")
+
+
 async def test_a_launch_delivered_twice_starts_one_container(
         platform: Platform, api: PaiqClient, user: str, docker_client: docker.DockerClient) -> None:
     await api.submit(user, json.dumps(job_config("once", command="sleep 3; echo once")).encode())
@@ -287,14 +311,15 @@ async def test_a_launch_delivered_twice_starts_one_container(
     again = LaunchTasks(subject=job.id, data=LaunchTasksData(
         job_id=job.id, attempt=job.attempt, node_id=platform.node_id,
         tasks=tuple(task_specs(job, plan, f"file://{fs_root(platform)}"))))
+    handled = launches_handled(platform)
     async with open_amqp_bus(platform.env["PAIQ_AMQP_URL"], platform.env["PAIQ_EXCHANGE"],
                              unique("dup-")) as bus:
         await bus.publish([again, again])
-        await asyncio.sleep(1)
+        await _until_launches_handled(platform, handled + 2)  # the launcher took both in
         assert container_ids(docker_client, f"paiq.job={job.id}") == [container]
         detail, _ = await wait_final(api, user, "once")
         await bus.publish([again])  # and once more after the task ended and its container went
-        await asyncio.sleep(2)
+        await _until_launches_handled(platform, handled + 3)
     assert detail["jobStatus"]["state"] == "SUCCEEDED"
     assert container_ids(docker_client, f"paiq.job={job.id}") == []
     assert await log_text(api, user, "once") == "once\n", "it ran once"
