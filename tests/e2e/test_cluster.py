@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -139,12 +140,7 @@ async def test_a_standby_scheduler_takes_over_when_the_leader_dies(
     leader = platform.procs[1]  # start_platform starts status, scheduler, launcher, submit in that order
     assert leader.args[-1] == "services.scheduler"  # type: ignore[index]
     standby = start_extra_process(platform, "scheduler-standby", "services.scheduler")
-    standby_log = platform.workdir / "scheduler-standby.log"
-    for _ in range(100):  # it says so once it found the lease held
-        if "standing by: another scheduler holds the lease" in standby_log.read_text():
-            break
-        await asyncio.sleep(0.1)
-    assert "standing by: another scheduler holds the lease" in standby_log.read_text()
+    await _logged(platform.workdir / "scheduler-standby.log", "standing by: another scheduler holds the lease")
     leader.send_signal(signal.SIGKILL)
     leader.wait(10)
     await api.submit(user, spread_job("after-failover", "true", tasks=1))
@@ -154,16 +150,29 @@ async def test_a_standby_scheduler_takes_over_when_the_leader_dies(
     assert standby.poll() is None
 
 
+async def _logged(log: Path, line: str, limit_s: float = 20) -> None:
+    """Wait until a process's log says ``line``."""
+    def said() -> bool:
+        return log.exists() and line in log.read_text()
+
+    for _ in range(int(limit_s / 0.1)):
+        if await asyncio.to_thread(said):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{log.name} did not say {line!r} within {limit_s}s")
+
+
 async def test_a_leader_frozen_past_its_lease_books_nothing_twice(
         api: PaiqClient, user: str, cluster: tuple[Platform, dict[str, subprocess.Popen[bytes]]]) -> None:
     platform, _ = cluster
     schedulers = [p for p in platform.procs if p.args[-1] == "services.scheduler" and p.poll() is None]  # type: ignore[index]
     fresh = start_extra_process(platform, "scheduler-fresh", "services.scheduler")
-    await asyncio.sleep(1.5)  # it stands by
+    fresh_log = platform.workdir / "scheduler-fresh.log"
+    await _logged(fresh_log, "standing by: another scheduler holds the lease")
     for proc in schedulers:
         proc.send_signal(signal.SIGSTOP)  # the leader stalls (a long GC pause, a frozen VM)
     try:
-        await asyncio.sleep(4)  # past PAIQ_LEASE_SECONDS (3): the fresh scheduler takes over
+        await _logged(fresh_log, "this scheduler leads now")  # past PAIQ_LEASE_SECONDS (3)
         for i in range(3):  # each takes one node's 2 CPUs: the cluster is full
             await api.submit(user, spread_job(f"frozen-{i}", "sleep 30", tasks=1))
         for i in range(3):
@@ -172,9 +181,16 @@ async def test_a_leader_frozen_past_its_lease_books_nothing_twice(
         for proc in schedulers:
             proc.send_signal(signal.SIGCONT)  # it wakes with its old view and its old lease
     await api.submit(user, spread_job("frozen-extra", "true", tasks=1))
-    await asyncio.sleep(4)  # the old leader's passes, if any, and its lease renewal
-    said = {log.name: log.read_text() for log in platform.workdir.glob("scheduler*.log")
-            if log.name != "scheduler-fresh.log"}
+    # The anchors: the old leader renewed (and lost) its lease, and the new one has looked at the extra
+    # job; whatever the old leader's passes would book, they had the chance to.
+    for _ in range(200):
+        said = {log.name: log.read_text() for log in platform.workdir.glob("scheduler*.log")
+                if log.name != "scheduler-fresh.log"}
+        extra = (await api.job(user, "frozen-extra"))["jobStatus"]
+        if any("lost the scheduler lease; standing by" in text for text in said.values()) \
+                and "lack 2 free CPUs" in str(extra["reason"]):
+            break
+        await asyncio.sleep(0.1)
     assert any("lost the scheduler lease; standing by" in text for text in said.values()), \
         "the old leader stood by once it saw the lease gone"
     assert all(proc.poll() is None for proc in schedulers), "losing the lease stops the work, not the process"
