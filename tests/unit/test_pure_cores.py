@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE = ["shared.validation", "shared.jobconfig", "shared.placement", "shared.lifecycle", "shared.completion",
         "shared.envvars", "shared.launchspec", "shared.queueing", "shared.vclusters", "shared.exitspec",
         "shared.storagepath", "shared.envsize", "shared.joblimits", "shared.docsize", "shared.joinumbers",
-        "services.launcher.exits", "services.launcher.decide", "services.launcher.tasklabels"]
+        "services.launcher.exits", "services.launcher.decide", "services.launcher.tasklabels",
+        "shared.priority", "shared.preemption"]
 IO = {"asyncio", "aio_pika", "aiormq", "pymongo", "bson", "docker", "aiohttp", "socket", "subprocess",
       "threading", "requests", "urllib.request"}
 
