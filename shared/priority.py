@@ -63,7 +63,12 @@ def _raw_class(extras: Mapping[str, Any]) -> object:
 
 def priority_class_of(config: JobConfig) -> PriorityClass:
     """The config's class; the default when the field is absent, null or not a known class."""
-    raw = _raw_class(config.extras)
+    return class_of_extras(config.extras)
+
+
+def class_of_extras(extras: Mapping[str, Any]) -> PriorityClass:
+    """The class named in a config's ``extras`` (as stored: what the queue's reads project)."""
+    raw = _raw_class(extras)
     try:
         return PriorityClass(raw) if isinstance(raw, str) else DEFAULT_CLASS
     except ValueError:

@@ -1,11 +1,15 @@
 """The waiting queue as a pure decision: which queued jobs start now, and why each other one waits.
 
-Each virtual cluster has its own queue, oldest first. A job starts when its VC's quota allows it and
-the placement finds room for every task. A later, smaller job may start past one that is blocked
-(backfill) only while that blocked head of the queue has waited less than ``backfill_bound_ms``;
-after that the VC starts nothing else until its head starts, so a big gang job is never starved by
-a stream of small ones. Every waiting job gets a reason (why it waits, never where: its position is
-derived when read, :func:`queue_positions`, so a head that starts rewrites nothing).
+Each virtual cluster has its own queue, in one order (:func:`queue_key`): higher priority first
+(OpenPAI's ``extras.hivedScheduler.jobPriorityClass``, :mod:`shared.priority`), then, among equal
+priorities, the user whose running jobs hold the smallest dominant share of the VC's quota (DRF: the
+largest of their GPU, CPU and memory fractions; the GPU fraction breaks ties), then the oldest. A job
+starts when its VC's quota allows it and the placement finds room for every task. A later job may start
+past one that is blocked (backfill) only while that blocked head of the queue has waited less than
+``backfill_bound_ms``; after that the VC starts nothing else until its head starts, so a big gang job
+is never starved by a stream of small ones. Every waiting job gets a reason (why it waits, never where:
+its position is derived when read, :func:`queue_positions`, from the same order and the shares the last
+pass used, so a head that starts rewrites nothing).
 
 A job that could not start even on an idle cluster waits without blocking its queue; whether it could
 is decided once per job and cluster shape (``never_fits``, which the caller keeps between passes), so
@@ -16,12 +20,16 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from shared.placement import ClusterSnapshot, Plan, place
+from shared.priority import DEFAULT_CLASS, priority_of
 from shared.records import JobRecord, holdings
-from shared.vclusters import Resources, VirtualCluster, quota_problem
+from shared.vclusters import Resources, VirtualCluster, limit, quota_problem
+
+DEFAULT_PRIORITY = DEFAULT_CLASS.number
 
 
 @dataclass(frozen=True)
@@ -48,15 +56,66 @@ def queued_since(job: JobRecord) -> int:
     return job.queued_ms or job.created_ms
 
 
-def queue_positions(queued: list[tuple[str, str, int]]) -> dict[str, int]:
-    """1-based position of each queued job in its VC's queue, from ``(job_id, vc, queued_since)``: the
-    order :func:`plan_queue` decides in."""
+class QueueEntry(NamedTuple):
+    """What a queued job's place is decided from: all a read needs (the store projects just these)."""
+
+    job_id: str
+    vc: str
+    since: int  # queued_since
+    user: str = ""
+    priority: int = DEFAULT_PRIORITY
+
+
+class Share(NamedTuple):
+    """A user's share of a VC's quota held by their running jobs: the dominant fraction, then the GPUs'."""
+
+    dominant: float = 0.0
+    gpus: float = 0.0
+
+
+NO_SHARE = Share()
+Shares = Mapping[str, Mapping[str, Share]]  # vc -> user -> share
+
+
+def entry_of(job: JobRecord) -> QueueEntry:
+    return QueueEntry(job.id, job.virtual_cluster, queued_since(job), job.user, priority_of(job.config))
+
+
+def queue_key(entry: QueueEntry, shares: Shares) -> tuple[int, float, float, int, str]:
+    """The one queue order: priority (higher first), the user's share (smaller first), age, id."""
+    share = shares.get(entry.vc, {}).get(entry.user, NO_SHARE)
+    return -entry.priority, share.dominant, share.gpus, entry.since, entry.job_id
+
+
+def queue_positions(queued: Iterable[QueueEntry], shares: Shares | None = None) -> dict[str, int]:
+    """1-based position of each queued job in its VC's queue: the order :func:`plan_queue` decides in,
+    with the shares it used (``shares``, as the scheduler's last pass stored them)."""
     positions: dict[str, int] = {}
     seen: dict[str, int] = defaultdict(int)
-    for job_id, vc, _ in sorted(queued, key=lambda q: (q[1], q[2], q[0])):
-        seen[vc] += 1
-        positions[job_id] = seen[vc]
+    for entry in sorted(queued, key=lambda q: (q.vc, *queue_key(q, shares or {}))):
+        seen[entry.vc] += 1
+        positions[entry.job_id] = seen[entry.vc]
     return positions
+
+
+def user_shares(jobs: Iterable[JobRecord], vcs: Mapping[str, VirtualCluster], capacity: Resources) -> dict[
+        str, dict[str, Share]]:
+    """Each user's share of each VC's quota, from what their jobs' tasks hold (:func:`holdings`)."""
+    held: dict[tuple[str, str], Resources] = defaultdict(Resources)
+    for job, task, role in holdings(jobs):
+        held[job.virtual_cluster, job.user] = held[job.virtual_cluster, job.user] + Resources(
+            cpus=role.cpu_number, memory_mb=role.memory_mb, gpus=len(task.gpus))
+    shares: dict[str, dict[str, Share]] = defaultdict(dict)
+    for (vc_name, user), used in sorted(held.items()):
+        vc = vcs.get(vc_name)
+        if vc is None:
+            continue
+        cap = limit(vc, capacity)
+        fractions = {what: getattr(used, what) / getattr(cap, what)
+                     for what in ("gpus", "cpus", "memory_mb") if getattr(cap, what) > 0}
+        shares[vc_name][user] = Share(dominant=round(max(fractions.values(), default=0.0), 6),
+                                      gpus=round(fractions.get("gpus", 0.0), 6))
+    return dict(shares)
 
 
 def shown_reason(reason: str, position: int | None, vc: str) -> str:
@@ -89,15 +148,16 @@ def capacity_of(snapshot: ClusterSnapshot) -> Resources:
 
 def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str, VirtualCluster],
                used: dict[str, Resources], now_ms: int, backfill_bound_ms: int,
-               never_fits: Mapping[str, bool] | None = None) -> QueueDecision:
+               never_fits: Mapping[str, bool] | None = None, shares: Shares | None = None) -> QueueDecision:
     """Decide the queue; ``snapshot`` and ``used`` are updated with the jobs that start. ``never_fits``:
-    verdicts of earlier passes over the same nodes (a job not in it is tried on the idle cluster once)."""
+    verdicts of earlier passes over the same nodes (a job not in it is tried on the idle cluster once).
+    ``shares``: the users' shares (:func:`user_shares`) that order equal priorities."""
     capacity = capacity_of(snapshot)
     empty = ClusterSnapshot.build(snapshot.nodes, [])  # the same nodes with nothing running
     known = dict(never_fits or {})
     verdicts: dict[str, bool] = {}
     by_vc: dict[str, list[JobRecord]] = defaultdict(list)
-    for job in sorted(queued, key=lambda j: (queued_since(j), j.id)):
+    for job in sorted(queued, key=lambda j: queue_key(entry_of(j), shares or {})):
         by_vc[job.virtual_cluster].append(job)
     start: list[tuple[JobRecord, Plan]] = []
     waiting: dict[str, Waiting] = {}

@@ -27,6 +27,8 @@ from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.jobkeys import JobKey
 from shared.joblist import Cursor, JobPage, list_page
 from shared.logstore import LogStore
+from shared.priority import class_of_extras
+from shared.queueing import QueueEntry, Share
 from shared.records import (
     ACTIVE_JOB_STATES,
     AttemptRecord,
@@ -58,6 +60,9 @@ class Fence:
 
     lease: str
     holder: str
+
+
+QUEUE_SHARES = "queue_shares"  # meta document: the users' shares of the scheduler's last pass
 
 
 class Store:
@@ -137,16 +142,33 @@ class Store:
     async def queue_lengths(self) -> dict[str, int]:
         """Queued jobs per VC, parked ones included (active work: the queue, never the history)."""
         lengths: dict[str, int] = {}
-        for _, vc, _ in await self.queue_order():
-            lengths[vc] = lengths.get(vc, 0) + 1
+        for entry in await self.queue_order():
+            lengths[entry.vc] = lengths.get(entry.vc, 0) + 1
         return lengths
 
-    async def queue_order(self) -> list[tuple[str, str, int]]:
-        """``(job_id, vc, queued_since)`` of every queued job: what queue positions are derived from."""
+    async def queue_order(self) -> list[QueueEntry]:
+        """Every queued job as its queue place is decided from (:class:`shared.queueing.QueueEntry`): the
+        fields projected, the priority class read from the stored config (documents of any age)."""
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value},
-                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1})
-        return [(str(d["_id"]), str(d["virtual_cluster"]), int(d.get("queued_ms") or d["created_ms"]))
+                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1,
+                                 "config.extras.hivedScheduler.jobPriorityClass": 1})
+        return [QueueEntry(str(d["_id"]), str(d["virtual_cluster"]), int(d.get("queued_ms") or d["created_ms"]),
+                           str(d.get("user", "")), class_of_extras(d.get("config", {}).get("extras", {})).number)
                 async for d in cursor]
+
+    async def queue_shares(self) -> dict[str, dict[str, Share]]:
+        """The users' shares the scheduler's last pass ordered its queues by (see :meth:`set_queue_shares`)."""
+        doc = await self.meta.find_one({"_id": QUEUE_SHARES})
+        shares: dict[str, dict[str, Share]] = {}
+        for row in (doc or {}).get("shares", []):
+            shares.setdefault(str(row["vc"]), {})[str(row["user"])] = Share(float(row["dominant"]), float(row["gpus"]))
+        return shares
+
+    async def set_queue_shares(self, shares: Mapping[str, Mapping[str, Share]]) -> None:
+        """One small document (users x VCs with running jobs), written by the scheduler when it changed."""
+        rows = [{"vc": vc, "user": user, "dominant": share.dominant, "gpus": share.gpus}
+                for vc, users in sorted(shares.items()) for user, share in sorted(users.items())]
+        await self.meta.replace_one({"_id": QUEUE_SHARES}, {"_id": QUEUE_SHARES, "shares": rows}, upsert=True)
 
     async def placed_jobs(self) -> list[JobRecord]:
         """Active jobs that hold a placement."""

@@ -39,6 +39,7 @@ from shared.jobconfig import (
 from shared.joblimits import JobLimits, count_values, nesting_depth, printable, setting, walk
 from shared.joinumbers import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from shared.joinumbers import joi_integer as joi_integer
+from shared.priority import check_priority_class
 
 MAX_CONFIG_BYTES = 1024 * 1024
 DEFAULT_LIMITS = JobLimits()
@@ -291,6 +292,9 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
         for key in extras:
             if not re.fullmatch(EXTRAS_KEY_PATTERN, key):
                 problems.append(ConfigProblem(path=f"extras.{key}", rule=f"key must match {EXTRAS_KEY_PATTERN}"))
+        priority = check_priority_class(extras)
+        if priority is not None:
+            problems.append(priority)
     if problems:
         cleaned.pop("jobEnvs", None)
         cleaned.pop("extras", None)

@@ -45,7 +45,7 @@ from shared.events import (
 from shared.launchspec import job_launch, placed_tasks
 from shared.metrics import NODE_GPUS, QUEUE_DECISION, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, VC_GPUS
 from shared.placement import ClusterSnapshot, Plan
-from shared.queueing import QueueDecision, never_fits_key, plan_queue, usage_by_vc
+from shared.queueing import QueueDecision, Share, capacity_of, never_fits_key, plan_queue, usage_by_vc, user_shares
 from shared.records import JobRecord, TaskSpec, holds_resources, now_ms
 from shared.settings import Settings
 from shared.store import Fence, Store
@@ -72,6 +72,8 @@ class SchedulerDeps:
     # Whether a queued job could start even on an idle cluster, for the cluster shape it was decided on.
     never_fits: dict[str, bool] = field(default_factory=dict)
     shape: str = ""
+    # The users' shares the last pass ordered by, as stored for the queue's readers (written when changed).
+    shares: dict[str, dict[str, Share]] | None = None
     # Set once this instance leads: its commits are fenced by the lease (see Store.commit_placements).
     fence: Fence | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when the lease is lost while leading
@@ -96,10 +98,14 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
         if unparked:
             log.info("the cluster changed: jobs that could not fit are looked at again", jobs=unparked)
     queued = await deps.store.queued_jobs()  # parked jobs left out: a standing queue costs nothing
+    shares = user_shares(holding, vcs, capacity_of(snapshot))
+    if shares != deps.shares:  # what reads derive queue positions from: the order this pass decides in
+        await deps.store.set_queue_shares(shares)
+        deps.shares = shares
     now = now_ms()
     with QUEUE_DECISION.time():
         decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
-                              deps.settings.backfill_bound_seconds * 1000, deps.never_fits)
+                              deps.settings.backfill_bound_seconds * 1000, deps.never_fits, shares)
     deps.never_fits = decision.never_fits
     events = await _commit(deps, decision, now)
     events += await _record_waiting(deps, queued, decision)

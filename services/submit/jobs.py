@@ -31,6 +31,8 @@ from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, Jo
 from shared.jobconfig import JobConfig
 from shared.joblimits import JobLimits, printable
 from shared.joblist import Cursor, CursorError
+from shared.priority import FIELD_PATH as PRIORITY_FIELD
+from shared.priority import PriorityClass, priority_class_of
 from shared.queueing import queue_positions
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, SubState, initial_tasks, new_job_id, now_ms
 from shared.settings import Settings
@@ -143,6 +145,9 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
         raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
     if not vc.admits(principal.user, principal.groups):
         raise ApiError("ForbiddenUserError", f"user {user} may not use virtual cluster {vc.name}")
+    if priority_class_of(config) is PriorityClass.CRIT and not principal.admin:
+        raise ApiError("ForbiddenUserError", f"{PRIORITY_FIELD} crit is for administrators (it may preempt "
+                                             "any other job); use prod, test or oppo")
     admitted = requested_user_keys(config)
     # The key first: a job is never launched without it. (A key whose job was not stored is removed.)
     await deps.store.put_job_key(new_job_key(job, admitted))
@@ -306,7 +311,7 @@ async def _list(request: web.Request, user: str | None) -> web.Response:
 
 async def _positions(store: Store) -> dict[str, int]:
     """Queued jobs' places in their queues, derived from the queue as it is now (active work only)."""
-    return queue_positions(await store.queue_order())
+    return queue_positions(await store.queue_order(), await store.queue_shares())
 
 
 async def list_jobs(request: web.Request) -> web.Response:

@@ -41,6 +41,7 @@ from shared.jobconfig import (
     TaskRole,
 )
 from shared.joblimits import INT64, JobLimits
+from shared.priority import DEFAULT_CLASS, PriorityClass
 from shared.validation import MAX_CONFIG_BYTES, MAX_SAFE_INTEGER
 
 REF = "#/components/schemas/{model}"
@@ -237,6 +238,15 @@ def job_config_schemas() -> dict[str, dict[str, Any]]:
                                                         {"type": "number", **INTEGER_64}, {"type": "boolean"}]}
     top["extras"]["propertyNames"] = {"pattern": EXTRAS_KEY_PATTERN}
     top["extras"]["additionalProperties"] = {"$ref": REF.format(model="JsonValue")}
+    top["extras"]["properties"] = {"hivedScheduler": {
+        "anyOf": [{"type": "null"}, {
+            "type": "object", "additionalProperties": {"$ref": REF.format(model="JsonValue")},
+            "properties": {"jobPriorityClass": {
+                "anyOf": [{"type": "null"}, {"type": "string", "enum": [c.value for c in PriorityClass]}],
+                "description": "OpenPAI's (HiveD's) priority class: " + ", ".join(
+                    f"{c.value} {c.number}" for c in PriorityClass) + f"; absent: {DEFAULT_CLASS.value}. "
+                    "crit is for administrators."}}}],
+        "description": "OpenPAI's HiveD options; paiq reads jobPriorityClass"}}
     for name, description in OBSOLETE_INTEGERS.items():
         top[name] = {**_lenient_integer({}, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, nullable=False),
                      "deprecated": True, "description": description}

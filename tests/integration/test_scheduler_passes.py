@@ -171,7 +171,7 @@ async def test_a_job_that_can_never_fit_is_parked_until_the_cluster_changes(stor
     parked = await store.get_job(hopeless.id)
     assert parked is not None and parked.parked and parked.reason.startswith("it cannot start even on an idle")
     assert await store.queued_jobs() == [], "a pass does not even read it"
-    assert [job_id for job_id, _, _ in await store.queue_order()] == [hopeless.id], "it keeps its place"
+    assert [entry.job_id for entry in await store.queue_order()] == [hopeless.id], "it keeps its place"
     assert await store.queue_lengths() == {"default": 1}
     assert await schedule_pass(deps) == [], "nothing to say, nothing written"
     await store.upsert_node(node("n2", cpus=16))  # the cluster changes: it is looked at again

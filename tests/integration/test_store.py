@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from shared.errors import JobExistsError
+from shared.queueing import QueueEntry, Share
 from shared.records import JobRecord, JobState, initial_tasks, job_id_of
 from shared.store import Store, open_store
 from shared.validation import Accepted, validate_job_config
@@ -64,8 +65,20 @@ async def test_waiting_reasons_are_written_in_one_batch(store: Store) -> None:
     await store.set_waiting_reasons([(job, f"reason {i}", False) for i, job in enumerate(jobs)])
     again = [await store.get_job(j.id) for j in jobs]
     assert [j.reason for j in again if j] == ["reason 0", "reason 1", "reason 2"]
-    assert [(job_id, position) for job_id, _, position in sorted(await store.queue_order())] == [
-        (j.id, j.created_ms) for j in jobs]
+    assert sorted(await store.queue_order()) == [QueueEntry(j.id, j.virtual_cluster, j.created_ms, j.user, 10)
+                                                 for j in jobs], "test: priority 10 (no class given)"
+
+
+async def test_the_queue_order_reads_each_jobs_priority_class_and_the_shares_round_trip(store: Store) -> None:
+    job = make_job("a", "urgent", 5)
+    job = job.model_copy(update={"config": job.config.model_copy(update={
+        "extras": {"hivedScheduler": {"jobPriorityClass": "prod"}}})})
+    await store.insert_job(job)
+    assert [e.priority for e in await store.queue_order() if e.job_id == job.id] == [100]
+    assert await store.queue_shares() == {}
+    shares = {"default": {"a": Share(0.25, 0.5), "b.c": Share(1.0, 0.0)}, "team": {"a": Share(0.0, 0.0)}}
+    await store.set_queue_shares(shares)
+    assert await store.queue_shares() == shares
 
 
 async def test_queued_and_placed_jobs(store: Store) -> None:

@@ -77,6 +77,8 @@ ACTIVE = [
 Query = Callable[[Store], Awaitable[object]]
 QUERIES: dict[str, Query] = {
     "queued_jobs": lambda s: s.queued_jobs(),
+    "queue_order": lambda s: s.queue_order(),
+    "queue_shares": lambda s: s.queue_shares(),
     "placed_jobs": lambda s: s.placed_jobs(),
     "jobs_holding_resources": lambda s: s.jobs_holding_resources(),
     "jobs_on_node": lambda s: s.jobs_on_node("n1"),

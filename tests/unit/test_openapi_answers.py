@@ -30,6 +30,7 @@ from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
 from shared.jobkeys import JobKey
 from shared.joblist import JobPage, JobSummary
+from shared.queueing import QueueEntry, Share, entry_of
 from shared.records import AttemptRecord, JobRecord, JobState, NodeRecord, SubState, TaskState
 from shared.settings import Settings
 from shared.vclusters import Quota, VirtualCluster
@@ -89,8 +90,11 @@ class FakeStore:
         page = [JobSummary.model_validate(j.to_document()) for j in found[offset:offset + limit]]
         return JobPage(page, "next-cursor" if len(found) > offset + limit else None)
 
-    async def queue_order(self) -> list[tuple[str, str, int]]:
-        return [(j.id, j.virtual_cluster, j.queued_ms or 0) for j in self.jobs if j.sub_state == SubState.QUEUED]
+    async def queue_order(self) -> list[QueueEntry]:
+        return [entry_of(j) for j in self.jobs if j.sub_state == SubState.QUEUED]
+
+    async def queue_shares(self) -> dict[str, dict[str, Share]]:
+        return {}
 
     async def find_job(self, user: str, name: str) -> JobRecord | None:
         return next((j for j in self.jobs if (j.user, j.name) == (user, name)), None)

@@ -12,12 +12,14 @@ from shared.priority import (
     PRIORITIES,
     PriorityClass,
     check_priority_class,
+    class_of_extras,
     is_opportunistic,
     priority_class_of,
     priority_name,
     priority_of,
 )
-from tests.unit.factories import make_config
+from shared.validation import Rejected, validate_job_config
+from tests.unit.factories import config_dict, make_config
 
 pytestmark = pytest.mark.unit
 
@@ -43,7 +45,9 @@ def test_the_numbers_are_openpais() -> None:
     ({"hivedScheduler": "prod"}, PriorityClass.TEST, 10),
 ])
 def test_priority_of_a_config(extras: dict[str, Any], cls: PriorityClass, number: int) -> None:
-    config = make_config(extras=extras)
+    # validation refuses the unknown ones (test below); a stored config of any age is read all the same
+    config = make_config().model_copy(update={"extras": extras})
+    assert class_of_extras(extras) is cls
     assert priority_class_of(config) is cls
     assert priority_of(config) == number
 
@@ -79,3 +83,16 @@ def test_check_priority_class_with_openpais_user_classes() -> None:
     found = check_priority_class({"hivedScheduler": {"jobPriorityClass": "crit"}}, users)
     assert str(found) == f'{FIELD_PATH}: must be one of prod, test, oppo; got "crit"'
     assert check_priority_class({"hivedScheduler": {"jobPriorityClass": "prod"}}, users) is None
+
+
+@pytest.mark.parametrize(("extras", "problem"), [
+    ({"hivedScheduler": {"jobPriorityClass": "urgent"}},
+     'extras.hivedScheduler.jobPriorityClass: must be one of crit, prod, test, oppo; got "urgent"'),
+    ({"hivedScheduler": {"jobPriorityClass": 100}},
+     "extras.hivedScheduler.jobPriorityClass: must be one of crit, prod, test, oppo; got 100"),
+    ({"hivedScheduler": "prod"}, "extras.hivedScheduler: must be an object"),
+])
+def test_validation_refuses_an_unknown_class_naming_the_field_and_the_classes(
+        extras: dict[str, Any], problem: str) -> None:
+    result = validate_job_config(config_dict(extras=extras))
+    assert isinstance(result, Rejected) and problem in result.message

@@ -8,8 +8,20 @@ import pytest
 
 from shared.errors import SettingsError
 from shared.placement import ClusterSnapshot
-from shared.queueing import never_fits_key, plan_queue, queue_positions, request_of, shown_reason, usage_by_vc
-from shared.records import JobRecord, JobState, SubState
+from shared.queueing import (
+    QueueEntry,
+    Share,
+    Shares,
+    entry_of,
+    never_fits_key,
+    plan_queue,
+    queue_positions,
+    request_of,
+    shown_reason,
+    usage_by_vc,
+    user_shares,
+)
+from shared.records import JobRecord, JobState, SubState, TaskState
 from shared.vclusters import (
     Quota,
     Resources,
@@ -27,18 +39,20 @@ BOUND = 600_000
 
 
 def queued(name: str, *, cpus: int = 1, tasks: int = 1, gpus: int = 0, vc: str = "default",
-           age_s: int = 10) -> JobRecord:
+           age_s: int = 10, priority: str | None = None, user: str = "alice") -> JobRecord:
+    extras = {"hivedScheduler": {"jobPriorityClass": priority}} if priority else {}
     config = make_config(role_dict("main", taskNumber=tasks, cpuNumber=cpus, gpuNumber=gpus),
-                         jobName=name, virtualCluster=vc)
+                         jobName=name, virtualCluster=vc, extras=extras)
     job = make_job(config, state=JobState.WAITING)
-    return job.model_copy(update={"id": f"alice~{name}~0", "sub_state": SubState.QUEUED,
+    return job.model_copy(update={"id": f"{user}~{name}~0", "user": user, "sub_state": SubState.QUEUED,
                                   "created_ms": NOW - age_s * 1000})
 
 
 def decide(jobs: list[JobRecord], *, nodes: int = 1, cpus: int = 4, gpus: int = 0,
-           vcs: list[VirtualCluster] | None = None, bound: int = BOUND) -> tuple[list[str], dict[str, tuple[int, str]]]:
+           vcs: list[VirtualCluster] | None = None, bound: int = BOUND,
+           shares: Shares | None = None) -> tuple[list[str], dict[str, tuple[int, str]]]:
     snapshot = ClusterSnapshot.build([make_node(f"n{i}", cpus=cpus, gpus=["V100"] * gpus) for i in range(nodes)], [])
-    decision = plan_queue(snapshot, jobs, with_default(vcs or []), {}, NOW, bound)
+    decision = plan_queue(snapshot, jobs, with_default(vcs or []), {}, NOW, bound, shares=shares)
     return ([j.name for j, _ in decision.start],
             {job_id.split("~")[1]: (w.position, w.reason) for job_id, w in decision.waiting.items()})
 
@@ -165,7 +179,8 @@ def test_a_good_operator_file_loads(tmp_path: Path) -> None:
 
 
 def test_positions_are_derived_per_vc_in_queue_order_and_shown_in_the_reason() -> None:
-    positions = queue_positions([("c", "default", 30), ("a", "default", 10), ("x", "team", 5), ("b", "default", 10)])
+    positions = queue_positions([QueueEntry("c", "default", 30), QueueEntry("a", "default", 10),
+                                 QueueEntry("x", "team", 5), QueueEntry("b", "default", 10)])
     assert positions == {"a": 1, "b": 2, "c": 3, "x": 1}
     assert shown_reason("task main[0] fits on no node", 2, "team") == (
         "position 2 in virtual cluster team's queue: task main[0] fits on no node")
@@ -194,3 +209,59 @@ def test_a_job_known_never_to_fit_on_this_cluster_is_not_placed_again() -> None:
     decision = plan_queue(snapshot, [job], with_default([]), {}, NOW, BOUND, {never_fits_key(job): True})
     assert decision.start == [] and decision.waiting[job.id].reason == job.reason
     assert decision.never_fits == {never_fits_key(job): True}
+
+
+# --- priority and fair share ----------------------------------------------------------------------
+
+
+def test_higher_priority_starts_first_whatever_its_age() -> None:
+    started, waiting = decide([queued("old-test", cpus=4, age_s=90),
+                               queued("new-prod", cpus=4, age_s=1, priority="prod"),
+                               queued("oppo", cpus=4, age_s=300, priority="oppo")])
+    assert started == ["new-prod"]
+    assert waiting["old-test"][0] == 1 and waiting["oppo"][0] == 2, "oppo waits behind every guaranteed job"
+
+
+def test_equal_priorities_go_to_the_user_with_the_smaller_share_then_the_older() -> None:
+    jobs = [queued("bob-old", user="bob", cpus=4, age_s=90), queued("carol-new", user="carol", cpus=4, age_s=1),
+            queued("carol-newer", user="carol", cpus=4, age_s=0)]
+    shares = {"default": {"bob": Share(0.5, 0.5), "carol": Share(0.1, 0.0)}}
+    started, waiting = decide(jobs, shares=shares)
+    assert started == ["carol-new"], "carol holds less of the VC: her job first, though bob's is older"
+    assert waiting == {"bob-old": (2, waiting["bob-old"][1]), "carol-newer": (1, waiting["carol-newer"][1])}
+    # without shares (nobody runs anything): age decides
+    assert decide(jobs)[0] == ["bob-old"]
+    # priority before share: bob's prod job goes first although bob holds more
+    assert decide([*jobs, queued("bob-prod", user="bob", cpus=4, priority="prod")], shares=shares)[0] == ["bob-prod"]
+
+
+def test_a_tie_in_the_dominant_share_is_broken_by_the_gpu_share() -> None:
+    shares = {"default": {"bob": Share(0.5, 0.5), "carol": Share(0.5, 0.1)}}
+    jobs = [queued("bob", user="bob", cpus=4, age_s=90), queued("carol", user="carol", cpus=4, age_s=1)]
+    assert decide(jobs, shares=shares)[0] == ["carol"]
+
+
+def test_positions_follow_the_same_order_as_the_decision() -> None:
+    jobs = [queued("bob-old", user="bob", cpus=8, age_s=90), queued("carol-new", user="carol", cpus=8, age_s=1),
+            queued("dave-prod", user="dave", cpus=8, age_s=0, priority="prod")]
+    shares = {"default": {"bob": Share(0.5, 0.5)}}
+    _, waiting = decide(jobs, shares=shares)
+    positions = queue_positions([entry_of(j) for j in jobs], shares)
+    assert positions == {j.id: waiting[j.name][0] for j in jobs} == {
+        "dave~dave-prod~0": 1, "carol~carol-new~0": 2, "bob~bob-old~0": 3}
+
+
+def test_users_shares_are_their_dominant_fraction_of_the_vc_quota() -> None:
+    vcs = with_default([VirtualCluster(name="team", quota=Quota(cpus=50, memory=50, gpus=50))])
+    capacity = Resources(cpus=16, memory_mb=65536, gpus=8)  # team: 8 CPUs, 32768 MB, 4 GPUs
+    gpu_job = make_job(make_config(role_dict("main", taskNumber=2, cpuNumber=1, memoryMB=1024, gpuNumber=1),
+                                   virtualCluster="team"), state=JobState.RUNNING)
+    gpu_job = gpu_job.model_copy(update={"user": "bob", "tasks": tuple(
+        t.model_copy(update={"node_id": "n0", "gpus": (i,), "state": TaskState.RUNNING})
+        for i, t in enumerate(gpu_job.tasks))})
+    cpu_job = make_job(make_config(role_dict("main", taskNumber=1, cpuNumber=4, memoryMB=1024), virtualCluster="team"),
+                       state=JobState.RUNNING)
+    cpu_job = cpu_job.model_copy(update={"user": "carol", "tasks": tuple(
+        t.model_copy(update={"node_id": "n0", "state": TaskState.RUNNING}) for t in cpu_job.tasks)})
+    shares = user_shares([gpu_job, cpu_job], vcs, capacity)
+    assert shares == {"team": {"bob": Share(dominant=0.5, gpus=0.5), "carol": Share(dominant=0.5, gpus=0.0)}}
