@@ -106,6 +106,26 @@ async def cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_queue(args: argparse.Namespace) -> int:
+    """A virtual cluster's queue, in the order the scheduler starts it, and why each job waits."""
+    async with paiq_client(_api(args)) as client:
+        queue = await client.queue(args.vc)
+    print(f"{'#':>4} {'PRIORITY':8} {'SHARE':>5} {'WAITING':>8}  {'JOB':40} REASON")
+    now = time.time() * 1000
+    for j in queue["jobs"]:
+        waited = _duration((now - j["waitingSince"]) / 1000)
+        print(f"{j['position']:>4} {j['priority']:8} {j['userShare']:>5.2f} {waited:>8}  "
+              f"{j['user'] + '~' + j['name']:40} {j['reason']}")
+    if not queue["jobs"]:
+        print(f"(virtual cluster {queue['virtualCluster']}'s queue is empty)")
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
 async def cmd_status(args: argparse.Namespace) -> int:
     user, name = _split_job(args.job, _user(args))
     async with paiq_client(_api(args), _token(args)) as client:
@@ -326,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("events", help="follow the live event stream (all jobs, or one job with --job)")
     ev.add_argument("--job", help="JOB (yours) or USER~JOB")
     ev.add_argument("--json", action="store_true", help="print each event as its CloudEvents JSON")
+    qu = sub.add_parser("queue", help="a virtual cluster's queue in the scheduler's order, and why each job waits")
+    qu.add_argument("vc", nargs="?", default="default", help="the virtual cluster (default: default)")
     st = sub.add_parser("status", help="show a job and its tasks")
     st.add_argument("job", help="JOB (yours) or USER~JOB")
     lo = sub.add_parser("logs", help="a task's stdout and stderr (all tasks without ROLE, or the role's without INDEX)")
@@ -357,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as e:
             print(f"paiq: cannot read {args.file}: {e.strerror}", file=sys.stderr)
             return 2
-    commands = {"submit": cmd_submit, "jobs": cmd_jobs, "status": cmd_status, "login": cmd_login,
+    commands = {"submit": cmd_submit, "jobs": cmd_jobs, "queue": cmd_queue, "status": cmd_status, "login": cmd_login,
                 "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events, "ssh": cmd_ssh}
     try:
         return asyncio.run(commands[args.command](args))

@@ -128,6 +128,11 @@ class PaiqClient:
         body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
         return dict(body)
 
+    async def queue(self, vc: str) -> dict[str, Any]:
+        """A virtual cluster's queue in the scheduler's order (paiq's extension)."""
+        body, _ = await self._call("GET", f"/api/v1/virtual-clusters/{quote(vc)}/queue")
+        return dict(body)
+
     async def jobs_page(self, user: str | None = None, *, state: str | None = None, limit: int = 1000,
                         cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of job summaries, newest first, and the next page's cursor (None: the last page)."""

@@ -152,9 +152,15 @@ class Store:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value},
                                 {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1,
                                  "config.extras.hivedScheduler.jobPriorityClass": 1})
-        return [QueueEntry(str(d["_id"]), str(d["virtual_cluster"]), int(d.get("queued_ms") or d["created_ms"]),
-                           str(d.get("user", "")), class_of_extras(d.get("config", {}).get("extras", {})).number)
-                async for d in cursor]
+        return [_entry(d) async for d in cursor]
+
+    async def queue_of_vc(self, vc: str) -> list[tuple[QueueEntry, str, str]]:
+        """A VC's queued jobs, parked ones included: each one's queue entry, name and waiting reason."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
+                                 "virtual_cluster": vc},
+                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1, "name": 1,
+                                 "reason": 1, "config.extras.hivedScheduler.jobPriorityClass": 1})
+        return [(_entry(d), str(d.get("name", "")), str(d.get("reason", ""))) async for d in cursor]
 
     async def queue_shares(self) -> dict[str, dict[str, Share]]:
         """The users' shares the scheduler's last pass ordered its queues by (see :meth:`set_queue_shares`)."""
@@ -407,3 +413,9 @@ async def open_store(uri: str, database: str) -> AsyncIterator[Store]:
                 await client.close()
         except TimeoutError:
             log.warning("the database did not answer while closing; closed without ending its sessions")
+
+
+def _entry(doc: Doc) -> QueueEntry:
+    """A queued job's document, projected, as its queue entry (the class read from the stored config)."""
+    return QueueEntry(str(doc["_id"]), str(doc["virtual_cluster"]), int(doc.get("queued_ms") or doc["created_ms"]),
+                      str(doc.get("user", "")), class_of_extras(doc.get("config", {}).get("extras", {})).number)

@@ -230,6 +230,27 @@ class VirtualCluster(Answer):
     jobs: dict[str, int] = Field(description="jobs in each state")
 
 
+class QueuedJob(Answer):
+    """A queued job in its queue's order (paiq's extension: OpenPAI had one FIFO queue per VC)."""
+
+    position: int
+    user: str
+    name: str
+    priority: str = Field(description="the priority class (extras.hivedScheduler.jobPriorityClass): crit, prod, "
+                                      "test or oppo")
+    user_share: float = Field(description="the user's dominant share of the VC's quota held by their running "
+                                          "jobs (0-1), as the scheduler's last pass ordered by it")
+    waiting_since: int = Field(description="when this attempt joined the queue (ms since the epoch)")
+    reason: str
+
+
+class Queue(Answer):
+    """A virtual cluster's queue: priority first, then the users' shares, then age."""
+
+    virtual_cluster: str
+    jobs: tuple[QueuedJob, ...]
+
+
 class JobList(RootModel[tuple[JobSummary, ...]]):
     """Jobs, newest first."""
 
@@ -244,7 +265,7 @@ class VirtualClusters(RootModel[dict[str, VirtualCluster]]):
 
 # Every answer model: the document's components are generated from these (services.submit.openapi).
 ANSWERS: tuple[type[BaseModel], ...] = (Error, Message, Token, Whoami, User, UserList, SshInfo, JobSummary, JobList,
-                                        JobDetail, VirtualCluster, VirtualClusters, HealthReport)
+                                        JobDetail, VirtualCluster, VirtualClusters, Queue, HealthReport)
 
 
 # What a handler may answer with (an error leaves as ApiError.response(), health as shared.metrics'

@@ -11,7 +11,8 @@ from services.submit.answers import Message, answer
 from services.submit.bodies import read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
-from shared.queueing import usage_by_vc
+from shared.priority import priority_name
+from shared.queueing import NO_SHARE, queue_positions, usage_by_vc
 from shared.records import JobState
 from shared.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
 
@@ -73,6 +74,23 @@ async def get_virtual_cluster(request: web.Request) -> web.Response:
     return answer(summaries[name])
 
 
+async def get_queue(request: web.Request) -> web.Response:
+    """A VC's queued jobs in the order the scheduler decides in (:func:`shared.queueing.queue_key`), each
+    with its priority class, its user's share and why it waits."""
+    name = request.match_info["vc"]
+    store = request.app[DEPS].store
+    if name not in with_default(await store.list_vcs()):
+        raise ApiError("NoVirtualClusterError", f"virtual cluster {shown(name)} does not exist")
+    queued = await store.queue_of_vc(name)
+    shares = await store.queue_shares()
+    positions = queue_positions((entry for entry, _, _ in queued), shares)
+    jobs = sorted((answers.QueuedJob(
+        position=positions[entry.job_id], user=entry.user, name=job_name, priority=priority_name(entry.priority),
+        user_share=shares.get(name, {}).get(entry.user, NO_SHARE).dominant, waiting_since=entry.since,
+        reason=reason) for entry, job_name, reason in queued), key=lambda j: j.position)
+    return answer(answers.Queue(virtual_cluster=name, jobs=tuple(jobs)))
+
+
 async def put_virtual_cluster(request: web.Request) -> web.Response:
     """Admins create or replace a VC: ``{"quota": {"cpus": 25, "memory": 25, "gpus": 50}, "users": [...],
     "groups": [...]}`` (percentages of the cluster; ``default`` gets what the others leave)."""
@@ -113,5 +131,6 @@ async def delete_virtual_cluster(request: web.Request) -> web.Response:
 def add_cluster_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/virtual-clusters", list_virtual_clusters)
     app.router.add_get("/api/v1/virtual-clusters/{vc}", get_virtual_cluster)
+    app.router.add_get("/api/v1/virtual-clusters/{vc}/queue", get_queue)
     app.router.add_put("/api/v1/virtual-clusters/{vc}", put_virtual_cluster)
     app.router.add_delete("/api/v1/virtual-clusters/{vc}", delete_virtual_cluster)

@@ -199,6 +199,10 @@ PATHS: dict[str, Any] = {
         "responses": {"200": _json(_ref("VirtualClusters"), "")}}},
     **LOG_PATHS,
     **PORTAL_PATHS,
+    "/api/v1/virtual-clusters/{vc}/queue": {
+        "get": {"summary": "paiq: a virtual cluster's queued jobs in the scheduler's order (priority class, then "
+                           "the users' shares of the quota, then age), each with why it waits",
+                "parameters": _VC_PARAM, "responses": {"200": _json(_ref("Queue"), ""), **_errors(404)}}},
     "/api/v1/virtual-clusters/{vc}": {
         "get": {"summary": "one virtual cluster", "parameters": _VC_PARAM,
                 "responses": {"200": _json(_ref("VirtualCluster"), ""), **_errors(404)}},

@@ -79,6 +79,7 @@ QUERIES: dict[str, Query] = {
     "queued_jobs": lambda s: s.queued_jobs(),
     "queue_order": lambda s: s.queue_order(),
     "queue_shares": lambda s: s.queue_shares(),
+    "queue_of_vc": lambda s: s.queue_of_vc("default"),
     "placed_jobs": lambda s: s.placed_jobs(),
     "jobs_holding_resources": lambda s: s.jobs_holding_resources(),
     "jobs_on_node": lambda s: s.jobs_on_node("n1"),
