@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import signal
 import subprocess
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import aio_pika
 
 from shared.client import ApiCallError, PaiqClient, paiq_client
+from tests.benchmarks.growth import exponent
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import cpu_seconds, processes
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
@@ -229,13 +229,8 @@ async def run(o: Options) -> list[Size]:
 
 
 def growth_exponent(sizes: list[Size]) -> float:
-    """The slope of log(seconds) over log(tasks), least squares: 1 is linear, 2 quadratic."""
-    xs = [math.log(s.tasks) for s in sizes]
-    ys = [math.log(max(s.launched_s, 1e-6)) for s in sizes]
-    if len(xs) < 2:
-        return 0.0
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    """The slope of log(seconds) over log(tasks): 1 is linear, 2 quadratic."""
+    return exponent([s.tasks for s in sizes], [s.launched_s for s in sizes])
 
 
 def table(sizes: list[Size]) -> str:

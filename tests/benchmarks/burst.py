@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import random
 import re
@@ -53,6 +52,7 @@ from shared.records import JobRecord, initial_tasks, now_ms
 from shared.settings import Settings
 from shared.store import open_store
 from tests.benchmarks.bigjob import login, profiling
+from tests.benchmarks.growth import exponent
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import _pct, cpu_seconds, job_config, processes
 from tests.infra import Platform
@@ -265,15 +265,6 @@ async def run(o: Options) -> tuple[float, list[float], list[Phase]]:
            "PAIQ_RECONCILE_SECONDS": str(o.reconcile_s)}
     async with separate_platform("burst", o.mongo_uri, o.amqp_url, keep=o.keep, **env) as (platform, uri):
         return await measure(o, platform, uri)
-
-
-def exponent(sizes: list[int], seconds: list[float]) -> float:
-    """The slope of log(seconds) over log(size), least squares: 1 is linear, 2 quadratic."""
-    xs, ys = [math.log(s) for s in sizes], [math.log(max(t, 1e-6)) for t in seconds]
-    if len(xs) < 2:
-        return 0.0
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
 def table(o: Options, decided: float, singles: list[float], phases: list[Phase]) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
 import random
 import statistics
@@ -44,6 +43,7 @@ from shared.placement import ClusterSnapshot, NodeUsage, Plan, place
 from shared.preemption import Candidate, Held, NoPreemption, Preemption, Waiter, choose_victims, eligible
 from shared.priority import PRIORITIES, PriorityClass
 from shared.records import GpuInfo, JobRecord, NodeRecord, TaskRecord, TaskState
+from tests.benchmarks.growth import exponent
 
 PRIORITY_WEIGHTS = {PriorityClass.OPPO: 15, PriorityClass.TEST: 40, PriorityClass.PROD: 40, PriorityClass.CRIT: 5}
 TASK_CHOICES, TASK_WEIGHTS = (1, 2, 4), (85, 10, 5)
@@ -253,13 +253,8 @@ def one_size(o: Options, frac: float) -> Size:
 
 
 def growth_exponent(sizes: list[Size]) -> float:
-    """The slope of log(p50 ms) over log(nodes), least squares: 1 is linear."""
-    xs = [math.log(s.nodes) for s in sizes]
-    ys = [math.log(max(s.p50_ms, 1e-6)) for s in sizes]
-    if len(xs) < 2:
-        return 0.0
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    """The slope of log(p50 ms) over log(nodes): 1 is linear."""
+    return exponent([s.nodes for s in sizes], [s.p50_ms for s in sizes])
 
 
 def table(sizes: list[Size]) -> str:
