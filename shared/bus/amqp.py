@@ -31,7 +31,7 @@ from aio_pika.abc import (
 )
 from pydantic import ValidationError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, AfterFailure, Outages, Router, after_failure
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, AfterFailure, Outages, Router, after_failure, said_failure
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
@@ -113,13 +113,14 @@ class AmqpBus:
         return _AmqpSubscription(self, channel, q, tag)
 
     async def _declare(self, channel: AbstractChannel, queue: str, *, durable: bool) -> AbstractQueue:
-        """A service's queue is a quorum queue with a delivery limit; a classic one of the same name, made
-        by a paiq before 0.2, is replaced when it is empty and idle, and otherwise named in a clear error."""
+        """A service's queue is a quorum queue with a delivery limit; one of the same name declared
+        otherwise (the classic queues of an older paiq) is replaced when it is empty and idle, and
+        otherwise named in a clear error."""
         if not durable:
             return await channel.declare_queue(queue, exclusive=True, auto_delete=True,
                                                arguments={"x-dead-letter-exchange": self._dead})
         arguments: dict[str, Any] = {"x-queue-type": "quorum", "x-delivery-limit": MAX_HANDLER_ATTEMPTS - 1,
-                     "x-dead-letter-exchange": self._dead}
+                                     "x-dead-letter-exchange": self._dead}
         try:
             return await channel.declare_queue(queue, durable=True, arguments=arguments)
         except aio_pika.exceptions.ChannelPreconditionFailed as e:
@@ -168,15 +169,11 @@ class AmqpBus:
                     if channel.is_closed:
                         return  # the broker went away with the channel: it delivers the message again
                     continue
+                said_failure(action, queue, event.routing_key, attempt, e)
                 if action is AfterFailure.DEAD_LETTER:
-                    log.error("handler kept failing; message dead-lettered", queue=queue,
-                              event_type=event.routing_key, attempts=attempt, error=repr(e))
-                    DEAD_LETTERED.labels(queue).inc()
                     self._returns.pop(key, None)
                     await _settle(message.reject(requeue=False))
                     return
-                log.warning("handler failed; message given back to the queue", queue=queue,
-                            event_type=event.routing_key, attempt=attempt, error=repr(e))
                 if not counted:
                     self._returns[key] = attempt
                 await _settle(message.nack(requeue=True))

@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from shared.events import CloudEvent
+from shared.metrics import DEAD_LETTERED
 from shared.vitals import backoff, describe, is_outage
 
 _log = structlog.get_logger("paiq.bus")
@@ -69,6 +70,18 @@ class Router:
             return await handler(event)
         finally:
             structlog.contextvars.unbind_contextvars("event_id", "event_type", "job_id")
+
+
+def said_failure(action: AfterFailure, queue: str, event_type: str, attempt: int, error: Exception) -> None:
+    """The log line (and the dead-letter count) of a failed delivery given back or dead-lettered, as both
+    buses say it; an outage's are :class:`Outages`'."""
+    if action is AfterFailure.DEAD_LETTER:
+        _log.error("handler kept failing; message dead-lettered", queue=queue, event_type=event_type,
+                   attempts=attempt, error=repr(error))
+        DEAD_LETTERED.labels(queue).inc()
+    elif action is AfterFailure.REQUEUE:
+        _log.warning("handler failed; message given back to the queue", queue=queue, event_type=event_type,
+                     attempt=attempt, error=repr(error))
 
 
 class Outages:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import structlog
 from pydantic import ValidationError
 
-from shared.bus.base import AfterFailure, Outages, Router, after_failure, topic_matches
+from shared.bus.base import AfterFailure, Outages, Router, after_failure, said_failure, topic_matches
 from shared.events import CloudEvent, dump_event, parse_event
 from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
 
@@ -129,14 +129,10 @@ class MemoryBus:
                         q.inbox.put_nowait((body, attempt))
                         return
                     continue
+                said_failure(action, q.name, event.routing_key, attempt, e)
                 if action is AfterFailure.DEAD_LETTER:
-                    log.error("handler kept failing; message dead-lettered", queue=q.name,
-                              event_type=event.routing_key, attempts=attempt, error=repr(e))
                     self.dead_letters.append(body)
-                    DEAD_LETTERED.labels(q.name).inc()
                     return
-                log.warning("handler failed; message given back to the queue", queue=q.name,
-                            event_type=event.routing_key, attempt=attempt, error=repr(e))
                 q.inbox.put_nowait((body, attempt + 1))
                 return
             EVENTS_HANDLED.labels(q.name, event.routing_key, "ok").inc()
