@@ -88,10 +88,15 @@ class PaiqClient:
         answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/config")
         return dict(answer)
 
-    async def put_virtual_cluster(self, name: str, quota: dict[str, float], users: list[str],
-                                  groups: list[str] | None = None) -> dict[str, Any]:
+    async def put_virtual_cluster(self, name: str, quota: dict[str, float] | None, users: list[str] | None,
+                                  groups: list[str] | None = None, *,
+                                  borrowing: dict[str, float] | None = None) -> dict[str, Any]:
+        """Create or replace a VC (an admin's call). ``quota`` and ``borrowing``: percent of the cluster by
+        resource (cpus, memory, gpus). A ``None`` is left out of the body (the server's default: no quota, no
+        borrowing, every user, no group); ``default`` takes only ``borrowing``: pass ``None, None`` for the rest."""
+        body: dict[str, Any] = {"quota": quota, "borrowing": borrowing, "users": users, "groups": groups}
         answer, _ = await self._call("PUT", f"/api/v1/virtual-clusters/{quote(name)}",
-                                     json={"quota": quota, "users": users, "groups": groups or []})
+                                     json={k: v for k, v in body.items() if v is not None})
         return dict(answer)
 
     async def delete_virtual_cluster(self, name: str) -> dict[str, Any]:
@@ -100,6 +105,10 @@ class PaiqClient:
 
     async def virtual_clusters(self) -> dict[str, Any]:
         answer, _ = await self._call("GET", "/api/v1/virtual-clusters")
+        return dict(answer)
+
+    async def virtual_cluster(self, name: str) -> dict[str, Any]:
+        answer, _ = await self._call("GET", f"/api/v1/virtual-clusters/{quote(name)}")
         return dict(answer)
 
     async def events(self, user: str | None = None, job: str | None = None) -> AsyncIterator[dict[str, Any]]:

@@ -144,6 +144,25 @@ class JobRequeued(CloudEvent):
     data: JobRequeuedData
 
 
+class JobPreemptedData(_Data):
+    job_id: str  # the job stopped
+    attempt: int  # its attempt that ends
+    virtual_cluster: str
+    by_job_id: str  # the waiting job it makes room for
+    by_virtual_cluster: str
+    by_priority: str  # the waiting job's priority class
+    reason: str  # why it was chosen ("borrowed capacity of vc a", "priority test < prod in vc a")
+
+
+class JobPreempted(CloudEvent):
+    """The scheduler stops the job's attempt to make room for a waiting job: of higher priority in the same
+    VC, taking back capacity its VC lent, or any job when this one is opportunistic. The attempt ends as a
+    platform failure (exit -1004, not counted against retryCount) and is queued again with its age."""
+
+    type: Literal["job.preempted"] = "job.preempted"
+    data: JobPreemptedData
+
+
 class JobStopRequestedData(_Data):
     job_id: str
     by: str
@@ -272,6 +291,7 @@ class NodeRegistered(CloudEvent):
 
 Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
+    | JobPreempted
     | LaunchTasks | StopTasks
     | TaskStarted | TaskExited | TaskProgress | NodeRegistered,
     Field(discriminator="type"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 STOPPED_BY_USER = -210
 OUT_OF_MEMORY = -1200
 NODE_LOST = -1001
+PREEMPTED = -1004  # stopped by the scheduler for a job of higher priority or that reclaims its VC's quota
 CONFIG_ERROR = -1100
 IMAGE_PULL_FAILED = 254
 ENGINE_FAILURE = 125

@@ -20,6 +20,9 @@ Service.attemptToRetry; OpenPAI's rest-server turned retryCount -2 into ``fancyR
 
 Every retry waits a delay that doubles with each attempt in a row that ended soon after it launched, so
 a crash loop cannot hammer the cluster; an attempt that ran longer than the cap resets it.
+
+A preempted attempt (the scheduler's decision, exit -1004) is a platform retry that no cap ends (the
+platform's own choice never fails a job), queued again at once with its original age.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from shared.events import (
     TaskProgressData,
     TaskStartedData,
 )
-from shared.exitcodes import STOPPED_BY_USER
+from shared.exitcodes import PREEMPTED, STOPPED_BY_USER
 from shared.exitspec import ExitSpec, ExitSpecTable, Reaction
 from shared.jobconfig import RETRY_ALWAYS, RETRY_UNLIMITED
 from shared.records import (
@@ -187,6 +190,8 @@ def retry_counter(job: JobRecord, outcome: Completion, spec: ExitSpec, policy: R
     failed = outcome.state == JobState.FAILED
     if outcome.state == JobState.STOPPED:
         return None
+    if failed and outcome.exit_code == PREEMPTED:
+        return "platform"
     if limit == RETRY_ALWAYS:  # not fancy: every completion starts a new attempt
         return _TRANSIENT.get(spec.reaction, "user") if failed else "user"
     if not failed:
@@ -244,8 +249,9 @@ def _finish(job: JobRecord, outcome: Completion, now: int, *, phrase: str = "", 
 def _retry(job: JobRecord, outcome: Completion, counter: Counter, now: int, policy: RetryPolicy) -> Change:
     spec = policy.table.spec(outcome.exit_code)
     counts = job.retry_counts.model_copy(update={counter: getattr(job.retry_counts, counter) + 1})
-    streak = policy.streak(job, now)
-    delay = policy.delay_ms(streak, spec.reaction)
+    preempted = outcome.exit_code == PREEMPTED
+    streak = job.backoff_streak if preempted else policy.streak(job, now)
+    delay = 0 if preempted else policy.delay_ms(streak, spec.reaction)
     ended = ("succeeded" if outcome.state == JobState.SUCCEEDED
              else f"failed with exit {outcome.exit_code} ({spec.phrase}: {spec.reason})")
     budget = retry_budget(job.config.retry_count, counter, getattr(counts, counter))
@@ -254,7 +260,7 @@ def _retry(job: JobRecord, outcome: Completion, counter: Counter, now: int, poli
     job = _close_waiting(job, "the attempt ended before this task started", now)
     job = job.model_copy(update={
         "state": JobState.WAITING, "sub_state": SubState.RETRY_PENDING, "reason": reason, "retry_counts": counts,
-        "retries": counts.total, "retry_at_ms": now + delay, "backoff_streak": streak + 1,
+        "retries": counts.total, "retry_at_ms": now + delay, "backoff_streak": streak + (not preempted),
         **_exit_fields(job, outcome, spec.phrase, spec.type.value)})
     event = JobRetrying(subject=job.id, data=JobRetryingData(
         job_id=job.id, attempt=job.attempt, exit_code=outcome.exit_code, reason=reason, counter=counter,
@@ -272,11 +278,13 @@ def retry_due(job: JobRecord, now: int) -> Change | None:
                          exit_code=job.exit_code, exit_phrase=job.exit_phrase, exit_type=job.exit_type,
                          exit_reason=job.exit_reason, trigger_role=job.trigger_role,
                          trigger_index=job.trigger_index)
+    # A preempted job keeps its place: its new attempt is as old in the queue as the one stopped.
+    queued = (job.queued_ms or job.created_ms) if job.exit_code == PREEMPTED else now
     job = job.model_copy(update={
         "archived": (past,), "attempt": job.attempt + 1, "tasks": initial_tasks(job.config),
         "sub_state": SubState.QUEUED, "reason": f"attempt {job.attempt + 1} queued after: {job.exit_reason}",
-        "parked": False,
-        "retry_at_ms": None, "launched_ms": None, "queued_ms": now})
+        "parked": False, "preempted": None,
+        "retry_at_ms": None, "launched_ms": None, "queued_ms": queued})
     return job, [JobRequeued(subject=job.id, data=JobRequeuedData(job_id=job.id, attempt=job.attempt))]
 
 
@@ -285,3 +293,14 @@ def stop_requested(job: JobRecord, by: str, now: int) -> Change | None:
         return None
     outcome = Completion(state=JobState.STOPPED, exit_code=STOPPED_BY_USER, reason=f"stopped by {by}")
     return _finish(job, outcome, now, phrase="UserStoppedByRequest", kind="USER_STOP")
+
+
+def preempted(job: JobRecord, now: int, policy: RetryPolicy) -> Change | None:
+    """The scheduler preempted the job's current attempt (``job.preempted``): it ends as a platform
+    failure, its containers are stopped (SIGTERM, then SIGKILL after the grace period) and it is queued
+    again once they are gone. Nothing when the attempt is over already or the decision was for another."""
+    mark = job.preempted
+    if mark is None or mark.attempt != job.attempt or job.state.is_final or job.sub_state == SubState.RETRY_PENDING:
+        return None
+    outcome = Completion(state=JobState.FAILED, exit_code=PREEMPTED, reason=mark.reason)
+    return conclude(job, outcome, now, policy)

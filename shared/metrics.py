@@ -27,6 +27,16 @@ QUEUE_DECISION = Histogram("paiq_scheduler_decision_seconds",
                            "A scheduling pass's decision over the whole queue: ordering and placing every job, "
                            "no I/O (shared/queueing.plan_queue)",
                            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+PREEMPTION_DECISION = Histogram("paiq_scheduler_preemption_seconds",
+                                "A pass's preemption round: choosing victims for waiting jobs, no I/O "
+                                "(shared/preemption/rounds.py)",
+                                buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+PREEMPTIONS = Counter("paiq_preemptions_total", "Jobs preempted, by the victim's virtual cluster and the "
+                      "preempting job's", ["vc", "by_vc"])
+VC_BORROWED = Gauge("paiq_vc_borrowed", "What a virtual cluster runs beyond its quota on others' idle capacity",
+                    ["vc", "resource"])
+VC_LENT = Gauge("paiq_vc_lent", "A virtual cluster's idle quota that other virtual clusters run on",
+                ["vc", "resource"])
 SCHEDULER_PASS = Histogram("paiq_scheduler_pass_seconds", "A whole scheduling pass: reads, decision, writes",
                            buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 LAUNCH = Histogram("paiq_launch_seconds", "Time from a launch command to the task's container running",

@@ -24,10 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from shared.borrowing import Admission, admit, counts_in_quota, lendable
 from shared.placement import ClusterSnapshot, Plan, place
 from shared.priority import DEFAULT_CLASS, priority_of
 from shared.records import JobRecord, holdings
-from shared.vclusters import Resources, VirtualCluster, limit, quota_problem
+from shared.vclusters import Resources, VirtualCluster, limit
 
 DEFAULT_PRIORITY = DEFAULT_CLASS.number
 
@@ -36,6 +37,7 @@ DEFAULT_PRIORITY = DEFAULT_CLASS.number
 class Waiting:
     position: int
     reason: str
+    may_preempt: bool = True  # False: it waits for its VC's head, or could not start even on an idle cluster
 
 
 @dataclass(frozen=True)
@@ -149,65 +151,108 @@ def capacity_of(snapshot: ClusterSnapshot) -> Resources:
 def plan_queue(snapshot: ClusterSnapshot, queued: list[JobRecord], vcs: dict[str, VirtualCluster],
                used: dict[str, Resources], now_ms: int, backfill_bound_ms: int,
                never_fits: Mapping[str, bool] | None = None, shares: Shares | None = None) -> QueueDecision:
-    """Decide the queue; ``snapshot`` and ``used`` are updated with the jobs that start. ``never_fits``:
-    verdicts of earlier passes over the same nodes (a job not in it is tried on the idle cluster once).
-    ``shares``: the users' shares (:func:`user_shares`) that order equal priorities."""
-    capacity = capacity_of(snapshot)
-    empty = ClusterSnapshot.build(snapshot.nodes, [])  # the same nodes with nothing running
-    known = dict(never_fits or {})
-    verdicts: dict[str, bool] = {}
+    """Decide the queue; ``snapshot`` and ``used`` (what counts against each VC's quota:
+    :func:`shared.borrowing.quota_usage`) are updated with the jobs that start. ``never_fits``: verdicts
+    of earlier passes over the same nodes (a job not in it is tried on the idle cluster once).
+    ``shares``: the users' shares (:func:`user_shares`) that order equal priorities.
+
+    Two rounds: first every VC's jobs that run within its quota (the owners of capacity first), then, in
+    the one queue order across VCs, the jobs that would borrow beyond their VC's quota and the
+    opportunistic ones (on what the first round left idle)."""
+    planner = _Planner(snapshot, vcs, used, never_fits)
     by_vc: dict[str, list[JobRecord]] = defaultdict(list)
     for job in sorted(queued, key=lambda j: queue_key(entry_of(j), shares or {})):
         by_vc[job.virtual_cluster].append(job)
-    start: list[tuple[JobRecord, Plan]] = []
-    waiting: dict[str, Waiting] = {}
     for vc_name, jobs in sorted(by_vc.items()):
-        vc = vcs.get(vc_name)
+        planner.own_round(vc_name, jobs, now_ms, backfill_bound_ms)
+    for job, position in sorted(planner.later, key=lambda row: queue_key(entry_of(row[0]), shares or {})):
+        planner.second_round(job, position)
+    return QueueDecision(start=planner.start, waiting=planner.waiting, never_fits=planner.verdicts)
+
+
+class _Planner:
+    def __init__(self, snapshot: ClusterSnapshot, vcs: dict[str, VirtualCluster], used: dict[str, Resources],
+                 never_fits: Mapping[str, bool] | None) -> None:
+        self.snapshot, self.vcs, self.used = snapshot, vcs, used
+        self.capacity = capacity_of(snapshot)
+        self.empty = ClusterSnapshot.build(snapshot.nodes, [])  # the same nodes with nothing running
+        self.known = dict(never_fits or {})
+        self.verdicts: dict[str, bool] = {}
+        self.start: list[tuple[JobRecord, Plan]] = []
+        self.waiting: dict[str, Waiting] = {}
+        self.later: list[tuple[JobRecord, int]] = []  # borrowers and opportunistic jobs, with their positions
+
+    def own_round(self, vc_name: str, jobs: list[JobRecord], now_ms: int, backfill_bound_ms: int) -> None:
+        vc = self.vcs.get(vc_name)
         head: JobRecord | None = None  # the oldest job of this VC that could not start
         position = 0
         for job in jobs:
             position += 1
             if vc is None:
-                waiting[job.id] = Waiting(position, f"virtual cluster {vc_name} no longer exists")
+                self.waiting[job.id] = Waiting(position, f"virtual cluster {vc_name} no longer exists", False)
                 continue
             if head is not None and now_ms - queued_since(head) > backfill_bound_ms:
-                waiting[job.id] = Waiting(position, (
+                self.waiting[job.id] = Waiting(position, (
                     f"behind {head.name}, which has waited over {backfill_bound_ms // 1000}s: nothing else in "
-                    "the VC starts before it"))
+                    "the VC starts before it"), False)
                 continue
             key = never_fits_key(job)
-            if known.get(key) and job.reason.startswith(NEVER_FITS):
+            if self.known.get(key) and job.reason.startswith(NEVER_FITS):
                 # Decided on this cluster shape already, and its reason stored: not placed again.
-                verdicts[key] = True
-                waiting[job.id] = Waiting(position, job.reason)
+                self.verdicts[key] = True
+                self.waiting[job.id] = Waiting(position, job.reason, False)
                 continue
-            why = _why_not(snapshot, vc, capacity, used.get(vc_name, Resources()), job)
-            if isinstance(why, Plan):
-                snapshot.hold(why, job.config)
-                used[vc_name] = used.get(vc_name, Resources()) + request_of(job)
-                start.append((job, why))
-                position -= 1  # it leaves the queue
+            admission = self.admission(vc, job)
+            if admission.kind == "borrows" or (admission.kind == "within" and not counts_in_quota(job)):
+                self.later.append((job, position))  # the second round
                 continue
-            hopeless = known[key] if key in known else _never_fits(empty, vc, capacity, job)
-            verdicts[key] = hopeless
-            if hopeless:
-                # It would block its queue forever: it waits, saying why, but holds no one up.
-                waiting[job.id] = Waiting(position, f"{NEVER_FITS}: {why}")
-                continue
-            waiting[job.id] = Waiting(position, why)
-            head = head or job
-    return QueueDecision(start=start, waiting=waiting, never_fits=verdicts)
+            if self.try_start(vc, job, admission, position):
+                position -= 1  # it left the queue
+            elif not self.waiting[job.id].reason.startswith(NEVER_FITS):
+                head = head or job
+
+    def second_round(self, job: JobRecord, position: int) -> None:
+        vc = self.vcs[job.virtual_cluster]
+        self.try_start(vc, job, self.admission(vc, job), position)  # on what the jobs started since left
+
+    def try_start(self, vc: VirtualCluster, job: JobRecord, admission: Admission, position: int) -> bool:
+        why = admission.reason if admission.kind == "refused" else _place(self.snapshot, job)
+        if isinstance(why, Plan):
+            self.snapshot.hold(why, job.config)
+            if counts_in_quota(job):
+                self.used[job.virtual_cluster] = self.used.get(job.virtual_cluster, Resources()) + request_of(job)
+            self.start.append((job, why))
+            return True
+        key = never_fits_key(job)
+        hopeless = self.known[key] if key in self.known else self.never_fits(vc, job)
+        self.verdicts[key] = hopeless
+        if hopeless:
+            # It would block its queue forever: it waits, saying why, but holds no one up.
+            self.waiting[job.id] = Waiting(position, f"{NEVER_FITS}: {why}", False)
+        else:
+            self.waiting[job.id] = Waiting(position, why if counts_in_quota(job) else f"{OPPORTUNISTIC}: {why}")
+        return False
+
+    def admission(self, vc: VirtualCluster, job: JobRecord, used: Mapping[str, Resources] | None = None) -> Admission:
+        if not counts_in_quota(job):
+            return Admission(kind="within")
+        used = self.used if used is None else used
+        return admit(vc, self.capacity, used.get(vc.name, Resources()), request_of(job),
+                     lendable(self.vcs, self.capacity, used, vc.name))
+
+    def never_fits(self, vc: VirtualCluster, job: JobRecord) -> bool:
+        """Whether the job could not start even with nothing running (borrowing all the others' quotas)."""
+        return self.admission(vc, job, {}).kind == "refused" or not isinstance(_place(self.empty, job), Plan)
 
 
-def _never_fits(empty: ClusterSnapshot, vc: VirtualCluster, capacity: Resources, job: JobRecord) -> bool:
-    return not isinstance(_why_not(empty, vc, capacity, Resources(), job), Plan)
+OPPORTUNISTIC = "opportunistic: it runs only on idle capacity"
 
 
-def _why_not(snapshot: ClusterSnapshot, vc: VirtualCluster, capacity: Resources, used: Resources,
-             job: JobRecord) -> Plan | str:
-    problem = quota_problem(vc, capacity, used, request_of(job))
-    if problem:
-        return problem
+def _place(snapshot: ClusterSnapshot, job: JobRecord) -> Plan | str:
     # Seeded from the job and attempt, so a placement can be replayed.
-    result = place(snapshot, job.config, seed=zlib.crc32(f"{job.id}#{job.attempt}".encode()))
+    result = place(snapshot, job.config, seed=placement_seed(job))
     return result if isinstance(result, Plan) else result.reason
+
+
+def placement_seed(job: JobRecord) -> int:
+    return zlib.crc32(f"{job.id}#{job.attempt}".encode())

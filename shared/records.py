@@ -113,6 +113,25 @@ class TaskRecord(_Record):
     kept_until_ms: int | None = None  # isDebug: the failed task's container is kept until then
 
 
+class PreemptedBy(_Record):
+    """The scheduler's decision to stop an attempt of the job for a waiting job (set by the scheduler,
+    carried out by the status service: the attempt ends as a platform failure and is queued again)."""
+
+    attempt: int  # the attempt it stops
+    by: str  # the waiting job's id
+    by_vc: str
+    by_priority: str  # the waiting job's priority class
+    why: str  # why this job was eligible ("borrowed capacity of vc a", "priority test < prod in vc a")
+    at_ms: int
+
+    @property
+    def reason(self) -> str:
+        return f"preempted by job {self.by} ({self.by_priority}, vc {self.by_vc}): {self.why}"
+
+
+LINEAGE_MAX = 16  # the jobs a job remembers having been preempted by (the most recent)
+
+
 class RetryCounts(_Record):
     """Retries by whose fault: the user's (count against retryCount), the platform's, resources'."""
 
@@ -164,6 +183,11 @@ class JobRecord(_Record):
     trigger_index: int | None = None
     stop_requested_by: str | None = None
     delete_requested: bool = False
+    # Set by the scheduler when it preempts the job's current attempt (see PreemptedBy); cleared when the
+    # next attempt is queued. ``preempted_by``: the jobs that preempted it (and theirs), never preempted
+    # back by it.
+    preempted: PreemptedBy | None = None
+    preempted_by: tuple[str, ...] = ()
     # Optimistic concurrency: every write bumps it; the status service writes only over the version it read.
     version: int = 0
     # Attempts ended by this change, for the store to archive in ``job_attempts`` (never kept in the job

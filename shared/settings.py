@@ -85,6 +85,7 @@ class Settings:
     lease_seconds: int
     node_timeout_seconds: int
     backfill_bound_seconds: int
+    preemptions_per_pass: int  # waiting jobs that may get victims chosen in one pass; 0: no preemption
     virtual_clusters_path: str | None
     exit_spec_path: str | None
     max_platform_retries: int
@@ -207,6 +208,7 @@ class PaiqEnv(BaseSettings):
     node_timeout_seconds: Integer = Field(40, alias="PAIQ_NODE_TIMEOUT_SECONDS", ge=4)
     stop_grace_seconds: Integer = Field(10, alias="PAIQ_STOP_GRACE_SECONDS", ge=0)
     backfill_bound_seconds: Integer = Field(600, alias="PAIQ_BACKFILL_BOUND_SECONDS", ge=0)
+    preemptions_per_pass: Integer = Field(4, alias="PAIQ_PREEMPTIONS_PER_PASS", ge=0, le=64)
     body_timeout_seconds: Integer = Field(30, alias="PAIQ_BODY_TIMEOUT_SECONDS", ge=1)
     # Policy files, retries, users, logs, history.
     virtual_clusters_path: Text = Field(None, alias="PAIQ_VIRTUAL_CLUSTERS")

@@ -35,6 +35,7 @@ from shared.records import (
     JobRecord,
     JobState,
     NodeRecord,
+    PreemptedBy,
     SubState,
     TaskRecord,
     holding_fields,
@@ -265,6 +266,40 @@ class Store:
             return [JobRecord.from_document(d) async for d in cursor]
         except PyMongoError as e:
             raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
+
+    async def mark_preempted(self, marks: Sequence[tuple[JobRecord, PreemptedBy, tuple[str, ...]]],
+                             fence: Fence | None = None) -> list[JobRecord]:
+        """Record the scheduler's preemptions on their victims (each: the victim as read, the decision, its
+        lineage after), fenced by the lease as placements are; the victims marked (one whose attempt ended
+        or changed meanwhile, or that a user is stopping, is left alone)."""
+        if not marks:
+            return []
+        ops = [UpdateOne(
+            {"_id": job.id, "attempt": mark.attempt, "state": {"$in": [JobState.WAITING.value, JobState.RUNNING.value]},
+             "sub_state": {"$ne": SubState.RETRY_PENDING.value}, "stop_requested_by": None,
+             "$or": [{"preempted": None}, {"preempted.attempt": {"$ne": mark.attempt}}]},
+            {"$set": {"preempted": mark.model_dump(mode="json"), "preempted_by": list(lineage)},
+             "$inc": {"version": 1}})
+            for job, mark, lineage in marks]
+        try:
+            if fence is not None and await self.supports_transactions():
+                await self._fenced_write(fence, ops)
+            else:
+                await self.jobs.bulk_write(ops, ordered=False)
+            wanted = {job.id: mark for job, mark, _ in marks}
+            cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
+            marked = [JobRecord.from_document(d) async for d in cursor]
+        except PyMongoError as e:
+            raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
+        return [j for j in marked if j.preempted == wanted[j.id]]
+
+    async def jobs_to_preempt(self) -> list[JobRecord]:
+        """Active jobs whose current attempt the scheduler preempted and that still run it (the event may
+        have been lost)."""
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "preempted": {"$ne": None},
+                                 "sub_state": {"$ne": SubState.RETRY_PENDING.value}})
+        jobs = [JobRecord.from_document(d) async for d in cursor]
+        return [j for j in jobs if j.preempted is not None and j.preempted.attempt == j.attempt]
 
     async def _fenced_write(self, fence: Fence, ops: list[UpdateOne]) -> None:
         async with self._client.start_session() as session, await session.start_transaction():

@@ -3,6 +3,10 @@
 A virtual cluster (VC) has a quota, a percentage of the cluster's CPUs, memory and GPUs, and the users
 or groups allowed in it (``*`` for everyone). ``default`` always exists, is open to everyone, and gets
 what the other VCs leave (100% minus their quotas, per resource), as OpenPAI's default VC did.
+
+A VC may also borrow: run beyond its quota, up to ``borrowing`` more (percent of the cluster, per
+resource; none unless the operator sets it), on capacity the other VCs leave idle. The owner takes it
+back by preemption when its own jobs need it (:mod:`shared.borrowing`, :mod:`shared.preemption`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class VirtualCluster(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: VcName
     quota: Quota = Quota()
+    borrowing: Quota = Quota()  # how far beyond its quota it may run on others' idle capacity
     users: tuple[str, ...] = ("*",)
     groups: tuple[str, ...] = ()
 
@@ -48,6 +53,14 @@ class Resources(BaseModel):
         return Resources(cpus=self.cpus + other.cpus, memory_mb=self.memory_mb + other.memory_mb,
                          gpus=self.gpus + other.gpus)
 
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(cpus=self.cpus - other.cpus, memory_mb=self.memory_mb - other.memory_mb,
+                         gpus=self.gpus - other.gpus)
+
+    def floor(self) -> Resources:
+        """Negative amounts as 0."""
+        return Resources(cpus=max(0.0, self.cpus), memory_mb=max(0.0, self.memory_mb), gpus=max(0.0, self.gpus))
+
 
 def with_default(configured: list[VirtualCluster]) -> dict[str, VirtualCluster]:
     """The configured VCs plus ``default``, whose quota is what the others leave."""
@@ -55,12 +68,19 @@ def with_default(configured: list[VirtualCluster]) -> dict[str, VirtualCluster]:
     left = Quota(cpus=max(0.0, 100 - sum(v.quota.cpus for v in others)),
                  memory=max(0.0, 100 - sum(v.quota.memory for v in others)),
                  gpus=max(0.0, 100 - sum(v.quota.gpus for v in others)))
-    return {DEFAULT_VC: VirtualCluster(name=DEFAULT_VC, quota=left), **{v.name: v for v in others}}
+    configured_default = next((v for v in configured if v.name == DEFAULT_VC), None)
+    borrowing = configured_default.borrowing if configured_default else Quota()
+    return {DEFAULT_VC: VirtualCluster(name=DEFAULT_VC, quota=left, borrowing=borrowing),
+            **{v.name: v for v in others}}
 
 
 def limit(vc: VirtualCluster, capacity: Resources) -> Resources:
-    return Resources(cpus=capacity.cpus * vc.quota.cpus / 100, memory_mb=capacity.memory_mb * vc.quota.memory / 100,
-                     gpus=capacity.gpus * vc.quota.gpus / 100)
+    return share_of(vc.quota, capacity)
+
+
+def share_of(percent: Quota, capacity: Resources) -> Resources:
+    return Resources(cpus=capacity.cpus * percent.cpus / 100, memory_mb=capacity.memory_mb * percent.memory / 100,
+                     gpus=capacity.gpus * percent.gpus / 100)
 
 
 def quota_problem(vc: VirtualCluster, capacity: Resources, used: Resources, request: Resources) -> str | None:

@@ -18,17 +18,20 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 from pymongo.errors import PyMongoError
 
 from shared import exitcodes
+from shared.borrowing import borrowed_and_lent, quota_usage
 from shared.bus.base import Bus, Router
 from shared.errors import LeaseLostError
 from shared.events import (
     CloudEvent,
     JobCompleted,
+    JobPreempted,
+    JobPreemptedData,
     JobRequeued,
     JobScheduled,
     JobScheduledData,
@@ -43,13 +46,37 @@ from shared.events import (
     TaskExitedData,
 )
 from shared.launchspec import job_launch, placed_tasks
-from shared.metrics import NODE_GPUS, QUEUE_DECISION, QUEUE_LENGTH, QUEUE_WAIT, SCHEDULER_PASS, VC_GPUS
+from shared.metrics import (
+    NODE_GPUS,
+    PREEMPTION_DECISION,
+    PREEMPTIONS,
+    QUEUE_DECISION,
+    QUEUE_LENGTH,
+    QUEUE_WAIT,
+    SCHEDULER_PASS,
+    VC_BORROWED,
+    VC_GPUS,
+    VC_LENT,
+)
 from shared.placement import ClusterSnapshot, Plan
-from shared.queueing import QueueDecision, Share, capacity_of, never_fits_key, plan_queue, usage_by_vc, user_shares
-from shared.records import JobRecord, TaskSpec, holds_resources, now_ms
+from shared.preemption.rounds import candidates_of, lineage_after, preemption_round
+from shared.priority import priority_name, priority_of
+from shared.queueing import (
+    QueueDecision,
+    Share,
+    Shares,
+    capacity_of,
+    entry_of,
+    never_fits_key,
+    plan_queue,
+    queue_key,
+    usage_by_vc,
+    user_shares,
+)
+from shared.records import JobRecord, PreemptedBy, TaskSpec, holds_resources, now_ms
 from shared.settings import Settings
 from shared.store import Fence, Store
-from shared.vclusters import VirtualCluster, with_default
+from shared.vclusters import Resources, VirtualCluster, with_default
 from shared.vitals import Vitals, backoff, describe
 
 log = structlog.get_logger("paiq.scheduler")
@@ -98,19 +125,71 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
         if unparked:
             log.info("the cluster changed: jobs that could not fit are looked at again", jobs=unparked)
     queued = await deps.store.queued_jobs()  # parked jobs left out: a standing queue costs nothing
-    shares = user_shares(holding, vcs, capacity_of(snapshot))
+    capacity = capacity_of(snapshot)
+    shares = user_shares(holding, vcs, capacity)
     if shares != deps.shares:  # what reads derive queue positions from: the order this pass decides in
         await deps.store.set_queue_shares(shares)
         deps.shares = shares
     now = now_ms()
+    used = quota_usage(holding)
+    _gauge_borrowing(vcs, capacity, used)
     with QUEUE_DECISION.time():
-        decision = plan_queue(snapshot, queued, vcs, usage_by_vc(holding), now,
+        decision = plan_queue(snapshot, queued, vcs, used, now,
                               deps.settings.backfill_bound_seconds * 1000, deps.never_fits, shares)
     deps.never_fits = decision.never_fits
     events = await _commit(deps, decision, now)
+    events += await _preempt(deps, snapshot, queued, holding, vcs, used, decision, shares, now)
     events += await _record_waiting(deps, queued, decision)
     _gauge(snapshot, holding)
     return events
+
+
+async def _preempt(deps: SchedulerDeps, snapshot: ClusterSnapshot, queued: list[JobRecord], holding: list[JobRecord],
+                   vcs: dict[str, VirtualCluster], used: dict[str, Resources], decision: QueueDecision,
+                   shares: Shares, now: int) -> list[CloudEvent]:
+    """The pass's preemption round (pure, :mod:`shared.preemption.rounds`) over the jobs still waiting, in
+    the queue's order across VCs; the victims are marked on their records (fenced by the lease) and
+    announced with ``job.preempted``: the status service ends their attempts. The waiting jobs' reasons
+    say what was decided for them."""
+    waiting = sorted((j for j in queued if j.id in decision.waiting and decision.waiting[j.id].may_preempt),
+                     key=lambda j: queue_key(entry_of(j), shares))
+    if not waiting or deps.settings.preemptions_per_pass == 0:
+        return []
+    running = candidates_of(holding, vcs, capacity_of(snapshot))
+    with PREEMPTION_DECISION.time():
+        decided = preemption_round(snapshot, waiting, running, vcs, used, tries=deps.settings.preemptions_per_pass)
+    for job_id, reason in decided.reasons.items():
+        decision.waiting[job_id] = replace(decision.waiting[job_id], reason=reason)
+    by_id = {j.id: j for j in (*holding, *queued)}
+    events: list[CloudEvent] = []
+    for preemption in decided.preemptions:
+        job = by_id[preemption.job_id]
+        marks = [(by_id[v.job_id], PreemptedBy(attempt=by_id[v.job_id].attempt, by=job.id, by_vc=job.virtual_cluster,
+                                               by_priority=priority_name(priority_of(job.config)), why=v.why,
+                                               at_ms=now), lineage_after(by_id[v.job_id], job))
+                 for v in preemption.victims]
+        marked = await deps.store.mark_preempted(marks, deps.fence)
+        log.warning("preempting jobs to make room for a waiting job", job_id=job.id, vc=job.virtual_cluster,
+                    victims=[f"{v.job_id} ({v.why})" for v in preemption.victims], marked=len(marked),
+                    gpus_freed=preemption.freed.gpus, gpus_needed=preemption.needed.gpus,
+                    gpus_beyond_need=preemption.unused_gpus)
+        for victim in marked:
+            mark = victim.preempted
+            assert mark is not None
+            PREEMPTIONS.labels(victim.virtual_cluster, job.virtual_cluster).inc()
+            events.append(JobPreempted(subject=victim.id, data=JobPreemptedData(
+                job_id=victim.id, attempt=mark.attempt, virtual_cluster=victim.virtual_cluster, by_job_id=job.id,
+                by_virtual_cluster=job.virtual_cluster, by_priority=mark.by_priority, reason=mark.why)))
+    return events
+
+
+def _gauge_borrowing(vcs: dict[str, VirtualCluster], capacity: Resources, used: dict[str, Resources]) -> None:
+    VC_BORROWED.clear()
+    VC_LENT.clear()
+    for vc, (borrowed, lent) in borrowed_and_lent(vcs, capacity, used).items():
+        for resource in ("gpus", "cpus", "memory_mb"):
+            VC_BORROWED.labels(vc, resource).set(getattr(borrowed, resource))
+            VC_LENT.labels(vc, resource).set(getattr(lent, resource))
 
 
 async def _commit(deps: SchedulerDeps, decision: QueueDecision, now: int) -> list[CloudEvent]:
@@ -153,7 +232,7 @@ def _shape(snapshot: ClusterSnapshot, vcs: dict[str, VirtualCluster]) -> str:
     """What decides whether a job could ever fit: the live nodes' capacities and the VCs' quotas."""
     nodes = sorted((n.id, n.cpus, n.memory_mb, tuple((g.index, g.type) for g in n.gpus), n.port_range)
                    for n in snapshot.nodes)
-    quotas = sorted((v.name, v.quota.model_dump_json()) for v in vcs.values())
+    quotas = sorted((v.name, v.model_dump_json(include={"quota", "borrowing"})) for v in vcs.values())
     return hashlib.sha256(repr((nodes, quotas)).encode()).hexdigest()
 
 

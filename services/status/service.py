@@ -8,7 +8,7 @@ lock per job keeps this process's own handlers from racing each other.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +18,7 @@ import structlog
 from shared import lifecycle
 from shared.bus.base import Bus, Router
 from shared.completion import decide_completion
-from shared.events import CloudEvent, JobStopRequested, TaskExited, TaskProgress, TaskStarted
+from shared.events import CloudEvent, JobPreempted, JobStopRequested, TaskExited, TaskProgress, TaskStarted
 from shared.exitspec import load_table
 from shared.lifecycle import Change, RetryPolicy
 from shared.metrics import JOBS
@@ -128,11 +128,18 @@ async def on_stop_requested(evt: JobStopRequested, deps: StatusDeps) -> list[Clo
     return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.stop_requested(job, evt.data.by, now))
 
 
+async def on_preempted(evt: JobPreempted, deps: StatusDeps) -> list[CloudEvent]:
+    """Carry out the scheduler's preemption as recorded on the job (the event only says there is one)."""
+    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.preempted(job, now, deps.policy))
+
+
 async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
-    """Level-triggered pass: stops whose event was lost, completions, retries that are due."""
+    """Level-triggered pass: stops and preemptions whose event was lost, completions, retries that are due."""
     events: list[CloudEvent] = []
     for job in await deps.store.jobs_to_stop():
         events += await apply(deps, job.id, _stop_as_recorded)
+    for job in await deps.store.jobs_to_preempt():
+        events += await apply(deps, job.id, lambda j, now: lifecycle.preempted(j, now, deps.policy))
     for job in await deps.store.placed_jobs():
         events += await apply(deps, job.id, lambda j, now: _complete_if_decided(j, now, deps.policy))
     for job in await deps.store.retry_pending_jobs():
@@ -187,25 +194,15 @@ def _complete_if_decided(job: JobRecord, now: int, policy: RetryPolicy) -> Chang
 
 
 async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
-    async def started(evt: TaskStarted) -> Sequence[CloudEvent]:
-        return await on_task_started(evt, deps)
-
-    async def progress(evt: TaskProgress) -> Sequence[CloudEvent]:
-        return await on_task_progress(evt, deps)
-
-    async def exited(evt: TaskExited) -> Sequence[CloudEvent]:
-        return await on_task_exited(evt, deps)
-
-    async def stop(evt: JobStopRequested) -> Sequence[CloudEvent]:
-        return await on_stop_requested(evt, deps)
-
     router = Router()
-    router.on(TaskStarted, started)
-    router.on(TaskProgress, progress)
-    router.on(TaskExited, exited)
-    router.on(JobStopRequested, stop)
+    router.on(TaskStarted, lambda evt: on_task_started(evt, deps))
+    router.on(TaskProgress, lambda evt: on_task_progress(evt, deps))
+    router.on(TaskExited, lambda evt: on_task_exited(evt, deps))
+    router.on(JobStopRequested, lambda evt: on_stop_requested(evt, deps))
+    router.on(JobPreempted, lambda evt: on_preempted(evt, deps))
     await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status",
-                             ["task.started", "task.progress", "task.exited", "job.stop_requested"], router)
+                             ["task.started", "task.progress", "task.exited", "job.stop_requested", "job.preempted"],
+                             router)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))

@@ -218,15 +218,28 @@ class Resources(Answer):
     gpus: int
 
 
+class Amounts(Answer):
+    """Amounts of resources that need not be whole: a share of a quota's worth of CPUs or GPUs."""
+
+    cpus: float
+    memory_mb: float = Field(alias="memoryMB")
+    gpus: float
+
+
 class VirtualCluster(Answer):
-    """A virtual cluster: its quota (percent of the cluster), who may use it, what it may and does use."""
+    """A virtual cluster: its quota (percent of the cluster), who may use it, what it may and does use, and
+    what it borrows from the others' idle quota and lends them (paiq's extension)."""
 
     name: str
     quota: Quota
+    borrowing: Quota = Field(description="how far beyond its quota it may run on the others' idle capacity "
+                                         "(percent of the cluster; 0: it does not borrow)")
     users: tuple[str, ...]
     groups: tuple[str, ...]
     capacity: Resources
     used: Resources
+    borrowed: Amounts = Field(description="what it runs beyond its quota now (opportunistic jobs left out)")
+    lent: Amounts = Field(description="its idle quota the others' borrowing runs on now")
     jobs: dict[str, int] = Field(description="jobs in each state")
 
 

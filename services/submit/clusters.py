@@ -1,4 +1,5 @@
-"""Virtual cluster routes: quotas, capacity, what is used and jobs per state; admins define them."""
+"""Virtual cluster routes: quotas, borrowing limits, capacity, what is used, borrowed and lent, and jobs per
+state; admins define them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from services.submit.answers import Message, answer
 from services.submit.bodies import read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
+from shared.borrowing import borrowed_and_lent, quota_usage
 from shared.priority import priority_name
 from shared.queueing import NO_SHARE, queue_positions, usage_by_vc
 from shared.records import JobState
@@ -19,7 +21,7 @@ from shared.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total
 # pydantic's error types, said in this API's words (its own messages are not passed on).
 _RULES = {
     "missing": "is required",
-    "extra_forbidden": "is not a field of a virtual cluster (quota, users, groups)",
+    "extra_forbidden": "is not a field of a virtual cluster (quota, borrowing, users, groups)",
     "float_type": "must be a number", "float_parsing": "must be a number", "finite_number": "must be a number",
     "greater_than_equal": "must be at least {ge}", "less_than_equal": "must be at most {le}",
     "string_type": "must be a string", "tuple_type": "must be a list", "list_type": "must be a list",
@@ -37,12 +39,22 @@ def _problems(error: ValidationError) -> str:
     said = []
     for e in error.errors(include_url=False, include_input=False):
         where = ".".join(_field(p) for p in e["loc"]) or "(body)"
-        said.append(f"{where}: {_RULES.get(e['type'], 'is not valid').format(**e.get('ctx', {}))}")
+        if e["type"] == "extra_forbidden" and len(e["loc"]) > 1:  # inside quota or borrowing
+            rule = "is not a resource (cpus, memory, gpus)"
+        else:
+            ctx = {k: f"{v:g}" if isinstance(v, float) else v for k, v in e.get("ctx", {}).items()}  # 100, not 100.0
+            rule = _RULES.get(e["type"], "is not valid").format(**ctx)
+        said.append(f"{where}: {rule}")
     return "; ".join(said)
 
 
 def _resources(r: Resources) -> answers.Resources:
     return answers.Resources(cpus=int(r.cpus), memory_mb=int(r.memory_mb), gpus=int(r.gpus))
+
+
+def _amounts(r: Resources) -> answers.Amounts:
+    """Shares of a quota need not be whole; rounded so that float noise (3.3000000000000003) is not sent."""
+    return answers.Amounts(cpus=round(r.cpus, 3), memory_mb=round(r.memory_mb, 3), gpus=round(r.gpus, 3))
 
 
 async def _summaries(request: web.Request) -> dict[str, answers.VirtualCluster]:
@@ -51,12 +63,15 @@ async def _summaries(request: web.Request) -> dict[str, answers.VirtualCluster]:
     nodes = [n for n in await store.list_nodes() if not n.lost]
     capacity = Resources(cpus=sum(n.cpus for n in nodes), memory_mb=sum(n.memory_mb for n in nodes),
                          gpus=sum(len(n.gpus) for n in nodes))
-    used = usage_by_vc(await store.jobs_holding_resources())
+    holding = await store.jobs_holding_resources()
+    used = usage_by_vc(holding)
+    borrowing = borrowed_and_lent(vcs, capacity, quota_usage(holding))
     counts = await store.job_counts_by_vc_and_state()
     return {
         vc.name: answers.VirtualCluster(
-            name=vc.name, quota=vc.quota, users=vc.users, groups=vc.groups,
+            name=vc.name, quota=vc.quota, borrowing=vc.borrowing, users=vc.users, groups=vc.groups,
             capacity=_resources(limit(vc, capacity)), used=_resources(used.get(vc.name, Resources())),
+            borrowed=_amounts(borrowing[vc.name][0]), lent=_amounts(borrowing[vc.name][1]),
             jobs={state.value: counts.get(vc.name, {}).get(state.value, 0) for state in JobState})
         for vc in vcs.values()
     }
@@ -91,17 +106,32 @@ async def get_queue(request: web.Request) -> web.Response:
     return answer(answers.Queue(virtual_cluster=name, jobs=tuple(jobs)))
 
 
+# What the default VC's body may not set: its quota is what the others leave, and it is open to everyone.
+_FIXED_FOR_DEFAULT = ("quota", "users", "groups")
+
+
+def _default_problem(body: dict[str, object]) -> str | None:
+    """Why a body may not be ``default``'s: it sets more than the borrowing limit."""
+    fixed = [k for k in _FIXED_FOR_DEFAULT if k in body]
+    if not fixed:
+        return None
+    return (f"{', '.join(fixed)}: may not be set for the default virtual cluster: its quota is what the others "
+            "leave and it is open to everyone; only its borrowing limit may be set, e.g. "
+            "{\"borrowing\": {\"gpus\": 25}}")
+
+
 async def put_virtual_cluster(request: web.Request) -> web.Response:
-    """Admins create or replace a VC: ``{"quota": {"cpus": 25, "memory": 25, "gpus": 50}, "users": [...],
-    "groups": [...]}`` (percentages of the cluster; ``default`` gets what the others leave)."""
+    """Admins create or replace a VC: ``{"quota": {"cpus": 25, "memory": 25, "gpus": 50}, "borrowing":
+    {"gpus": 25}, "users": [...], "groups": [...]}`` (percentages of the cluster). ``default`` gets what the
+    others leave: only its ``borrowing`` may be set (its stored quota is never read: see ``with_default``)."""
     await require_admin(request)
     name = request.match_info["vc"]
-    if name == DEFAULT_VC:
-        raise ApiError("InvalidParametersError", "the default virtual cluster's quota is what the others leave; "
-                                                 "change theirs instead")
     body = await read_json(request)
     if not isinstance(body, dict):
-        raise ApiError("InvalidParametersError", "the body must be a JSON object: {quota, users, groups}")
+        raise ApiError("InvalidParametersError", "the body must be a JSON object: {quota, borrowing, users, groups}")
+    problem = _default_problem(body) if name == DEFAULT_VC else None
+    if problem:
+        raise ApiError("InvalidParametersError", problem)
     try:
         vc = VirtualCluster.model_validate({**body, "name": name})
     except ValidationError as e:

@@ -104,7 +104,8 @@ _PAGE = {**_json(_ref("JobList"), "jobs"), "headers": {
     "X-Next-Cursor": {"description": "the cursor of the next page; absent on the last", "schema": {"type": "string"}},
     "Link": {"description": '<next page>; rel="next"', "schema": {"type": "string"}}}}
 _VC_PARAM = [{"name": "vc", "in": "path", "required": True, "schema": {"type": "string"}}]
-_NEW_VC_PARAM = [{"name": "vc", "in": "path", "required": True, "description": "not 'default' (400)",
+_NEW_VC_PARAM = [{"name": "vc", "in": "path", "required": True,
+                  "description": "'default' takes only borrowing (its quota is what the others leave; 400)",
                   "schema": {k: v for k, v in _vc_schemas["name"].items() if k != "title"}}]
 _ACCEPTED_JOB = {**_json(_ref("Message"), "accepted; Location names the job, warnings (and X-Warning) what was "
                                           "ignored"),
@@ -195,7 +196,7 @@ PATHS: dict[str, Any] = {
         "responses": {"200": {"description": "an endless event stream",
                               "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}},
     "/api/v1/virtual-clusters": {"get": {
-        "summary": "virtual clusters: capacity, used, jobs per state",
+        "summary": "virtual clusters: capacity, used, borrowed and lent, jobs per state",
         "responses": {"200": _json(_ref("VirtualClusters"), "")}}},
     **LOG_PATHS,
     **PORTAL_PATHS,
@@ -206,8 +207,9 @@ PATHS: dict[str, Any] = {
     "/api/v1/virtual-clusters/{vc}": {
         "get": {"summary": "one virtual cluster", "parameters": _VC_PARAM,
                 "responses": {"200": _json(_ref("VirtualCluster"), ""), **_errors(404)}},
-        "put": {"summary": "admin: create or replace a virtual cluster (quota in % of the cluster, users, groups); "
-                           "400 when the quotas would pass 100%", "security": _AUTH, "parameters": _NEW_VC_PARAM,
+        "put": {"summary": "admin: create or replace a virtual cluster (quota and borrowing limit in % of the "
+                           "cluster, users, groups); 400 when the quotas would pass 100%, or for 'default' with "
+                           "more than borrowing", "security": _AUTH, "parameters": _NEW_VC_PARAM,
                 "requestBody": _body(_ref("VirtualClusterChange")),
                 "responses": {"200": _json(_ref("Message"), "saved"), **_errors(400, 401, 403, 408, 413)}},
         "delete": {"summary": "admin: delete a virtual cluster without active jobs (not 'default')",

@@ -112,7 +112,7 @@ def fill(nodes: list[NodeRecord], jobs: int, o: Options, rng: random.Random) -> 
     for n in range(3 * jobs):
         if len(records) >= jobs:
             break
-        vc = rng.choice(("b", "c"))
+        vc = rng.choice(("a", "b", "c"))
         cfg = config(f"run{n}", rng.choices(TASK_CHOICES, TASK_WEIGHTS)[0], rng.choices(GPU_CHOICES, GPU_WEIGHTS)[0],
                      rng.choices(classes, weights)[0], vc)
         plan = place(snapshot, cfg, seed=n)
@@ -133,12 +133,12 @@ def top_up(nodes: list[NodeRecord], snapshot: ClusterSnapshot, running: list[Can
     """One-GPU test and oppo jobs on the nodes left whole until the waiting job no longer fits as it is."""
     n = 0
     while isinstance(place(snapshot, waiting, seed=n), Plan):
-        cfg = config(f"top{n}", 1, 1, rng.choice((PriorityClass.TEST, PriorityClass.OPPO)), "b")
+        cfg = config(f"top{n}", 1, 1, rng.choice((PriorityClass.TEST, PriorityClass.OPPO)), "a")
         plan = place(snapshot, cfg, strategy="spread", seed=n)
         assert isinstance(plan, Plan)
         snapshot.hold(plan, cfg)
         t = plan.tasks[0]
-        running.append(Candidate(job_id=f"u~top{n}~x", vc="b", user="u", priority=PRIORITIES[PriorityClass.TEST],
+        running.append(Candidate(job_id=f"u~top{n}~x", vc="a", user="u", priority=PRIORITIES[PriorityClass.TEST],
                                  started_ms=NOW_MS - rng.randrange(1, 86_400_000), holdings=(Held(
                                      node_id=t.node_id, cpus=4, memory_mb=4 * 4096, gpus=t.gpus,
                                      ports=tuple(p for ps in t.ports.values() for p in ps)),)))

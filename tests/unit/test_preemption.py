@@ -26,8 +26,9 @@ def nodes(count: int, gpus: int = 8) -> list[NodeRecord]:
 
 
 def job(job_id: str, *tasks: tuple[str, Sequence[int]], priority: int = TEST, started_s: int = 0,
-        borrowed_from: tuple[str, ...] = (), stopping_for: str | None = None, vc: str = "b") -> Candidate:
-    """A running job; each task is (node, GPU indices) and takes 2 CPUs and 4 GB per GPU (1 and 1 GB without)."""
+        borrowed_from: tuple[str, ...] = (), stopping_for: str | None = None, vc: str = "a") -> Candidate:
+    """A running job (of the waiting job's VC unless said); each task is (node, GPU indices) and takes 2
+    CPUs and 4 GB per GPU (1 and 1 GB without)."""
     held = tuple(Held(node_id=node, cpus=2 * len(g) or 1, memory_mb=4096 * len(g) or 1024, gpus=tuple(g))
                  for node, g in tasks)
     return Candidate(job_id=job_id, vc=vc, user="bob", priority=priority, started_ms=T0 + started_s * 1000,
@@ -77,19 +78,27 @@ def victims(answer: Preemption | NoPreemption) -> list[str]:
 
 
 @pytest.mark.parametrize(("w", "c", "ok", "reason"), [
-    (waiter(cls="prod"), job("x", priority=TEST), True, "priority test < prod"),
+    (waiter(cls="prod"), job("x", priority=TEST), True, "priority test < prod in vc a"),
     (waiter(cls="prod"), job("x", priority=OPPO), True, "priority oppo < prod (opportunistic)"),
+    (waiter(cls="test"), job("x", priority=OPPO, vc="b"), True, "priority oppo < test (opportunistic)"),
     (waiter(cls="test"), job("x", priority=TEST), False, "have priority test or higher"),
     (waiter(cls="test"), job("x", priority=PROD), False, "have priority test or higher"),
-    (waiter(cls="test", vc="a"), job("x", priority=PROD, borrowed_from=("a",)), True, "borrowed capacity of vc a"),
-    (waiter(cls="prod", vc="a"), job("x", priority=TEST, borrowed_from=("a",)), True,
-     "priority test < prod; borrowed capacity of vc a"),
-    (waiter(cls="test", vc="c"), job("x", priority=PROD, borrowed_from=("a",)), False,
+    (waiter(cls="prod"), job("x", priority=TEST, vc="b"), False,
+     "run within the quota of another vc (priorities count inside a vc)"),
+    (waiter(cls="test", vc="a"), job("x", priority=PROD, vc="b", borrowed_from=("a",)), True,
+     "borrowed capacity of vc a"),
+    (waiter(cls="prod", vc="a"), job("x", priority=TEST, vc="b", borrowed_from=("a",)), True,
+     "borrowed capacity of vc a"),
+    (waiter(cls="prod", vc="a"), job("x", priority=OPPO, vc="b", borrowed_from=("a",)), True,
+     "priority oppo < prod (opportunistic); borrowed capacity of vc a"),
+    (waiter(cls="test", vc="c"), job("x", priority=PROD, vc="b", borrowed_from=("a",)), False,
      "have priority test or higher"),
-    (waiter(cls="test", vc="a", reclaims=False), job("x", priority=PROD, borrowed_from=("a",)), False,
+    (waiter(cls="prod", vc="c"), job("x", priority=TEST, vc="b", borrowed_from=("a",)), False,
+     "run within the quota of another vc (priorities count inside a vc)"),
+    (waiter(cls="test", vc="a", reclaims=False), job("x", priority=PROD, vc="b", borrowed_from=("a",)), False,
      "borrow from vc a, which cannot reclaim beyond its quota"),
-    (waiter(cls="oppo", vc="a"), job("x", priority=PROD, borrowed_from=("a",)), False,
-     "borrow from vc a, which cannot reclaim beyond its quota"),
+    (waiter(cls="oppo", vc="a"), job("x", priority=OPPO, vc="b", borrowed_from=("a",)), False,
+     "are not stopped for opportunistic work"),
     (waiter(cls="prod", lineage=("x",)), job("x", priority=TEST), False,
      "preempted this job before (a job is never preempted back)"),
     (waiter(cls="prod"), job("x", priority=TEST, stopping_for="other"), False,
@@ -132,11 +141,11 @@ def test_oppo_jobs_are_the_first_victims() -> None:
 
 def test_victims_come_cheapest_first_with_why() -> None:
     running = [job("t", ("n0", WHOLE), started_s=5), job("o", ("n1", WHOLE), priority=OPPO),
-               job("b", ("n2", WHOLE), priority=PROD, borrowed_from=("a",))]
+               job("b", ("n2", WHOLE), priority=PROD, vc="b", borrowed_from=("a",))]
     answer = decide(3, running, waiter(tasks=3, cls="prod", vc="a"))
     assert isinstance(answer, Preemption)
     assert [(v.job_id, v.why) for v in answer.victims] == [
-        ("o", "priority oppo < prod (opportunistic)"), ("t", "priority test < prod"),
+        ("o", "priority oppo < prod (opportunistic)"), ("t", "priority test < prod in vc a"),
         ("b", "borrowed capacity of vc a")]
     assert answer.freed.gpus == 24 and answer.needed.gpus == 24 and answer.unused_gpus == 0
     assert len(answer.plan.tasks) == 3
@@ -146,12 +155,13 @@ def test_victims_come_cheapest_first_with_why() -> None:
 
 
 def test_the_owner_reclaims_borrowed_capacity_whatever_its_priority() -> None:
-    running = [job("borrower", ("n0", WHOLE), priority=PROD, borrowed_from=("a",)), job("own", ("n1", WHOLE))]
+    running = [job("borrower", ("n0", WHOLE), priority=PROD, vc="b", borrowed_from=("a",)),
+               job("own", ("n1", WHOLE), vc="b")]
     assert victims(decide(2, running, waiter(cls="test", vc="a"))) == ["borrower"]
 
 
 def test_another_vc_does_not_reclaim_what_it_did_not_lend() -> None:
-    running = [job("borrower", ("n0", WHOLE), priority=PROD, borrowed_from=("a",))]
+    running = [job("borrower", ("n0", WHOLE), priority=PROD, vc="b", borrowed_from=("a",))]
     answer = decide(1, running, waiter(cls="test", vc="c"))
     assert isinstance(answer, NoPreemption) and answer.code == "no_candidates"
     assert answer.reason == ("no running job is of lower priority or on borrowed capacity: "
@@ -172,7 +182,7 @@ def test_a_job_is_never_preempted_back() -> None:
 
 def test_a_preemption_in_flight_is_waited_for() -> None:
     w = waiter()
-    running = [job("x", ("n0", WHOLE), stopping_for=w.job_id), job("y", ("n1", WHOLE))]
+    running = [job("x", ("n0", WHOLE), stopping_for=w.job_id, vc="b", borrowed_from=("a",)), job("y", ("n1", WHOLE))]
     answer = decide(2, running, w)
     assert isinstance(answer, NoPreemption) and answer.code == "in_progress"
     assert answer.reason == "preemption of 1 job of vc b in progress"

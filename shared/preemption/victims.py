@@ -1,39 +1,5 @@
-"""Preemption as a pure decision: which running jobs to stop so that one waiting job fits, or why none.
-
-:func:`choose_victims` is called once per scheduling pass for a waiting job that did not fit. It answers
-a :class:`Preemption` (the victims, whole jobs, each with why; the plan the job gets once they are gone;
-what that frees against what the job needs) or a :class:`NoPreemption` with a code and a sentence.
-
-The wiring, one stage after another:
-
-1. Who may be a victim (:func:`eligible`, one small rule with its reason): a job of lower priority, or a
-   job running on capacity the waiting job's VC lent (a borrower, when that VC reclaims). Never the
-   job that preempted the waiting one (no loops), never a job already being stopped for another.
-2. Rank them, cheapest first: lowest priority (``oppo`` first), borrowed before owned, youngest first
-   (least work lost), fewest GPUs, then a hash of the job id seeded by the caller (ties are replayable,
-   never the order the candidates came in).
-3. Make room task by task over node arithmetic (free + released - reserved CPUs, memory and GPUs of the
-   job's type): each task takes the node whose needed new victims are cheapest (compared worst victim
-   first, then how many), and on that node victims are taken cheapest first and then reprieved most
-   expensive first (kube-scheduler's way), so each node's set is minimal. Only nodes that hold eligible
-   jobs or have room are looked at; a victim's release only re-costs the nodes it runs on.
-4. Prune the set by arithmetic (drop a victim when every reserved task still fits without it).
-5. Simulate before acting: release the victims' holdings on the snapshot and run :func:`place`; never
-   answer victims for a job that would still not fit. When placement disagrees with the arithmetic
-   (ports, its own order), room for one more task of the role it failed on is made and it runs again.
-6. Prune by simulation, most expensive first (victims on no node of the plan first, together), within
-   ``max_simulations``; a victim is only simulated when the nodes would still have a slot per task
-   without it (a count per role), so hopeless tries cost no placement.
-
-Candidates are judged a layer at a time (one priority and borrowed/owned group, cheapest first): a node's
-cost is compared worst victim first, so a later layer never offers a cheaper node and is only brought in
-when the earlier ones cannot make room. With mostly ``oppo`` victims, most running jobs are never ranked.
-
-Bounded: at most ``max_victims`` victims are answered, the greedy gives up past twice that, and at most
-``max_simulations`` placements run. The snapshot is changed while deciding and given back exactly
-before returning, as :func:`place` does. Same inputs and seed, same answer, whatever the order of
-``running``.
-"""
+"""Choosing victims: the cheapest whole jobs to stop so that one waiting job fits (the stages are in
+:mod:`shared.preemption`'s docstring)."""
 
 from __future__ import annotations
 
@@ -42,156 +8,14 @@ import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
-
-from pydantic import BaseModel, ConfigDict
 
 from shared.jobconfig import JobConfig
 from shared.placement import ClusterSnapshot, Plan, Unplaceable, place
 from shared.placement.checks import Ask
 from shared.placement.snapshot import ANY_GPU, Claim, NodeState
-from shared.priority import is_opportunistic, priority_name, priority_of
-from shared.records import JobRecord, holdings
+from shared.preemption.eligibility import eligible
+from shared.preemption.values import Candidate, Held, NoCode, NoPreemption, Preemption, Victim, Waiter, plural
 from shared.vclusters import Resources
-
-
-class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Held(_Value):
-    """What one task of a running job holds on its node."""
-
-    node_id: str
-    cpus: int
-    memory_mb: int
-    gpus: tuple[int, ...] = ()
-    ports: tuple[int, ...] = ()
-
-
-class Candidate(_Value):
-    """A running job as preemption sees it. ``borrowed_from``: the VCs whose capacity it runs on beyond
-    its own VC's quota (the caller decides; empty when within quota). ``stopping_for``: the job it is
-    already being stopped for, while that preemption is in flight. ``holdings`` must be those the
-    snapshot counts as used."""
-
-    job_id: str
-    vc: str
-    user: str
-    priority: int
-    started_ms: int
-    holdings: tuple[Held, ...]
-    borrowed_from: tuple[str, ...] = ()
-    stopping_for: str | None = None
-
-    @property
-    def borrowed(self) -> bool:
-        return bool(self.borrowed_from)
-
-    @property
-    def gpus(self) -> int:
-        return sum(len(h.gpus) for h in self.holdings)
-
-    @classmethod
-    def of(cls, job: JobRecord, *, priority: int | None = None, borrowed_from: tuple[str, ...] = (),
-           stopping_for: str | None = None) -> Candidate:
-        """From a job record: its tasks that hold resources; started when launched (or its first task)."""
-        held = tuple(Held(node_id=str(t.node_id), cpus=r.cpu_number, memory_mb=r.memory_mb, gpus=t.gpus,
-                          ports=tuple(p for ps in t.ports.values() for p in ps)) for _, t, r in holdings([job]))
-        starts = [t.started_ms for t in job.tasks if t.started_ms is not None]
-        return cls(job_id=job.id, vc=job.virtual_cluster, user=job.user,
-                   priority=priority_of(job.config) if priority is None else priority,
-                   started_ms=job.launched_ms or min(starts, default=job.created_ms), holdings=held,
-                   borrowed_from=borrowed_from, stopping_for=stopping_for)
-
-
-class Waiter(_Value):
-    """The waiting job. ``lineage``: the jobs that preempted it (and, as the caller keeps it, theirs):
-    never preempted back. ``reclaims``: it would run within its own VC's quota, so it may take back
-    capacity its VC lent."""
-
-    job_id: str
-    vc: str
-    priority: int
-    config: JobConfig
-    lineage: tuple[str, ...] = ()
-    reclaims: bool = True
-
-    @classmethod
-    def of(cls, job: JobRecord, *, lineage: tuple[str, ...] = (), reclaims: bool = True) -> Waiter:
-        return cls(job_id=job.id, vc=job.virtual_cluster, priority=priority_of(job.config), config=job.config,
-                   lineage=lineage, reclaims=reclaims)
-
-
-class Verdict(NamedTuple):
-    ok: bool
-    reason: str
-
-
-def eligible(waiting: Waiter, candidate: Candidate) -> Verdict:
-    """Whether ``candidate`` may be stopped for ``waiting``, and why (or why not, worded to be counted)."""
-    if candidate.job_id == waiting.job_id:
-        return Verdict(False, "is the waiting job itself")
-    if candidate.stopping_for is not None:
-        return Verdict(False, "are already being stopped for a job")
-    if candidate.job_id in waiting.lineage:
-        return Verdict(False, "preempted this job before (a job is never preempted back)")
-    why = []
-    if candidate.priority < waiting.priority:
-        mine, theirs = priority_name(waiting.priority), priority_name(candidate.priority)
-        why.append(f"priority {theirs} < {mine}" + (" (opportunistic)" if is_opportunistic(candidate.priority) else ""))
-    if waiting.vc in candidate.borrowed_from:
-        if waiting.reclaims and not is_opportunistic(waiting.priority):
-            why.append(f"borrowed capacity of vc {waiting.vc}")
-        elif not why:
-            return Verdict(False, f"borrow from vc {waiting.vc}, which cannot reclaim beyond its quota")
-    if why:
-        return Verdict(True, "; ".join(why))
-    return Verdict(False, f"have priority {priority_name(waiting.priority)} or higher")
-
-
-class Victim(_Value):
-    job_id: str
-    vc: str
-    user: str
-    priority: int
-    why: str
-    gpus: int
-    cpus: int
-    memory_mb: int
-
-
-class Preemption(_Value):
-    """Stop ``victims`` (in this order, cheapest first) and ``plan`` is where the job goes."""
-
-    type: Literal["preempt"] = "preempt"
-    job_id: str
-    victims: tuple[Victim, ...]
-    plan: Plan
-    freed: Resources  # what the victims hold, all of it
-    needed: Resources  # what the waiting job asks
-    unused_gpus: int  # victims' GPUs the plan does not take: freed beyond need
-    simulations: int
-
-    @property
-    def reason(self) -> str:
-        names = ", ".join(f"{v.job_id} ({v.why})" for v in self.victims)
-        return (f"preempting {_plural(len(self.victims), 'job')}: {names}; frees {self.freed.gpus:g} GPUs for "
-                f"{self.needed.gpus:g} needed, {self.unused_gpus} beyond need")
-
-
-NoCode = Literal["fits", "in_progress", "no_candidates", "short", "bound"]
-
-
-class NoPreemption(_Value):
-    """No victims: it fits already, a preemption for it is in flight, no one may be stopped, stopping
-    every eligible job would not be enough, or the bounds were reached."""
-
-    type: Literal["none"] = "none"
-    job_id: str
-    code: NoCode
-    reason: str
-    simulations: int = 0
 
 
 def choose_victims(snapshot: ClusterSnapshot, waiting: Waiter, running: Sequence[Candidate], *, seed: int,
@@ -200,7 +24,7 @@ def choose_victims(snapshot: ClusterSnapshot, waiting: Waiter, running: Sequence
     ranking = _Ranking(waiting, running, seed)
     if ranking.in_flight:
         vcs = ", ".join(sorted({c.vc for c in ranking.in_flight}))
-        return _none(waiting, "in_progress", f"preemption of {_plural(len(ranking.in_flight), 'job')} of vc {vcs} "
+        return _none(waiting, "in_progress", f"preemption of {plural(len(ranking.in_flight), 'job')} of vc {vcs} "
                                              "in progress")
     sim = _Simulation(snapshot, waiting.config, seed, ranking.ranked)
     try:
@@ -572,11 +396,7 @@ def _no_candidates(waiting: Waiter, refused: Counter[str]) -> NoPreemption:
 
 
 def _short(waiting: Waiter, role: str, short: int, of: int, ask: Ask) -> NoPreemption:
-    each = ", ".join(x for x in (_plural(ask.gpus, "GPU") if ask.gpus else "", _plural(ask.cpus, "CPU"),
+    each = ", ".join(x for x in (plural(ask.gpus, "GPU") if ask.gpus else "", plural(ask.cpus, "CPU"),
                                  f"{ask.memory_mb} MB") if x)
     return _none(waiting, "short", f"no lower-priority or borrowed job frees enough: {short} of "
-                                   f"{_plural(of, 'task')} of role {role} ({each} each) find no node")
-
-
-def _plural(n: int, what: str) -> str:
-    return f"{n} {what}{'s' if n != 1 else ''}"
+                                   f"{plural(of, 'task')} of role {role} ({each} each) find no node")
