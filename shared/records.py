@@ -123,6 +123,7 @@ class PreemptedBy(_Record):
     by_priority: str  # the waiting job's priority class
     why: str  # why this job was eligible ("borrowed capacity of vc a", "priority test < prod in vc a")
     at_ms: int
+    decision: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])  # this decision, among others alike
 
     @property
     def reason(self) -> str:

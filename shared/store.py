@@ -286,12 +286,13 @@ class Store:
                 await self._fenced_write(fence, ops)
             else:
                 await self.jobs.bulk_write(ops, ordered=False)
+            # Marked by this write: each decision has its own id (one left alone keeps an earlier one or none).
             wanted = {job.id: mark for job, mark, _ in marks}
             cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
-            marked = [JobRecord.from_document(d) async for d in cursor]
+            after = [JobRecord.from_document(d) async for d in cursor]
         except PyMongoError as e:
             raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
-        return [j for j in marked if j.preempted == wanted[j.id]]
+        return [j for j in after if j.preempted == wanted[j.id]]
 
     async def jobs_to_preempt(self) -> list[JobRecord]:
         """Active jobs whose current attempt the scheduler preempted and that still run it (the event may

@@ -43,7 +43,7 @@ async def test_a_prod_job_queued_after_a_test_job_starts_first_and_the_queue_say
     vc = f"prio{user[-6:]}"
     # 3.125% of the node's 32 CPUs: one 1-CPU job at a time (this machine's engine has 2 CPUs)
     await admin.put_virtual_cluster(vc, {"cpus": 3.125, "memory": 3.125, "gpus": 0}, ["*"])
-    await api.submit(user, prio_job("blocker", vc, "sleep 3"))
+    await api.submit(user, prio_job("blocker", vc, "sleep 3", priority="prod"))  # prod: not preempted for late-prod
     await api.submit(user, prio_job("early-test", vc, "true"))
     await api.submit(user, prio_job("late-prod", vc, "true", priority="prod"))
     queue = await _until_queued(api, vc, ["early-test", "late-prod"])
@@ -65,10 +65,10 @@ async def test_paiq_queue_prints_the_order_and_the_reasons(
         platform: Platform, admin: PaiqClient, api: PaiqClient, user: str) -> None:
     vc = f"cli{user[-6:]}"
     await admin.put_virtual_cluster(vc, {"cpus": 3.125, "memory": 3.125, "gpus": 0}, ["*"])
-    await api.submit(user, prio_job("holder", vc, "sleep 30"))
-    await api.submit(user, prio_job("opportunist", vc, "true", priority="oppo"))
+    await api.submit(user, prio_job("holder", vc, "sleep 30", priority="prod"))  # prod: urgent does not preempt it
     await api.submit(user, prio_job("regular", vc, "true"))
-    await _until_queued(api, vc, ["opportunist", "regular"], share=1.0)  # the holder: all of the VC's one CPU
+    await api.submit(user, prio_job("urgent", vc, "true", priority="prod"))
+    await _until_queued(api, vc, ["regular", "urgent"], share=1.0)  # the holder: all of the VC's one CPU
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env["PAIQ_API"] = platform.api
     done = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.cli", "queue", vc, env=env, cwd=REPO,
@@ -77,8 +77,8 @@ async def test_paiq_queue_prints_the_order_and_the_reasons(
     assert done.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     assert lines[0].split()[:4] == ["#", "PRIORITY", "SHARE", "WAITING"]
-    assert [line.split()[:2] for line in lines[1:]] == [["1", "test"], ["2", "oppo"]]
-    assert f"{user}~regular" in lines[1] and "would exceed its quota" in lines[1]
+    assert [line.split()[:2] for line in lines[1:]] == [["1", "prod"], ["2", "test"]]
+    assert f"{user}~urgent" in lines[1] and "would exceed its quota" in lines[1]
     assert [float(line.split()[2]) for line in lines[1:]] == [1.0, 1.0], "the SHARE column"
     await api.stop(user, "holder")
 

@@ -8,7 +8,7 @@ import pytest
 
 from shared.errors import JobExistsError
 from shared.queueing import QueueEntry, Share
-from shared.records import JobRecord, JobState, initial_tasks, job_id_of
+from shared.records import JobRecord, JobState, PreemptedBy, SubState, initial_tasks, job_id_of
 from shared.store import Store, open_store
 from shared.validation import Accepted, validate_job_config
 from tests.infra import unique
@@ -93,3 +93,27 @@ async def test_queued_and_placed_jobs(store: Store) -> None:
     assert [j.name for j in await store.placed_jobs()] == ["older"]
     await store.update_job(older.id, {"state": JobState.WAITING.value}, {"state": JobState.SUCCEEDED.value})
     assert await store.placed_jobs() == []
+
+
+async def test_a_preemption_is_marked_only_on_the_attempt_it_was_decided_for(store: Store) -> None:
+    running = [make_job("v", name, i).model_copy(update={"state": JobState.RUNNING, "sub_state": SubState.RUNNING})
+               for i, name in enumerate(("victim", "moved-on", "stopping", "marked"))]
+    for job in running:
+        await store.insert_job(job)
+    await store.update_job(running[1].id, {}, {"attempt": 1})  # its attempt ended and a new one was queued
+    await store.update_job(running[2].id, {}, {"stop_requested_by": "v"})  # its user is stopping it
+    other = PreemptedBy(attempt=0, by="w~other", by_vc="a", by_priority="prod", why="earlier", at_ms=1)
+    await store.update_job(running[3].id, {}, {"preempted": other.model_dump(mode="json")})
+
+    def mark(job: JobRecord) -> tuple[JobRecord, PreemptedBy, tuple[str, ...]]:
+        return job, PreemptedBy(attempt=0, by="w~boss", by_vc="a", by_priority="prod",
+                                why="borrowed capacity of vc a", at_ms=5), ("w~boss",)
+
+    marked = await store.mark_preempted([mark(j) for j in running])
+    assert [j.name for j in marked] == ["victim"]
+    victim = await store.get_job(running[0].id)
+    assert victim is not None and victim.preempted is not None and victim.preempted.by == "w~boss"
+    assert victim.preempted_by == ("w~boss",) and victim.version == running[0].version + 1
+    assert sorted(j.name for j in await store.jobs_to_preempt()) == ["marked", "victim"]
+    again = await store.mark_preempted([mark(running[0])])
+    assert again == [], "one decision per attempt: a second one leaves the first in place"

@@ -26,7 +26,7 @@ from shared.bus.memory import MemoryBus
 from shared.events import TaskExitedData, TaskStartedData
 from shared.joblist import Cursor
 from shared.lifecycle import RetryPolicy
-from shared.records import JobRecord, JobState, NodeRecord, TaskState, initial_tasks, now_ms
+from shared.records import JobRecord, JobState, NodeRecord, PreemptedBy, TaskState, initial_tasks, now_ms
 from shared.settings import Settings
 from shared.store import Store
 from tests.conftest import mongo_server
@@ -68,6 +68,9 @@ ACTIVE = [
     active_job("retry", state=JobState.WAITING, sub_state="retry pending"),
     active_job("stopme", state=JobState.RUNNING, sub_state="running", node="n1", task_state=TaskState.RUNNING,
                stop_requested_by="act"),
+    active_job("preemptme", state=JobState.RUNNING, sub_state="running", node="n2", task_state=TaskState.RUNNING,
+               preempted=PreemptedBy(attempt=0, by="act~queued~00000000", by_vc="default", by_priority="test",
+                                     why="priority oppo < test (opportunistic)", at_ms=NOW)),
     # over, but one container is still being stopped: it holds its resources
     active_job("leftover", state=JobState.FAILED, sub_state="stopping", node="n3", task_state=TaskState.RUNNING,
                completed_ms=NOW - 500),
@@ -85,6 +88,7 @@ QUERIES: dict[str, Query] = {
     "jobs_on_node": lambda s: s.jobs_on_node("n1"),
     "retry_pending_jobs": lambda s: s.retry_pending_jobs(),
     "jobs_to_stop": lambda s: s.jobs_to_stop(),
+    "jobs_to_preempt": lambda s: s.jobs_to_preempt(),
     "uncounted_finished_jobs": lambda s: s.uncounted_finished_jobs(),
     "job_counts_by_vc_and_state": lambda s: s.job_counts_by_vc_and_state(),
     "active_jobs_in_vc": lambda s: s.active_jobs_in_vc("default"),
@@ -155,17 +159,19 @@ async def test_the_passes_find_exactly_the_active_work(history: Stores) -> None:
     store, _, _ = history
     assert [j.name for j in await store.queued_jobs()] == ["queued"]
     assert {j.name for j in await store.placed_jobs()} == {"starting", "running", "stopme", "retry"}
-    assert {j.name for j in await store.jobs_holding_resources()} == {"starting", "running", "stopme", "leftover"}
+    assert {j.name for j in await store.jobs_holding_resources()} == {"starting", "running", "stopme", "preemptme",
+                                                                           "leftover"}
     assert {j.name for j in await store.jobs_on_node("n1")} == {"starting", "stopme"}
     assert [j.name for j in await store.retry_pending_jobs()] == ["retry"]
     assert [j.name for j in await store.jobs_to_stop()] == ["stopme"]
+    assert [j.name for j in await store.jobs_to_preempt()] == ["preemptme"]
     assert [j.name for j in await store.uncounted_finished_jobs()] == ["leftover"], "ended, inserted uncounted"
     counts = await store.job_counts_by_vc_and_state()
     assert counts["default"] == {"SUCCEEDED": HISTORY - HISTORY // 10, "FAILED": HISTORY // 10,
-                                 "WAITING": 3, "RUNNING": 2}
-    assert await store.active_jobs_in_vc("default") == 5
+                                 "WAITING": 3, "RUNNING": 3}
+    assert await store.active_jobs_in_vc("default") == 6
     first = await store.list_jobs(limit=20)
-    assert [j.name for j in first.jobs[:6]] == sorted(j.name for j in ACTIVE), "newest first, ties by id"
+    assert [j.name for j in first.jobs[:7]] == sorted(j.name for j in ACTIVE), "newest first, ties by id"
 
 
 async def test_pages_by_cursor_and_by_offset_give_every_job_once_newest_first(
