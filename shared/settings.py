@@ -28,6 +28,7 @@ from shared.settings_syntax import (
     node_id_of_host,
     parse_cache_size,
     parse_days,
+    parse_gpu_devices,
     parse_gpus,
     parse_integer,
     parse_network,
@@ -59,6 +60,9 @@ class LauncherSettings:
     task_log_max_bytes: int = 4 * 1024 * 1024
     debug_keep_seconds: int = 7 * 24 * 3600
     network: str = "host"  # or "bridge": each task port published 1:1 on the host
+    # "nvidia": a task's GPUs are passed to its container (Docker device requests, NVIDIA's runtime);
+    # "none": they are only counted and named in its environment (test clusters of declared GPUs)
+    gpu_devices: str = "nvidia"
 
 
 # Where the scheduler's, status's and launcher's /healthz and /metrics listen by default.
@@ -226,6 +230,7 @@ class PaiqEnv(BaseSettings):
     # How the launcher runs tasks.
     pull_latest: Annotated[bool, _text(parse_switch)] = Field(_LAUNCHER.pull_latest, alias="PAIQ_PULL_LATEST")
     network: Annotated[str, _text(parse_network)] = Field(_LAUNCHER.network, alias="PAIQ_NODE_NETWORK")
+    gpu_devices: Annotated[str, _text(parse_gpu_devices)] = Field(_LAUNCHER.gpu_devices, alias="PAIQ_GPU_DEVICES")
     code_dir_max_mb: Integer = Field(_LAUNCHER.code_dir_max_mb, alias="PAIQ_CODE_DIR_MAX_MB", ge=1)
     task_log_max_bytes: Integer = Field(_LAUNCHER.task_log_max_bytes, alias="PAIQ_TASK_LOG_MAX_BYTES", ge=1)
     debug_keep_seconds: Integer = Field(_LAUNCHER.debug_keep_seconds, alias="PAIQ_DEBUG_KEEP_SECONDS", ge=1)

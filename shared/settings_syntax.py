@@ -79,6 +79,12 @@ def parse_network(raw: str) -> str:
     return raw
 
 
+def parse_gpu_devices(raw: str) -> str:
+    if raw not in {"nvidia", "none"}:
+        raise ValueError(f"must be nvidia or none, got {quoted(raw)}")
+    return raw
+
+
 def parse_cache_size(raw: str) -> str:
     """``"512m"`` -> ``"512M"``: 1-999999 megabytes or gigabytes."""
     size = raw.strip().upper()

@@ -68,7 +68,7 @@ def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, se
     return ContainerSpec(
         name=name, image=spec.image, command=command, command_args=args, env=task_environment(job_env, spec.env),
         labels=labels(spec, node_id), cpus=spec.cpus, memory_mb=spec.memory_mb, shm_mb=spec.shm_mb,
-        gpus=spec.gpus, code_dir=code_dir, network_mode=settings.network,
+        gpus=spec.gpus if settings.gpu_devices == "nvidia" else (), code_dir=code_dir, network_mode=settings.network,
         published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),
         log_max_bytes=max(settings.task_log_max_bytes, 1024 * 1024),
         files=ssh_files(ssh) if ssh is not None else (),

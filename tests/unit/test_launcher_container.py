@@ -112,3 +112,12 @@ def test_engine_timestamps_to_nanoseconds(text: str, ns: int) -> None:
 ])
 def test_engine_start_failures(text: str, code: int) -> None:
     assert start_failure(text)[0] == code
+
+
+@pytest.mark.parametrize(("devices", "requested"), [("nvidia", ["0", "3"]), ("none", None)])
+def test_a_tasks_gpus_go_to_its_container_unless_they_are_only_declared(devices: str, requested: object) -> None:
+    spec = container_spec(make_spec(gpus=(0, 3)), name="c", node_id="n1", code_dir="",
+                          settings=LauncherSettings(gpu_devices=devices))
+    args = create_args(spec)
+    got = [r["DeviceIDs"] if isinstance(r, dict) else r.device_ids for r in args.get("device_requests", [])]
+    assert (got[0] if got else None) == requested

@@ -397,6 +397,7 @@ ONE_LINE = [
     ("PAIQ_NODE_GPUS", "0:V100,\nK80"), ("PAIQ_NODE_PORT_RANGE", "1-2-3"), ("PAIQ_PULL_LATEST", "yes"),
     ("PAIQ_NODE_NETWORK", "nat"), ("PAIQ_EMBEDDED_DB_CACHE", "lots"), ("PAIQ_JOB_RETENTION_DAYS", "forever"),
     ("PAIQ_NODE_ID", "a\nb"), ("PAIQ_OPS_PORT", "99999"), ("PAIQ_NODE_CPUS", "x" * 10_000),
+    ("PAIQ_GPU_DEVICES", "amd"),
 ]
 
 
