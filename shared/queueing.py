@@ -21,7 +21,7 @@ from __future__ import annotations
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from shared.borrowing import Admission, admit, counts_in_quota, lendable
@@ -186,8 +186,10 @@ class _Planner:
         vc = self.vcs.get(vc_name)
         head: JobRecord | None = None  # the oldest job of this VC that could not start
         position = 0
+        waiting_above: list[int] = []  # the priorities of the jobs ahead that wait (highest first)
         for job in jobs:
             position += 1
+            priority = priority_of(job.config)
             if vc is None:
                 self.waiting[job.id] = Waiting(position, f"virtual cluster {vc_name} no longer exists", False)
                 continue
@@ -210,6 +212,11 @@ class _Planner:
                 position -= 1  # it left the queue
             elif not self.waiting[job.id].reason.startswith(NEVER_FITS):
                 head = head or job
+                ahead = sum(1 for p in waiting_above if p > priority)
+                if ahead:
+                    wait = self.waiting[job.id]
+                    self.waiting[job.id] = replace(wait, reason=f"higher priority jobs ahead: {ahead}; {wait.reason}")
+                waiting_above.append(priority)
 
     def second_round(self, job: JobRecord, position: int) -> None:
         vc = self.vcs[job.virtual_cluster]
