@@ -252,7 +252,7 @@ def _retry(job: JobRecord, outcome: Completion, counter: Counter, now: int, poli
     preempted = outcome.exit_code == PREEMPTED
     streak = job.backoff_streak if preempted else policy.streak(job, now)
     delay = 0 if preempted else policy.delay_ms(streak, spec.reaction)
-    ended = ("succeeded" if outcome.state == JobState.SUCCEEDED
+    ended = ("succeeded" if outcome.state == JobState.SUCCEEDED else outcome.reason if preempted
              else f"failed with exit {outcome.exit_code} ({spec.phrase}: {spec.reason})")
     budget = retry_budget(job.config.retry_count, counter, getattr(counts, counter))
     reason = f"attempt {job.attempt} {ended}; retry {counts.total}, {budget}, in {delay / 1000:g}s"

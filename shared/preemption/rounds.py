@@ -165,7 +165,8 @@ def _try(state: _State, job: JobRecord, max_victims: int, max_simulations: int) 
         return choose_victims(state.snapshot, waiter, state.running, seed=seed, max_victims=max_victims,
                               max_simulations=max_simulations)
     waiter = Waiter.of(job, lineage=job.preempted_by, reclaims=True)
-    freeing = _quota_victims(waiter, state.running, borrowed(vc, capacity, used + request), seed, max_victims)
+    short = borrowed(vc, capacity, used + request)
+    freeing = _quota_victims(waiter, state.running, short, seed, max_victims)
     if not freeing:
         return None
     claims = [claim for c, _ in freeing for claim in state.release(c)]
@@ -180,7 +181,9 @@ def _try(state: _State, job: JobRecord, max_victims: int, max_simulations: int) 
                 return answer
             return _with_quota_victims(waiter, freeing, plan, (), answer.simulations)
         if isinstance(answer, Preemption):
-            return _with_quota_victims(waiter, freeing, answer.plan, answer.victims, answer.simulations)
+            kept = _needed(freeing, answer, short, vc.name)
+            return _with_quota_victims(waiter, kept, answer.plan, answer.victims, answer.simulations,
+                                       answer.unused_gpus)
         return answer
     finally:
         state.retake(claims)
@@ -216,8 +219,26 @@ def _quota_victims(waiter: Waiter, running: Sequence[Candidate], short: Resource
     return chosen
 
 
+def _needed(freeing: list[tuple[Candidate, str]], answer: Preemption, short: Resources,
+            vc: str) -> list[tuple[Candidate, str]]:
+    """The quota victims still needed once ``answer``'s victims are stopped too (those of the same VC free
+    its quota as well): one on no node of the plan is dropped, most expensive first, while the rest
+    still free ``short``."""
+    on_plan = {t.node_id for t in answer.plan.tasks}
+    freed = sum((_usage(c) for c, _ in freeing), Resources()) + sum(
+        (Resources(cpus=v.cpus, memory_mb=v.memory_mb, gpus=v.gpus) for v in answer.victims
+         if v.vc == vc and not is_opportunistic(v.priority)), Resources())
+    kept = list(freeing)
+    for row in reversed(freeing):
+        c = row[0]
+        if not any(h.node_id in on_plan for h in c.holdings) and _covers(freed - _usage(c), short):
+            kept.remove(row)
+            freed = freed - _usage(c)
+    return kept
+
+
 def _with_quota_victims(waiter: Waiter, freeing: list[tuple[Candidate, str]], plan: Plan,
-                        more: tuple[Victim, ...], simulations: int) -> Preemption:
+                        more: tuple[Victim, ...], simulations: int, more_unused: int = 0) -> Preemption:
     victims = tuple(Victim(job_id=c.job_id, vc=c.vc, user=c.user, priority=c.priority, why=why, gpus=c.gpus,
                            cpus=sum(h.cpus for h in c.holdings), memory_mb=sum(h.memory_mb for h in c.holdings))
                     for c, why in freeing) + more
@@ -229,7 +250,7 @@ def _with_quota_victims(waiter: Waiter, freeing: list[tuple[Candidate, str]], pl
                       gpus=sum(v.gpus for v in victims))
     taken = {(t.node_id, g) for t in plan.tasks for g in t.gpus}
     return Preemption(job_id=waiter.job_id, victims=victims, plan=plan, freed=freed, needed=needed,
-                      unused_gpus=len(slots - taken), simulations=simulations)
+                      unused_gpus=len(slots - taken) + more_unused, simulations=simulations)
 
 
 def _covers(freed: Resources, short: Resources) -> bool:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
+from shared.borrowing import quota_usage
 from shared.errors import SettingsError
 from shared.placement import ClusterSnapshot
 from shared.queueing import (
+    QueueDecision,
     QueueEntry,
     Share,
     Shares,
+    Waiting,
     entry_of,
     never_fits_key,
     plan_queue,
@@ -265,3 +270,127 @@ def test_users_shares_are_their_dominant_fraction_of_the_vc_quota() -> None:
         t.model_copy(update={"node_id": "n0", "state": TaskState.RUNNING}) for t in cpu_job.tasks)})
     shares = user_shares([gpu_job, cpu_job], vcs, capacity)
     assert shares == {"team": {"bob": Share(dominant=0.5, gpus=0.5), "carol": Share(dominant=0.5, gpus=0.0)}}
+
+
+
+# --- borrowing and opportunistic jobs ------------------------------------------------------------------
+# One node of 8 GPUs and 16 CPUs; VCs a and b have half each (4 GPUs, 8 CPUs), b may borrow half more.
+
+HALF = Quota(cpus=50, memory=50, gpus=50)
+LENDER, BORROWER = VirtualCluster(name="a", quota=HALF), VirtualCluster(name="b", quota=HALF, borrowing=HALF)
+
+
+def gpu_job(name: str, vc: str, gpus: int, *, age_s: int = 10, priority: str | None = None) -> JobRecord:
+    return queued(name, gpus=gpus, vc=vc, age_s=age_s, priority=priority)
+
+
+def holding(name: str, vc: str, gpus: tuple[int, ...], *, priority: str | None = None) -> JobRecord:
+    """A job running on n0 holding ``gpus`` (and 1 CPU, 100 MB)."""
+    job = gpu_job(name, vc, len(gpus), priority=priority)
+    return job.model_copy(update={"state": JobState.RUNNING, "sub_state": SubState.RUNNING, "tasks": tuple(
+        t.model_copy(update={"node_id": "n0", "gpus": gpus, "state": TaskState.RUNNING}) for t in job.tasks)})
+
+
+class Pass(NamedTuple):
+    started: list[str]
+    waiting: dict[str, Waiting]  # by job name
+    used: dict[str, Resources]  # after the pass
+    decision: QueueDecision
+
+
+def one_pass(jobs: list[JobRecord], running: Sequence[JobRecord] = (),
+             vcs: Sequence[VirtualCluster] = (LENDER, BORROWER)) -> Pass:
+    snapshot = ClusterSnapshot.build([make_node("n0", cpus=16, memory_mb=65536, gpus=["V100"] * 8)], running)
+    used = dict(quota_usage(running))
+    decision = plan_queue(snapshot, jobs, with_default(list(vcs)), used, NOW, BOUND)
+    return Pass([j.name for j, _ in decision.start], {k.split("~")[1]: w for k, w in decision.waiting.items()},
+                used, decision)
+
+
+def test_a_borrower_runs_on_the_idle_quota_of_another_vc() -> None:
+    result = one_pass([gpu_job("big", "b", 6)])
+    assert result.started == ["big"] and result.waiting == {}
+    assert result.used["b"] == Resources(cpus=1, memory_mb=100, gpus=6)
+
+
+def test_a_vc_without_a_borrowing_limit_stays_within_its_quota() -> None:
+    no_borrowing = BORROWER.model_copy(update={"borrowing": Quota()})
+    result = one_pass([gpu_job("first", "b", 4, age_s=9), gpu_job("more", "b", 1, age_s=5),
+                       gpu_job("big", "b", 6, age_s=1)], vcs=[LENDER, no_borrowing])
+    assert result.started == ["first"]
+    assert result.waiting == {
+        "more": Waiting(1, "virtual cluster b would exceed its quota: the job needs 1 GPUs, 0 of 4 are free in the "
+                           "quota"),
+        "big": Waiting(2, "it cannot start even on an idle cluster: it needs 6 GPUs but virtual cluster b's quota is 4 "
+                          "in all (50% of the cluster): it cannot start until the quota grows", may_preempt=False)}
+
+
+@pytest.mark.parametrize(("lender", "borrower"), [("a", "b"), ("b", "a")])
+def test_owners_start_before_borrowers_in_the_same_pass(lender: str, borrower: str) -> None:
+    # The borrower's job is older and of higher priority: the owner's job within its quota still goes first.
+    vcs = [VirtualCluster(name=lender, quota=HALF), VirtualCluster(name=borrower, quota=HALF, borrowing=HALF)]
+    result = one_pass([gpu_job("borrows", borrower, 6, age_s=500, priority="prod"),
+                       gpu_job("owns", lender, 4, age_s=1)], vcs=vcs)
+    assert result.started == ["owns"]
+    assert result.waiting == {"borrows": Waiting(1, (
+        f"virtual cluster {borrower} would borrow 2 GPUs beyond its quota but the other virtual clusters leave 0 "
+        "idle"), may_preempt=True)}
+
+
+def test_borrowers_and_oppo_jobs_share_what_is_left_in_queue_order() -> None:
+    # a queues only an opportunistic job: b's borrower (test, younger) comes first in the one order.
+    result = one_pass([gpu_job("oppo", "a", 4, age_s=500, priority="oppo"), gpu_job("borrows", "b", 6, age_s=1)])
+    assert result.started == ["borrows"]
+    assert result.waiting["oppo"].reason.startswith("opportunistic: it runs only on idle capacity: task main[0] "
+                                                    "fits on no node")
+    assert result.used == {"b": Resources(cpus=1, memory_mb=100, gpus=6)}, "the oppo job counts in no quota"
+
+
+def test_an_oppo_job_runs_on_idle_capacity_whatever_its_quota() -> None:
+    full = holding("full", "a", (0, 1, 2, 3))
+    result = one_pass([gpu_job("oppo", "a", 2, priority="oppo")], running=[full])
+    assert result.started == ["oppo"]
+    assert result.used == {"a": Resources(cpus=1, memory_mb=100, gpus=4)}, "a's quota use is unchanged"
+
+
+def test_an_oppo_job_without_idle_room_says_why() -> None:
+    running = [holding("a-full", "a", (0, 1, 2, 3)), holding("b-full", "b", (4, 5, 6, 7))]
+    result = one_pass([gpu_job("oppo", "b", 1, priority="oppo")], running=running)
+    waits = result.waiting["oppo"]
+    assert result.started == [] and waits.position == 1 and waits.may_preempt
+    assert waits.reason.startswith("opportunistic: it runs only on idle capacity: task main[0] fits on no node")
+
+
+def test_waits_that_may_not_preempt() -> None:
+    # default has the whole cluster; "gang" (8 GPUs) is blocked past the bound by a running job.
+    running = [holding("busy", "default", (0, 1, 2, 3))]
+    result = one_pass([gpu_job("gang", "default", 8, age_s=1000), gpu_job("small", "default", 1, age_s=5),
+                       gpu_job("huge", "default", 9, age_s=2000)], running=running, vcs=[])
+    assert result.started == []
+    assert result.waiting["gang"].may_preempt, "the head may make room"
+    assert not result.waiting["small"].may_preempt and result.waiting["small"].reason.startswith("behind gang")
+    assert not result.waiting["huge"].may_preempt
+    assert result.waiting["huge"].reason.startswith("it cannot start even on an idle cluster: task main[0]")
+
+
+def test_a_job_beyond_its_quota_and_borrowing_limit_never_fits() -> None:
+    limited = BORROWER.model_copy(update={"borrowing": Quota(cpus=50, memory=50, gpus=25)})  # 4 + 2 GPUs at most
+    result = one_pass([gpu_job("huge", "b", 7, age_s=900), gpu_job("fits", "b", 6, age_s=5)], vcs=[LENDER, limited])
+    assert result.started == ["fits"], "it holds no one up"
+    assert result.waiting == {"huge": Waiting(1, (
+        "it cannot start even on an idle cluster: borrowing limit: virtual cluster b would run 3 GPUs beyond its "
+        "quota, 25% of the cluster (2) is its borrowing limit"), may_preempt=False)}
+    assert result.decision.never_fits == {"alice~huge~0#0": True}
+
+
+def test_a_waiting_job_says_how_many_higher_priority_jobs_wait_ahead_of_it() -> None:
+    # a's quota is 4 GPUs, all held: every job of a waits; each says how many of higher priority are ahead.
+    result = one_pass([gpu_job("low", "a", 1, age_s=50), gpu_job("mid", "a", 1, age_s=40, priority="prod"),
+                       gpu_job("top", "a", 1, age_s=30, priority="crit"), gpu_job("peer", "a", 1, age_s=20,
+                                                                                 priority="prod")],
+                      running=[holding("held", "a", (0, 1, 2, 3), priority="crit")])
+    ahead = {name: w.reason.split(";")[0] if w.reason.startswith("higher") else ""
+             for name, w in result.waiting.items()}
+    assert ahead == {"top": "", "mid": "higher priority jobs ahead: 1", "peer": "higher priority jobs ahead: 1",
+                     "low": "higher priority jobs ahead: 3"}
+    assert [w.position for w in sorted(result.waiting.values(), key=lambda w: w.position)] == [1, 2, 3, 4]
