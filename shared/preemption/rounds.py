@@ -3,7 +3,8 @@ for whom victims are chosen this pass (bounded). Pure: records in, decisions out
 
 After the queue's placements, the jobs still waiting are looked at in the queue's order across VCs (the
 caller's): a job for which a preemption is in flight waits for it ("preemption of 2 jobs of vc b in
-progress"); the others, up to ``tries`` of them, get :func:`choose_victims`. What a job may take:
+progress"); the others, up to ``tries`` of them, get :func:`choose_victims` (one with nobody it may stop
+is not counted, up to ``LOOKS_PER_TRY`` x ``tries`` looked at). What a job may take:
 
 - within its VC's quota (it *reclaims*): capacity its VC lent to borrowers, opportunistic jobs, and
   lower-priority jobs of its own VC;
@@ -42,7 +43,14 @@ class Round:
 
     preemptions: list[Preemption] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
-    tried: int = 0
+    tried: int = 0  # decisions that searched for victims (each bounded by its simulations)
+    looked: int = 0  # waiting jobs looked at, those with no one to stop included
+
+
+# Waiting jobs with nobody they may stop cost only an eligibility check over the running jobs: they do
+# not use up a pass's tries (a job that may reclaim is not kept waiting behind them), but at most this
+# many per try are looked at.
+LOOKS_PER_TRY = 8
 
 
 def candidates_of(holding: Sequence[JobRecord], vcs: Mapping[str, VirtualCluster],
@@ -81,11 +89,15 @@ def preemption_round(snapshot: ClusterSnapshot, waiting: Sequence[JobRecord], ru
                 vcs_of = ", ".join(sorted({c.vc for c in in_flight}))
                 result.reasons[job.id] = f"preemption of {plural(len(in_flight), 'job')} of vc {vcs_of} in progress"
                 continue
-            if result.tried >= tries or is_opportunistic(priority_of(job.config)) or job.virtual_cluster not in vcs:
+            if result.tried >= tries or result.looked >= LOOKS_PER_TRY * tries \
+                    or is_opportunistic(priority_of(job.config)) or job.virtual_cluster not in vcs:
                 continue
             answer = _try(state, job, max_victims, max_simulations)
             if answer is None:
                 continue
+            result.looked += 1
+            if isinstance(answer, NoPreemption) and answer.code == "no_candidates":
+                continue  # nobody it may stop: cheap (no placement ran), so not one of the pass's tries
             result.tried += 1
             if isinstance(answer, Preemption):
                 result.preemptions.append(answer)

@@ -158,7 +158,7 @@ async def test_no_query_costs_more_with_twenty_times_the_history(history: Stores
 async def test_the_passes_find_exactly_the_active_work(history: Stores) -> None:
     store, _, _ = history
     assert [j.name for j in await store.queued_jobs()] == ["queued"]
-    assert {j.name for j in await store.placed_jobs()} == {"starting", "running", "stopme", "retry"}
+    assert {j.name for j in await store.placed_jobs()} == {"starting", "running", "stopme", "preemptme", "retry"}
     assert {j.name for j in await store.jobs_holding_resources()} == {"starting", "running", "stopme", "preemptme",
                                                                            "leftover"}
     assert {j.name for j in await store.jobs_on_node("n1")} == {"starting", "stopme"}

@@ -154,7 +154,8 @@ def test_no_victims_within_another_vcs_quota_whatever_the_priority() -> None:
     # 8 free GPUs on one node, and may not stop them.
     holding = [running("b1", "b", ("n0", LOW)), running("b2", "b", ("n1", LOW))]
     result = decide(2, holding, [waiting("boss", "a")], TWO_VCS)
-    assert (result.preemptions, result.reasons, result.tried) == ([], {}, 1)
+    assert (result.preemptions, result.reasons, result.tried, result.looked) == ([], {}, 0, 1), \
+        "nobody it may stop: looked at, not one of the pass's tries"
 
 
 def test_an_oppo_job_takes_nothing() -> None:
@@ -199,7 +200,7 @@ def test_a_waiter_with_no_room_left_after_the_first_takes_nothing() -> None:
                                                                                priority="crit")]
     result = decide(2, holding, [waiting("first", "default"), waiting("second", "default")], ONE_VC)
     assert victims(result) == {"carol~first": ["bob~o"]}
-    assert result.tried == 2 and "carol~second" not in result.reasons
+    assert (result.tried, result.looked) == (1, 2) and "carol~second" not in result.reasons
 
 
 def test_same_inputs_same_round_whatever_the_candidates_order() -> None:
@@ -230,7 +231,7 @@ def test_a_job_never_preempts_its_preemptor_back(preempted_by: tuple[str, ...],
     holding = [running("a-own", "a", ("n0", WHOLE), started_s=1), running("w", "a", ("n1", WHOLE), started_s=2)]
     result = decide(2, holding, [waiting("back", "b", priority="test", preempted_by=preempted_by)], TWO_VCS)
     assert victims(result) == expected
-    assert result.tried == 1
+    assert (result.tried, result.looked) == ((1, 1) if expected else (0, 1))
 
 
 @pytest.mark.parametrize(("victim_lineage", "waiting_lineage", "expected"), [
@@ -270,3 +271,19 @@ def test_candidates_say_whom_they_borrow_from() -> None:
     holding = [running("b-own", "b", ("n0", WHOLE), started_s=1), running("b-borrow", "b", ("n1", WHOLE), started_s=2)]
     candidates = candidates_of(holding, TWO_VCS, capacity_of(ClusterSnapshot.build(nodes(2), holding)))
     assert {c.job_id: c.borrowed_from for c in candidates} == {"bob~b-own": (), "bob~b-borrow": ("a",)}
+
+
+def test_waiters_with_nobody_to_stop_do_not_keep_a_reclaiming_job_from_its_turn() -> None:
+    # Six jobs of b wait ahead; the borrower once preempted each of them, so they may not stop it (no
+    # loops) and nobody else: each is looked at, none uses the round's one try. The job behind them
+    # reclaims b's GPUs from the borrower of a in the same round.
+    holding = [running("borrower", "a", ("n1", WHOLE), priority="prod", started_s=1),
+               running("own", "a", ("n0", WHOLE), priority="prod", started_s=0)]
+    queue = [waiting(f"hopeless{i}", "b", priority="test", preempted_by=("bob~borrower",)) for i in range(6)]
+    queue.append(waiting("reclaim", "b", priority="test"))
+    result = decide(2, holding, queue, TWO_VCS, tries=1)
+    assert victims(result) == {"carol~reclaim": ["bob~borrower"]}
+    assert (result.tried, result.looked) == (1, 7)
+    assert decide(2, holding, queue, TWO_VCS, tries=0) == Round(), "no tries, nothing looked at"
+    bounded = decide(2, holding, [*queue[:6], *queue[:3], queue[6]], TWO_VCS, tries=1)
+    assert (bounded.tried, bounded.looked, bounded.preemptions) == (0, 8, []), "at most 8 looked at per try"
