@@ -130,7 +130,10 @@ class Platform:
 
 
 def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
-    base = free_port() % 200
+    # A block of 100 task ports in 10000-25599: below the ephemeral ports (32768 up) the OS gives the
+    # tests' own listeners (brokers, APIs), which a task on the host network could otherwise find taken,
+    # and below the test brokers' distribution ports (25700 up).
+    base = free_port() % 156
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env.update({
         "PAIQ_API_PORT": str(free_port()),
@@ -138,7 +141,7 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
         "PAIQ_NODE_ID": node_id,
         "PAIQ_NODE_CPUS": "32",
         "PAIQ_NODE_MEMORY_MB": "65536",
-        "PAIQ_NODE_PORT_RANGE": f"{30000 + base * 100}-{30000 + base * 100 + 99}",
+        "PAIQ_NODE_PORT_RANGE": f"{10000 + base * 100}-{10000 + base * 100 + 99}",
         "PAIQ_RECONCILE_SECONDS": "2",
         "PAIQ_RETRY_BACKOFF_MS": "200",
         "PAIQ_STOP_GRACE_SECONDS": "2",

@@ -27,7 +27,7 @@ from tests.infra import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-RANGES = {"a": (41000, 41009), "b": (41100, 41109), "c": (41200, 41209)}
+RANGES = {"a": (26000, 26009), "b": (26100, 26109), "c": (26200, 26209)}  # below the ephemeral ports
 
 
 @pytest.fixture(scope="module")
