@@ -22,8 +22,9 @@ PUBLISHERS = {
     "job.completed": "status", "job.retrying": "status", "job.requeued": "status",
     "job.stop_requested": "submit", "node.launch": "scheduler", "task.started": "launcher",
     "task.progress": "launcher", "task.exited": "launcher", "node.registered": "launcher",
+    "job.preempted": "scheduler", "node.stop": "status", "task.gpu_idle": "launcher",
 }
-ROUTING_KEYS = {"node.launch": "node.<node_id>.launch"}
+ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop"}
 
 
 def event_classes() -> list[type[CloudEvent]]:

@@ -275,6 +275,29 @@ class TaskProgress(CloudEvent):
     data: TaskProgressData
 
 
+class TaskGpuIdleData(_Data):
+    job_id: str
+    attempt: int
+    role: str
+    index: int
+    node_id: str
+    user: str
+    virtual_cluster: str
+    gpus: tuple[int, ...]  # the node's GPU indices the task holds
+    idle_since_ms: int
+    idle_seconds: int
+    peak_percent: float  # the highest utilisation seen since
+    below_percent: float  # the threshold (PAIQ_GPU_IDLE_PERCENT)
+
+
+class TaskGpuIdle(CloudEvent):
+    """A task has held GPUs whose utilisation stayed under ``below_percent`` for ``idle_seconds``
+    (PAIQ_GPU_IDLE_SECONDS): published once per idle stretch, by the launcher that samples it."""
+
+    type: Literal["task.gpu_idle"] = "task.gpu_idle"
+    data: TaskGpuIdleData
+
+
 # --- nodes -----------------------------------------------------------------------------------
 
 
@@ -293,7 +316,7 @@ Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
     | JobPreempted
     | LaunchTasks | StopTasks
-    | TaskStarted | TaskExited | TaskProgress | NodeRegistered,
+    | TaskStarted | TaskExited | TaskProgress | TaskGpuIdle | NodeRegistered,
     Field(discriminator="type"),
 ]
 

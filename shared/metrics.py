@@ -43,6 +43,28 @@ LAUNCH = Histogram("paiq_launch_seconds", "Time from a launch command to the tas
                    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 EVENTS_HANDLED = Counter("paiq_events_handled_total", "Events handled, by queue, type and outcome",
                          ["queue", "type", "outcome"])
+# Profiling (the launcher's sampler): per node, and per virtual cluster for jobs' aggregates; never a job or
+# task label, so the series stay as few as the nodes, their GPUs and the virtual clusters.
+NODE_TASKS_SAMPLED = Gauge("paiq_node_tasks_sampled", "Running tasks whose usage the node's last round sampled",
+                           ["node"])
+NODE_CPU_USED = Gauge("paiq_node_cpu_used_cores", "CPU cores the node's tasks used (last samples, summed)", ["node"])
+NODE_MEMORY_USED = Gauge("paiq_node_memory_used_bytes", "Memory the node's tasks use (last samples, summed)",
+                         ["node"])
+NODE_GPU_UTILIZATION = Gauge("paiq_node_gpu_utilization_percent", "Each GPU's utilisation (NVML)", ["node", "gpu"])
+NODE_GPU_MEMORY = Gauge("paiq_node_gpu_memory_used_bytes", "Each GPU's memory in use (NVML)", ["node", "gpu"])
+GPU_IDLE_TASKS = Gauge("paiq_gpu_idle_tasks", "Running tasks flagged for holding GPUs they do not use", ["node"])
+GPU_IDLE_TOTAL = Counter("paiq_gpu_idle_total", "Idle-GPU stretches flagged (task.gpu_idle), per virtual cluster",
+                         ["vc"])
+TASK_GPU_UTILIZATION = Histogram("paiq_task_gpu_utilization_percent",
+                                 "Tasks' GPU utilisation at each sample, per virtual cluster", ["vc"],
+                                 buckets=(1, 5, 10, 25, 50, 75, 90, 100))
+VC_GPU_SECONDS_HELD = Counter("paiq_vc_gpu_seconds_held_total", "GPU-seconds held by running tasks (sampled), per "
+                              "virtual cluster", ["vc"])
+VC_GPU_SECONDS_USED = Counter("paiq_vc_gpu_seconds_used_total", "GPU-seconds used (held x utilisation, where "
+                              "measured), per virtual cluster", ["vc"])
+SAMPLING_ROUND = Histogram("paiq_launcher_sampling_seconds", "A sampling round of the launcher: listing, reading "
+                           "every running task's counters and the GPUs, storing",
+                           buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30))
 DEAD_LETTERED = Counter("paiq_messages_dead_lettered_total", "Messages sent to the dead-letter exchange", ["queue"])
 
 Health = Callable[[], Awaitable["HealthReport"]]

@@ -63,6 +63,11 @@ class LauncherSettings:
     # "nvidia": a task's GPUs are passed to its container (Docker device requests, NVIDIA's runtime);
     # "none": they are only counted and named in its environment (test clusters of declared GPUs)
     gpu_devices: str = "nvidia"
+    # Profiling: every running task's usage sampled this often (0: not at all); a task whose GPUs stay
+    # under gpu_idle_percent utilisation for gpu_idle_seconds is flagged (shared.profiling.idle).
+    profile_seconds: int = 10
+    gpu_idle_percent: int = 5
+    gpu_idle_seconds: int = 1800
 
 
 # Where the scheduler's, status's and launcher's /healthz and /metrics listen by default.
@@ -231,6 +236,9 @@ class PaiqEnv(BaseSettings):
     pull_latest: Annotated[bool, _text(parse_switch)] = Field(_LAUNCHER.pull_latest, alias="PAIQ_PULL_LATEST")
     network: Annotated[str, _text(parse_network)] = Field(_LAUNCHER.network, alias="PAIQ_NODE_NETWORK")
     gpu_devices: Annotated[str, _text(parse_gpu_devices)] = Field(_LAUNCHER.gpu_devices, alias="PAIQ_GPU_DEVICES")
+    profile_seconds: Integer = Field(_LAUNCHER.profile_seconds, alias="PAIQ_PROFILE_SECONDS", ge=0, le=3600)
+    gpu_idle_percent: Integer = Field(_LAUNCHER.gpu_idle_percent, alias="PAIQ_GPU_IDLE_PERCENT", ge=0, le=100)
+    gpu_idle_seconds: Integer = Field(_LAUNCHER.gpu_idle_seconds, alias="PAIQ_GPU_IDLE_SECONDS", ge=1)
     code_dir_max_mb: Integer = Field(_LAUNCHER.code_dir_max_mb, alias="PAIQ_CODE_DIR_MAX_MB", ge=1)
     task_log_max_bytes: Integer = Field(_LAUNCHER.task_log_max_bytes, alias="PAIQ_TASK_LOG_MAX_BYTES", ge=1)
     debug_keep_seconds: Integer = Field(_LAUNCHER.debug_keep_seconds, alias="PAIQ_DEBUG_KEEP_SECONDS", ge=1)

@@ -28,6 +28,7 @@ from shared.jobkeys import JobKey
 from shared.joblist import Cursor, JobPage, list_page
 from shared.logstore import LogStore
 from shared.priority import class_of_extras
+from shared.profilestore import ProfileStore
 from shared.queueing import QueueEntry, Share
 from shared.records import (
     ACTIVE_JOB_STATES,
@@ -347,7 +348,7 @@ class Store:
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def delete_job(self, job_id: str) -> bool:
-        """Remove a job with its earlier attempts, its tasks' logs and runs, and its place in the tallies."""
+        """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the tallies."""
         doc = await self.jobs.find_one({"_id": job_id}, {"virtual_cluster": 1, "state": 1, "counted": 1})
         if doc is None:
             return False
@@ -356,6 +357,7 @@ class Store:
         await self.attempts.delete_many({"job_id": job_id})
         await self.job_keys.delete_one({"_id": job_id})
         await LogStore(self.jobs.database).delete_job(job_id)
+        await ProfileStore(self.jobs.database).delete_job(job_id)
         result = await self.jobs.delete_one({"_id": job_id})
         return result.deleted_count == 1
 

@@ -13,6 +13,7 @@ from shared.bus.base import Bus
 from shared.errors import BusError
 from shared.events import CloudEvent
 from shared.logstore import LogStore
+from shared.profilestore import ProfileStore
 from shared.settings import LauncherSettings, NodeSettings, Settings
 from shared.store import Store
 
@@ -35,6 +36,10 @@ class LauncherDeps:
     @property
     def options(self) -> LauncherSettings:
         return self.settings.launcher
+
+    @property
+    def profiles(self) -> ProfileStore:
+        return ProfileStore(self.store.jobs.database)
 
     async def publish(self, events: list[CloudEvent]) -> None:
         """Publish now (outside a handler's reply); a bus failure is logged, the reconcile pass repairs it."""

@@ -7,14 +7,13 @@ engine's event stream, read in one thread and handed to the event loop.
 from __future__ import annotations
 
 import asyncio
-import calendar
 import contextlib
 import io
 import struct
 import tarfile
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -33,6 +32,7 @@ from services.launcher.driver import (
     PullError,
     RegistryAuth,
 )
+from services.launcher.enginestats import Counters, counters, engine_time_ns
 from services.launcher.tasklabels import TaskLabels
 from shared import exitcodes
 from shared.envvars import CODE_MOUNT
@@ -41,16 +41,19 @@ from shared.errors import DriverError
 log = structlog.get_logger("paiq.launcher.docker")
 
 EXIT_ENGINE_FAILURE = exitcodes.ENGINE_FAILURE
+STATS_THREADS = 64  # stats requests of one sampling round in flight at once
 
 
 class DockerDriver:
     def __init__(self, client: docker.DockerClient) -> None:
         self._client = client
         self._streams: list[Any] = []
+        self._stats_pool = ThreadPoolExecutor(STATS_THREADS, thread_name_prefix="paiq-stats")
 
     @classmethod
     def from_url(cls, url: str | None) -> DockerDriver:
-        client = docker.DockerClient(base_url=url) if url else docker.from_env()
+        pool = STATS_THREADS + 8  # stats calls in flight side by side keep their connections
+        client = docker.DockerClient(base_url=url, max_pool_size=pool) if url else docker.from_env(max_pool_size=pool)
         return cls(client)
 
     async def has_image(self, image: str) -> bool:
@@ -155,6 +158,25 @@ class DockerDriver:
                 found.append(info)
         return found
 
+    async def list_running(self, node_id: str) -> list[ContainerInfo]:
+        summaries = await asyncio.to_thread(
+            self._client.api.containers, filters={"label": TaskLabels.selector("node", node_id), "status": "running"})
+        return [ContainerInfo(id=s["Id"], name=str((s.get("Names") or [""])[0]).lstrip("/"), status="running",
+                              running=True,
+                              labels={k: v for k, v in (s.get("Labels") or {}).items() if TaskLabels.is_ours(k)})
+                for s in summaries]
+
+    async def counters(self, container_id: str) -> Counters | None:
+        # The engine answers a stats request on its collector's next tick (about a second), so the calls
+        # of a sampling round wait side by side in a pool of their own, never in the default executor.
+        loop = asyncio.get_running_loop()
+        try:
+            stats = await loop.run_in_executor(self._stats_pool, lambda: self._client.api.stats(
+                container_id, stream=False, one_shot=True))
+        except docker.errors.NotFound:
+            return None
+        return counters(stats) if isinstance(stats, dict) else None
+
     async def exits(self) -> AsyncIterator[ContainerExit]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
@@ -249,6 +271,7 @@ class DockerDriver:
     async def close(self) -> None:
         for stream in self._streams:
             stream.close()
+        self._stats_pool.shutdown(wait=False, cancel_futures=True)
         await asyncio.to_thread(self._client.close)
 
 
@@ -403,13 +426,6 @@ def _frames(api: Any, response: Any) -> Iterator[tuple[int, bytes]]:
         if not payload:
             return
         yield stream, payload
-
-
-def engine_time_ns(text: str) -> int:
-    """``2026-01-02T03:04:05.123456789Z`` (the engine's RFC 3339, nanoseconds, UTC) -> ns since the epoch."""
-    stamp, _, frac = text.rstrip("Z").partition(".")
-    seconds = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
-    return seconds * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
 def _log_line(stream: int, payload: bytes, since_ns: int) -> LogLine | None:

@@ -7,6 +7,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
 
+from services.launcher.enginestats import Counters
 from shared import exitcodes
 from shared.errors import DriverError
 
@@ -101,6 +102,13 @@ class ContainerDriver(Protocol):
         """The first of ``paths`` that exists in the container's file system (its image's and its own)."""
 
     async def list_managed(self, node_id: str) -> list[ContainerInfo]: ...
+
+    async def list_running(self, node_id: str) -> list[ContainerInfo]:
+        """The node's paiq containers running now (one listing, nothing inspected)."""
+
+    async def counters(self, container_id: str) -> Counters | None:
+        """The container's counters now (CPU time, memory, network, block I/O); None when it is not
+        running or gone."""
 
     def exits(self) -> AsyncIterator[ContainerExit]:
         """Every exit of a paiq container from now on, from the engine's event stream."""

@@ -27,6 +27,9 @@ import signal
 from pydantic import BaseModel, ConfigDict
 
 from shared import exitcodes
+from shared.profiling.usage import Usage
+
+MIB = 1024 * 1024
 
 
 class ExitVerdict(BaseModel):
@@ -67,3 +70,13 @@ def classify_exit(*, exit_code: int, oom_killed: bool, memory_mb: int, stopped_b
         verb = "terminated by" if name in {"SIGTERM", "SIGINT", "SIGHUP"} else "killed by"
         return ExitVerdict(code=exit_code, reason=f"{verb} {name} (exit code {exit_code})")
     return ExitVerdict(code=exit_code, reason=f"command exited with code {exit_code}")
+
+
+def memory_before_oom(points: list[Usage], memory_mb: int) -> str:
+    """The memory curve an OOM kill's diagnostics start with (the task's last samples, oldest first)."""
+    if not points:
+        return ""
+    every = round(sum(p.span_ms for p in points) / len(points) / 1000)
+    curve = ", ".join(str(round(p.mem_peak / MIB)) for p in points)
+    return (f"memory before the OOM kill (MB, a sample every {every} s, oldest first): {curve}; "
+            f"limit {memory_mb} MB")

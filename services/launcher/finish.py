@@ -15,10 +15,11 @@ import structlog
 from services.launcher.decide import Action, ContainerState, Prompt, Seen, decide
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerExit, ContainerInfo, LogLine
-from services.launcher.exits import classify_exit
+from services.launcher.exits import classify_exit, memory_before_oom
 from services.launcher.recorder import LogRecorder
 from services.launcher.taskcontainer import parse_debug_marker
 from services.launcher.tasklabels import TaskLabels
+from shared import exitcodes
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.launchspec import container_name
 from shared.logstore import RunKey
@@ -26,6 +27,7 @@ from shared.logstore import RunKey
 log = structlog.get_logger("paiq.launcher")
 
 DIAGNOSTIC_LINES = 20
+OOM_CURVE_POINTS = 12  # the samples an OOM kill's diagnostics show
 RECORDER_DRAIN_SECONDS = 15
 
 
@@ -107,6 +109,7 @@ async def _forget(deps: LauncherDeps, key: RunKey, ended: ContainerExit | Contai
         recorder.cancel()
         await asyncio.gather(recorder, return_exceptions=True)
     await deps.logs.forget_run(key)
+    await deps.profiles.forget(key)
     await deps.driver.remove(ended.id)
 
 
@@ -136,6 +139,9 @@ async def _report(deps: LauncherDeps, key: RunKey, task: TaskLabels, ended: Cont
         exit_code=ended.exit_code if ended.exit_code is not None else -1, oom_killed=ended.oom_killed,
         memory_mb=task.memory_mb, stopped_by_user=by_user, stderr_tail=stderr)
     diagnostics = stderr[-4000:]
+    if verdict.code == exitcodes.OUT_OF_MEMORY:
+        curve = memory_before_oom(await deps.profiles.recent(key, OOM_CURVE_POINTS), task.memory_mb)
+        diagnostics = f"{curve}\n{diagnostics}" if curve else diagnostics
     await deps.logs.set_ended(key, exit_code=verdict.code, reason=verdict.reason, diagnostics=diagnostics,
                               container_id=ended.id)
     await deps.publish([exited_event(key, deps.node.node_id, verdict.code, verdict.reason, diagnostics, ended.id)])

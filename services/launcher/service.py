@@ -14,8 +14,10 @@ import structlog
 
 from services.launcher.deps import LauncherDeps
 from services.launcher.finish import finish
+from services.launcher.gpureader import GpuReader
 from services.launcher.launch import launch_task
 from services.launcher.reconcile import reconcile
+from services.launcher.sampling import Sampler
 from services.launcher.stopping import stop_job_containers
 from services.launcher.tasklabels import TaskLabels
 from shared.bus.base import Router
@@ -95,10 +97,12 @@ def node_record(node: NodeSettings) -> NodeRecord:
     )
 
 
-async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vitals) -> None:
+async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vitals,
+                         gpu_reader: GpuReader | None = None) -> None:
     node_id = deps.node.node_id
     stack.push_async_callback(deps.work.close)
     await deps.logs.ensure_indexes()
+    await deps.profiles.ensure_indexes()
 
     async def launch(evt: LaunchTasks) -> Sequence[CloudEvent]:
         return await on_launch(evt, deps)
@@ -127,5 +131,8 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     # Apart from reconcile, so a slow engine never makes a live node look lost.
     vitals.periodic(stack, f"launcher-heartbeat-{node_id}", deps.settings.node_timeout_seconds / 4, heartbeat)
     vitals.periodic(stack, f"launcher-reconcile-{node_id}", deps.settings.reconcile_seconds, reconcile_round)
+    if deps.options.profile_seconds > 0:
+        sampler = Sampler(deps, gpu_reader, deps.profiles)
+        vitals.periodic(stack, f"launcher-sampling-{node_id}", deps.options.profile_seconds, sampler.round)
     log.info("launcher started", node=node_id, ip=deps.node.ip, cpus=deps.node.cpus,
              memory_mb=deps.node.memory_mb, gpus=len(deps.node.gpus), network=deps.options.network)

@@ -31,11 +31,14 @@ class TaskLabels(BaseModel):
     node: str = ""
     debug: bool = False
     memory_mb: int = 0
+    cpus: int = 0
+    gpus: tuple[int, ...] = ()  # the node's GPU indices the task holds (label: "0,1")
 
     @classmethod
     def of(cls, spec: TaskSpec, node_id: str) -> TaskLabels:
         return cls(job=spec.job_id, attempt=spec.attempt, role=spec.role, index=spec.index, user=spec.user,
-                   vc=spec.virtual_cluster, node=node_id, debug=spec.is_debug, memory_mb=spec.memory_mb)
+                   vc=spec.virtual_cluster, node=node_id, debug=spec.is_debug, memory_mb=spec.memory_mb,
+                   cpus=spec.cpus, gpus=spec.gpus)
 
     def to_labels(self) -> dict[str, str]:
         return {PREFIX + name: _label_text(value) for name, value in self}
@@ -71,13 +74,23 @@ class TaskLabels(BaseModel):
     def _debug_flag(cls, value: Any) -> Any:
         return value == "1" if isinstance(value, str) else value
 
-    @field_validator("memory_mb", mode="before")
+    @field_validator("memory_mb", "cpus", mode="before")
     @classmethod
     def _memory(cls, value: Any) -> Any:
         return 0 if value == "" else value
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        parts = value.split(",") if value else []
+        return tuple(int(g) for g in parts) if all(g.isascii() and g.isdigit() for g in parts) else ()
 
 
 def _label_text(value: object) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
     return str(value)

@@ -19,6 +19,7 @@ import docker
 
 from services.launcher.deps import LauncherDeps
 from services.launcher.docker_driver import DockerDriver
+from services.launcher.gpureader import GpuReader
 from services.launcher.reconcile import plan_of
 from services.launcher.service import start_launcher
 from shared.bus.base import Router
@@ -113,8 +114,8 @@ def harness_settings(tmp: Path, node_id: str, database: str, mongo_uri: str, **e
 
 
 @asynccontextmanager
-async def running_launcher(settings: Settings, store: Store, bus: MemoryBus,
-                           driver: DockerDriver | None = None) -> AsyncIterator[LauncherDeps]:
+async def running_launcher(settings: Settings, store: Store, bus: MemoryBus, driver: DockerDriver | None = None,
+                           gpu_reader: GpuReader | None = None) -> AsyncIterator[LauncherDeps]:
     """The launcher service as its process runs it; leaving the block is a crash as far as Docker goes
     (containers keep running, nothing is cleaned up)."""
     async with AsyncExitStack() as stack:
@@ -122,7 +123,7 @@ async def running_launcher(settings: Settings, store: Store, bus: MemoryBus,
         stack.push_async_callback(driver.close)
         deps = LauncherDeps(settings=settings, store=store, bus=bus, driver=driver,
                             logs=LogStore(store.jobs.database))
-        await start_launcher(stack, deps, Vitals())
+        await start_launcher(stack, deps, Vitals(), gpu_reader)
         yield deps
 
 

@@ -9,9 +9,10 @@ from services.launcher.tasklabels import TaskLabels
 pytestmark = pytest.mark.unit
 
 WRITTEN = {"paiq.job": "alice~job1", "paiq.user": "alice", "paiq.vc": "default", "paiq.role": "worker",
-           "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0", "paiq.memory_mb": "512"}
+           "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0", "paiq.memory_mb": "512",
+           "paiq.cpus": "2", "paiq.gpus": "0,3"}
 LABELS = TaskLabels(job="alice~job1", user="alice", vc="default", role="worker", index=1, attempt=2, node="n1",
-                    debug=False, memory_mb=512)
+                    debug=False, memory_mb=512, cpus=2, gpus=(0, 3))
 
 
 def test_labels_round_trip() -> None:
@@ -26,7 +27,8 @@ def test_other_labels_are_ignored() -> None:
     assert TaskLabels.from_labels({**WRITTEN, "com.example": "x", "paiq.future": "y"}) == LABELS
 
 
-@pytest.mark.parametrize("missing", ["paiq.user", "paiq.vc", "paiq.node", "paiq.debug", "paiq.memory_mb"])
+@pytest.mark.parametrize("missing", ["paiq.user", "paiq.vc", "paiq.node", "paiq.debug", "paiq.memory_mb", "paiq.cpus",
+                                     "paiq.gpus"])
 def test_an_older_container_may_lack_what_is_not_its_identity(missing: str) -> None:
     found = TaskLabels.from_labels({k: v for k, v in WRITTEN.items() if k != missing})
     assert found is not None and (found.job, found.attempt, found.role, found.index) == ("alice~job1", 2, "worker", 1)
@@ -35,6 +37,8 @@ def test_an_older_container_may_lack_what_is_not_its_identity(missing: str) -> N
 @pytest.mark.parametrize(("labels", "read"), [
     ({**WRITTEN, "paiq.debug": "yes"}, {"debug": False}),
     ({**WRITTEN, "paiq.memory_mb": ""}, {"memory_mb": 0}),
+    ({**WRITTEN, "paiq.gpus": ""}, {"gpus": ()}),
+    ({**WRITTEN, "paiq.gpus": "5"}, {"gpus": (5,)}),
 ])
 def test_lenient_reading(labels: dict[str, str], read: dict[str, object]) -> None:
     found = TaskLabels.from_labels(labels)
