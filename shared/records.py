@@ -269,7 +269,10 @@ def initial_tasks(config: JobConfig) -> tuple[TaskRecord, ...]:
 
 class GpuInfo(_Record):
     index: int
-    type: str
+    type: str  # the gpuType jobs ask for ("V100"): declared (PAIQ_NODE_GPUS) or mapped from the model
+    uuid: str = ""  # what NVML reports of the device, when it was found ("" for a declaration alone)
+    model: str = ""  # NVML's device name ("NVIDIA H100 80GB HBM3")
+    memory_mb: int = 0
 
 
 class NodeRecord(_Record):

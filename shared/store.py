@@ -81,6 +81,7 @@ class Store:
         self.meta: AsyncCollection[Doc] = db["meta"]
         self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.jobkeys: never in a job document
         self.tallies = Tallies(db)
+        self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
         self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
@@ -357,7 +358,7 @@ class Store:
         await self.attempts.delete_many({"job_id": job_id})
         await self.job_keys.delete_one({"_id": job_id})
         await LogStore(self.jobs.database).delete_job(job_id)
-        await ProfileStore(self.jobs.database).delete_job(job_id)
+        await self.profiles.delete_job(job_id)
         result = await self.jobs.delete_one({"_id": job_id})
         return result.deleted_count == 1
 

@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack
 
 from services.launcher.deps import LauncherDeps
 from services.launcher.docker_driver import DockerDriver
+from services.launcher.gpus import discover
 from services.launcher.service import start_launcher
 from shared.bus.base import Bus
 from shared.logstore import LogStore
@@ -21,5 +22,8 @@ async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bu
     driver = DockerDriver.from_url(settings.docker_url)
     stack.push_async_callback(driver.close)
     logs = LogStore(store.jobs.database)
+    gpus, reader = discover(settings)
+    if reader is not None:
+        stack.callback(reader.close)
     await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver, logs=logs),
-                         vitals)
+                         vitals, reader, gpus.gpus)

@@ -39,7 +39,7 @@ class LauncherDeps:
 
     @property
     def profiles(self) -> ProfileStore:
-        return ProfileStore(self.store.jobs.database)
+        return self.store.profiles
 
     async def publish(self, events: list[CloudEvent]) -> None:
         """Publish now (outside a handler's reply); a bus failure is logged, the reconcile pass repairs it."""

@@ -89,16 +89,20 @@ def follow_exits(deps: LauncherDeps, vitals: Vitals, name: str) -> Callable[[], 
     return run
 
 
-def node_record(node: NodeSettings) -> NodeRecord:
+def node_record(node: NodeSettings, gpus: tuple[GpuInfo, ...] | None = None) -> NodeRecord:
+    """The node as it registers: its settings, and its GPUs as discovered (shared.gpuinventory.choose), else
+    as declared."""
     return NodeRecord(
         id=node.node_id, ip=node.ip, cpus=node.cpus, memory_mb=node.memory_mb,
-        gpus=tuple(GpuInfo(index=i, type=t) for i, t in node.gpus), port_range=node.port_range,
-        heartbeat_ms=now_ms(),
+        gpus=gpus if gpus is not None else tuple(GpuInfo(index=i, type=t) for i, t in node.gpus),
+        port_range=node.port_range, heartbeat_ms=now_ms(),
     )
 
 
 async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vitals,
-                         gpu_reader: GpuReader | None = None) -> None:
+                         gpu_reader: GpuReader | None = None, gpus: tuple[GpuInfo, ...] | None = None) -> None:
+    """``gpu_reader``: the node's GPUs read for profiling (None: not measured); ``gpus``: the inventory it
+    registers (None: PAIQ_NODE_GPUS as declared)."""
     node_id = deps.node.node_id
     stack.push_async_callback(deps.work.close)
     await deps.logs.ensure_indexes()
@@ -119,7 +123,7 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     for old in (JobCompleted, JobRetrying):  # a queue declared by an older launcher is still bound to these
         router.on(old, _ignored)
     await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}", [f"node.{node_id}.#"], router)
-    await deps.store.upsert_node(node_record(deps.node))
+    await deps.store.upsert_node(node_record(deps.node, gpus))
     await deps.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id=node_id))])
 
     async def heartbeat() -> None:
@@ -135,4 +139,5 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
         sampler = Sampler(deps, gpu_reader, deps.profiles)
         vitals.periodic(stack, f"launcher-sampling-{node_id}", deps.options.profile_seconds, sampler.round)
     log.info("launcher started", node=node_id, ip=deps.node.ip, cpus=deps.node.cpus,
-             memory_mb=deps.node.memory_mb, gpus=len(deps.node.gpus), network=deps.options.network)
+             memory_mb=deps.node.memory_mb, gpus=len(gpus) if gpus is not None else len(deps.node.gpus),
+             network=deps.options.network, profile_seconds=deps.options.profile_seconds)

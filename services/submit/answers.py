@@ -171,6 +171,81 @@ class ExitSpec(Answer):
     reason: str
 
 
+class UsagePoint(Answer):
+    """What a task used over a span ending at ``time``: means over the span (older points span longer: the
+    series coarsens with age), the memory's peak. null: not measured (the host network's counters are the
+    node's; no GPU, or no NVML)."""
+
+    time: int
+    span_ms: int
+    cpu_cores: float
+    memory_bytes: int
+    memory_peak_bytes: int
+    network_receive_bytes_per_second: float | None
+    network_transmit_bytes_per_second: float | None
+    disk_read_bytes_per_second: float | None
+    disk_write_bytes_per_second: float | None
+    gpu_utilization: float | None = Field(description="percent, the mean over the task's GPUs")
+    gpu_memory_bytes: int | None
+
+
+class JobUsage(Answer):
+    """An attempt's usage summed over its tasks (paiq's extension): GPU-hours held against used, the task
+    closest to its memory limit, the tasks flagged for idle GPUs and what the job is warned."""
+
+    tasks_sampled: int
+    cpu_core_hours: float
+    gpu_hours_held: float
+    gpu_hours_used: float | None = Field(description="null when no GPU utilisation was measured")
+    gpu_utilization: float | None = Field(description="percent: used / held, over the time measured")
+    memory_peak_bytes: int = Field(description="the peak of the task closest to its memory limit")
+    memory_limit_bytes: int
+    memory_peak_task: str | None = Field(description="that task, as role[index]")
+    idle_gpu_tasks: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+class TaskUsage(Answer):
+    """One task's profile: what it holds, its totals and its latest point."""
+
+    task_role_name: str
+    task_index: int
+    node_id: str
+    cpu_number: int
+    gpus: tuple[int, ...] = Field(description="the node's GPU indices it holds")
+    memory_limit_bytes: int
+    samples: int
+    first_time: int | None
+    last_time: int | None
+    cpu_core_seconds: float
+    memory_peak_bytes: int
+    gpu_seconds_held: float
+    gpu_seconds_used: float | None
+    gpu_idle_since: int | None = Field(description="since when its GPUs stay under the idle threshold")
+    gpu_idle: bool = Field(description="flagged: idle for PAIQ_GPU_IDLE_SECONDS")
+    last: UsagePoint | None
+
+
+class JobProfile(Answer):
+    """A job attempt's profile: the tasks' summaries (no series; each task's own route has it)."""
+
+    name: str
+    attempt: int
+    interval_seconds: float | None = Field(description="the sampling interval (null: nothing sampled yet)")
+    usage: JobUsage
+    tasks: tuple[TaskUsage, ...]
+
+
+class TaskProfile(Answer):
+    """One task's profile with its series, oldest point first."""
+
+    name: str
+    attempt: int
+    interval_seconds: float | None
+    task: TaskUsage | None = Field(description="null: not sampled yet")
+    points: tuple[UsagePoint, ...]
+
+
 class JobStatus(_Progress):
     username: str
     app_launched_time: int | None
@@ -184,6 +259,7 @@ class JobStatus(_Progress):
     app_exit_trigger_message: str
     app_exit_trigger_task_role_name: str | None
     app_exit_trigger_task_index: int | None
+    usage: JobUsage | None = Field(description="paiq's extension: the current attempt's usage (null: not sampled)")
 
 
 class TaskRoleName(Answer):
@@ -278,7 +354,8 @@ class VirtualClusters(RootModel[dict[str, VirtualCluster]]):
 
 # Every answer model: the document's components are generated from these (services.submit.openapi).
 ANSWERS: tuple[type[BaseModel], ...] = (Error, Message, Token, Whoami, User, UserList, SshInfo, JobSummary, JobList,
-                                        JobDetail, VirtualCluster, VirtualClusters, Queue, HealthReport)
+                                        JobDetail, VirtualCluster, VirtualClusters, Queue, HealthReport, JobProfile,
+                                        TaskProfile)
 
 
 # What a handler may answer with (an error leaves as ApiError.response(), health as shared.metrics'

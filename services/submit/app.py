@@ -18,6 +18,7 @@ from services.submit.jobs import add_job_routes
 from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
 from services.submit.portal import add_portal_routes
+from services.submit.profiles import add_profile_routes
 from services.submit.protocol import ApiRunner
 from services.submit.ssh import add_ssh_routes
 from services.submit.users import Users
@@ -110,6 +111,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     add_cluster_routes(app)
     add_openapi_route(app)
     add_log_routes(app)
+    add_profile_routes(app)
     add_feed_routes(app)
     add_portal_routes(app)
     return app

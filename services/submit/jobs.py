@@ -19,6 +19,7 @@ from services.submit.bodies import read_bytes, read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
 from services.submit.lookup import job_or_404, path_user
+from services.submit.profiles import job_usage_of
 from services.submit.requests import ExecutionTypeChange
 from services.submit.ssh import new_job_key, requested_user_keys
 from services.submit.users import Principal, check_user_name
@@ -197,7 +198,8 @@ async def get_job(request: web.Request) -> web.Response:
     job = await job_or_404(request)
     store = request.app[DEPS].store
     attempts = await store.attempts_of(job.id) if job.attempt else []
-    detail = job_detail(job, attempts, await _positions(store) if job.sub_state == SubState.QUEUED else {})
+    detail = job_detail(job, attempts, await _positions(store) if job.sub_state == SubState.QUEUED else {},
+                        await job_usage_of(request, job))
     principal = await optional_principal(request)
     if principal is None or (principal.user != job.user and not principal.admin):
         detail = detail.without_private()

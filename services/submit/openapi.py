@@ -24,6 +24,7 @@ from services.submit.errors import error_responses as _errors
 from services.submit.jobschema import REF, job_config_schemas, named_by_path
 from services.submit.logs import LOG_PATHS
 from services.submit.portal import PORTAL_PATHS
+from services.submit.profiles import PROFILE_PATHS
 from services.submit.requests import REQUESTS, USER_NAME_SCHEMA
 from shared.records import JobState
 from shared.vclusters import VirtualCluster
@@ -199,6 +200,7 @@ PATHS: dict[str, Any] = {
         "summary": "virtual clusters: capacity, used, borrowed and lent, jobs per state",
         "responses": {"200": _json(_ref("VirtualClusters"), "")}}},
     **LOG_PATHS,
+    **PROFILE_PATHS,
     **PORTAL_PATHS,
     "/api/v1/virtual-clusters/{vc}/queue": {
         "get": {"summary": "paiq: a virtual cluster's queued jobs in the scheduler's order (priority class, then "

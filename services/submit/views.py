@@ -73,7 +73,8 @@ def _task_status(task: TaskRecord) -> answers.TaskStatus:
         sub_state=task.sub_state, container_kept_until=task.kept_until_ms)
 
 
-def job_detail(job: JobRecord, attempts: list[AttemptRecord], positions: Mapping[str, int]) -> answers.JobDetail:
+def job_detail(job: JobRecord, attempts: list[AttemptRecord], positions: Mapping[str, int],
+               usage: answers.JobUsage | None = None) -> answers.JobDetail:
     """The job, its tasks, and its earlier ``attempts`` (kept apart from the job: ``Store.attempts_of``)."""
     roles = {
         role.name: answers.TaskRoleStatus(
@@ -90,5 +91,5 @@ def job_detail(job: JobRecord, attempts: list[AttemptRecord], positions: Mapping
         virtual_cluster=job.virtual_cluster, app_launched_time=job.launched_ms, app_completed_time=job.completed_ms,
         app_exit_spec=_exit_spec(job), attempt=job.attempt, attempts=tuple(_attempt(a) for a in attempts),
         retry_at=job.retry_at_ms, app_exit_diagnostics=job.exit_diagnostics, app_exit_trigger_message=job.exit_reason,
-        app_exit_trigger_task_role_name=job.trigger_role, app_exit_trigger_task_index=job.trigger_index)
+        app_exit_trigger_task_role_name=job.trigger_role, app_exit_trigger_task_index=job.trigger_index, usage=usage)
     return answers.JobDetail(name=job.name, job_status=status, task_roles=roles)

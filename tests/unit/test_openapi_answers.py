@@ -30,6 +30,11 @@ from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
 from shared.jobkeys import JobKey
 from shared.joblist import JobPage, JobSummary
+from shared.logstore import RunKey
+from shared.profilestore import TaskProfile
+from shared.profiling.idle import IdleState
+from shared.profiling.series import add
+from shared.profiling.usage import Usage
 from shared.queueing import QueueEntry, Share, entry_of
 from shared.records import AttemptRecord, JobRecord, JobState, NodeRecord, SubState, TaskState
 from shared.settings import Settings
@@ -71,6 +76,31 @@ ATTEMPT = AttemptRecord(attempt=0, tasks=(make_task(state=TaskState.FAILED, exit
                         trigger_index=0)
 
 
+def sampled(job: JobRecord, gpus: tuple[int, ...] = (0,)) -> TaskProfile:
+    """A task profile after three samples (a GPU held and flagged idle)."""
+    profile = TaskProfile(id=f"{job.id}/0/main/0", job_id=job.id, attempt=0, role="main", index=0, node_id="n1",
+                          cpus=1, gpus=gpus, mem_limit=512 * 2**20, interval_ms=10_000)
+    for t in range(1, 4):
+        point = Usage(t_ms=t * 10_000, span_ms=10_000, cpu=0.5, mem=100 * 2**20, mem_peak=120 * 2**20,
+                      blk_read=0.0, blk_write=1024.0, gpu_util=1.0, gpu_mem=2**30)
+        profile = profile.model_copy(update={"series": add(profile.series, point).series, "last": point,
+                                             "totals": profile.totals.plus(point, len(gpus))})
+    return profile.model_copy(update={"idle": IdleState(since_ms=0, peak_percent=1.0, flagged=True, below_percent=5)})
+
+
+@dataclass
+class FakeProfiles:
+    """The stored profiles the handlers read, held in memory."""
+
+    found: list[TaskProfile]
+
+    async def of_job(self, job_id: str, attempt: int) -> list[TaskProfile]:
+        return [p for p in self.found if (p.job_id, p.attempt) == (job_id, attempt)]
+
+    async def get(self, key: RunKey) -> TaskProfile | None:
+        return next((p for p in self.found if p.id == key.id), None)
+
+
 @dataclass
 class FakeStore:
     """What the handlers read of the store, held in memory."""
@@ -81,8 +111,11 @@ class FakeStore:
     vcs: list[VirtualCluster] = field(default_factory=lambda: [
         VirtualCluster(name="research", quota=Quota(cpus=25, memory=25, gpus=50), groups=("team",))])
 
+    profiles: FakeProfiles = field(default_factory=lambda: FakeProfiles([]))
+
     def __post_init__(self) -> None:
         self.keys = {j.id: new_job_key(j, ()) for j in self.jobs}
+        self.profiles = FakeProfiles([sampled(j) for j in self.jobs if j.name == "running"])
 
     async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
                         offset: int = 0, cursor: object = None) -> JobPage:
@@ -186,6 +219,15 @@ CASES: list[tuple[str, str, str | None, Any, int]] = [
     ("GET", "/api/v1/user/alice/jobs/running", "admin-token", None, 200),
     ("GET", "/api/v1/user/alice/jobs/running/ssh", None, None, 200),
     ("GET", "/api/v1/user/alice/jobs/missing", None, None, 404),
+    ("GET", "/api/v1/user/alice/jobs/running/profile", None, None, 200),
+    ("GET", "/api/v1/user/alice/jobs/queued/profile", None, None, 200),
+    ("GET", "/api/v1/user/alice/jobs/running/profile?attempt=x", None, None, 400),
+    ("GET", "/api/v1/user/alice/jobs/missing/profile", None, None, 404),
+    ("GET", "/api/v1/user/alice/jobs/running/tasks/main/0/profile", None, None, 200),
+    ("GET", "/api/v1/user/alice/jobs/running/tasks/main/0/profile?since=20000", None, None, 200),
+    ("GET", "/api/v1/user/alice/jobs/queued/tasks/main/0/profile", None, None, 200),
+    ("GET", "/api/v1/user/alice/jobs/running/tasks/main/7/profile", None, None, 404),
+    ("GET", "/api/v1/user/alice/jobs/running/tasks/main/0/profile?since=soon", None, None, 400),
     ("GET", "/api/v1/user/alice/jobs/running/ssh/nope", None, None, 404),
     ("POST", "/api/v1/user/alice/jobs", "alice-token", config_dict(jobName="new", colour="blue"), 202),
     ("POST", "/api/v1/user/alice/jobs", "alice-token", config_dict(jobName="new2", virtualCluster="nope"), 404),
@@ -256,6 +298,7 @@ async def test_answers_send_null_for_what_has_no_value_and_leave_out_no_warnings
     detail = await (await client.get("/api/v1/user/alice/jobs/queued")).json()
     status = detail["jobStatus"]
     assert status["appExitSpec"] is None and status["completedTime"] is None and status["queuePosition"] == 1
+    assert status["usage"] is None, "nothing sampled yet"
     assert detail["taskRoles"]["main"]["taskStatuses"][0]["containerGpus"] is None
     listed = await (await client.get("/api/v1/jobs")).json()
     assert set(listed[0]) == set(SCHEMAS["JobSummary"]["properties"])
@@ -293,3 +336,21 @@ def test_every_error_code_has_a_status_and_the_error_schema_lists_them_all() -> 
 def test_a_message_leaves_out_warnings_only_when_there_are_none() -> None:
     assert Message(message="m").model_dump(by_alias=True) == {"message": "m"}
     assert Message(message="m", warnings=("w",)).model_dump(by_alias=True) == {"message": "m", "warnings": ("w",)}
+
+
+async def test_a_job_detail_and_its_profile_sum_what_its_tasks_used(client: TestClient[Any, Any]) -> None:
+    usage = (await (await client.get("/api/v1/user/alice/jobs/running")).json())["jobStatus"]["usage"]
+    profile = await (await client.get("/api/v1/user/alice/jobs/running/profile")).json()
+    assert profile["usage"] == usage and profile["attempt"] == 0 and profile["intervalSeconds"] == 10
+    assert usage["tasksSampled"] == 1 and usage["gpuHoursHeld"] == pytest.approx(30 / 3600, abs=1e-6)
+    assert usage["gpuUtilization"] == 1.0 and usage["memoryPeakTask"] == "main[0]"
+    assert usage["memoryPeakBytes"] == 120 * 2**20 and usage["memoryLimitBytes"] == 512 * 2**20
+    assert usage["idleGpuTasks"] == ["main[0]"]
+    assert usage["warnings"] == ["task main[0] held 1 GPU used under 5% (at most 1.0%) for 30 s"]
+    [task] = profile["tasks"]
+    assert task["samples"] == 3 and task["cpuCoreSeconds"] == 15 and task["gpuIdle"] is True
+    assert task["last"]["time"] == 30_000 and task["last"]["networkReceiveBytesPerSecond"] is None
+    series = await (await client.get("/api/v1/user/alice/jobs/running/tasks/main/0/profile?since=10000")).json()
+    assert [p["time"] for p in series["points"]] == [20_000, 30_000] and series["task"] == task
+    empty = await (await client.get("/api/v1/user/alice/jobs/queued/tasks/main/0/profile")).json()
+    assert empty["task"] is None and empty["points"] == [] and empty["intervalSeconds"] is None
