@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import aiohttp
 
+from services.top import follow
 from shared.client import ApiCallError, paiq_client
 from shared.credentials import credentials_path, read_credentials, write_credentials
 from shared.errors import PaiqError
@@ -283,6 +284,13 @@ async def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_top(args: argparse.Namespace) -> int:
+    """What each task of a job uses now (CPU, memory, network, disk, GPUs), refreshed until it ends."""
+    user, name = _split_job(args.job, _user(args))
+    async with paiq_client(_api(args), _token(args)) as client:
+        return await follow(client, user, name, once=args.once)
+
+
 async def cmd_login(args: argparse.Namespace) -> int:
     user = _user(args)
     if args.password_stdin:
@@ -482,6 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     qu.add_argument("vc", nargs="?", default="default", help="the virtual cluster (default: default)")
     st = sub.add_parser("status", help="show a job and its tasks")
     st.add_argument("job", help="JOB (yours) or USER~JOB")
+    tp = sub.add_parser("top", help="what each task of a job uses now (CPU, memory, network, disk, GPUs), live")
+    tp.add_argument("job", help="JOB (yours) or USER~JOB")
+    tp.add_argument("--once", action="store_true", help="print once and exit (default: refresh until the job ends)")
     lo = sub.add_parser("logs", help="a task's stdout and stderr (all tasks without ROLE, or the role's without INDEX)")
     lo.add_argument("job", help="JOB (yours) or USER~JOB")
     lo.add_argument("role", nargs="?")
@@ -531,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "queue": cmd_queue, "status": cmd_status, "login": cmd_login,
                 "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events, "ssh": cmd_ssh,
-                "vc": cmd_vc}
+                "vc": cmd_vc, "top": cmd_top}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:

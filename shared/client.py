@@ -137,6 +137,17 @@ class PaiqClient:
         body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
         return dict(body)
 
+    async def profile(self, user: str, name: str) -> dict[str, Any]:
+        """The job's usage: summed, and each task's latest (paiq's extension)."""
+        body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/profile")
+        return dict(body)
+
+    async def task_profile(self, user: str, name: str, role: str, index: int, since_ms: int = 0) -> dict[str, Any]:
+        """One task's usage series, oldest first (paiq's extension)."""
+        path = f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/tasks/{quote(role)}/{index}/profile"
+        body, _ = await self._call("GET", path + (f"?since={since_ms}" if since_ms else ""))
+        return dict(body)
+
     async def queue(self, vc: str) -> dict[str, Any]:
         """A virtual cluster's queue in the scheduler's order (paiq's extension)."""
         body, _ = await self._call("GET", f"/api/v1/virtual-clusters/{quote(vc)}/queue")

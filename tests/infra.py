@@ -145,6 +145,7 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
         "PAIQ_RECONCILE_SECONDS": "2",
         "PAIQ_RETRY_BACKOFF_MS": "200",
         "PAIQ_STOP_GRACE_SECONDS": "2",
+        "PAIQ_PROFILE_SECONDS": "1",  # every e2e task is profiled, often enough for a test to see it
         "PAIQ_BODY_TIMEOUT_SECONDS": "3",
         "PAIQ_LOG_FORMAT": "json",
         "PAIQ_LOG_LEVEL": "debug",

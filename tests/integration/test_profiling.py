@@ -89,6 +89,8 @@ async def test_a_burner_shows_a_core_and_an_allocator_its_200_mb_and_both_outliv
     assert after is not None and after.totals.samples >= burn.totals.samples
     assert len(after.series.points()) == after.totals.samples
     assert after.totals.cpu_seconds >= 0.8 * (after.totals.samples - 1)
+    assert await h.store.delete_job(job.id), "deleting the job (a user's delete, or retention) removes its profiles"
+    assert await ProfileStore(h.store.jobs.database).of_job(job.id, job.attempt) == []
 
 
 async def test_an_oom_kill_says_the_memory_curve_before_it(h: Harness) -> None:
