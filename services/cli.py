@@ -403,7 +403,7 @@ def describe_event(event: dict[str, Any]) -> str:
     what = ""
     if "role" in data:
         what = f"{data['role']}[{data.get('index')}]"
-    for key in ("state", "exit_code", "sub_state", "reason"):
+    for key in ("state", "exit_code", "sub_state", "reason", "gpus", "idle_seconds", "peak_percent"):
         if data.get(key) not in (None, ""):
             what += f" {key}={data[key]}"
     return f"{str(event.get('time', ''))[11:23]} {event.get('type', '?'):20} {event.get('subject', '')} {what}".rstrip()

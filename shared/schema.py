@@ -58,6 +58,7 @@ async def _create_indexes(store: Store) -> None:
     # retention: ended jobs by completion time
     await jobs.create_index([("completed_ms", ASCENDING)])
     await store.attempts.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
+    await store.profiles.ensure_indexes()  # an attempt's task profiles (job detail, profile API, job removal)
     await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
     # a user's tokens, ended when their password changes or they are removed
     await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")

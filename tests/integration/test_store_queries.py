@@ -26,6 +26,10 @@ from shared.bus.memory import MemoryBus
 from shared.events import TaskExitedData, TaskStartedData
 from shared.joblist import Cursor
 from shared.lifecycle import RetryPolicy
+from shared.logstore import RunKey
+from shared.profilestore import TaskProfile
+from shared.profiling.series import Series, add
+from shared.profiling.usage import Usage
 from shared.records import JobRecord, JobState, NodeRecord, PreemptedBy, TaskState, initial_tasks, now_ms
 from shared.settings import Settings
 from shared.store import Store
@@ -101,7 +105,26 @@ QUERIES: dict[str, Query] = {
     "attempts_of": lambda s: s.attempts_of("u1~h1~00000001"),
     "update_job": lambda s: s.update_job("act~running~00000000", {"state": "RUNNING"}, {"reason": "x"}),
     "expired_jobs": lambda s: s.expired_jobs(NOW - 40 * DAY_MS, 100),
+    "profiles.of_job": lambda s: s.profiles.of_job("u1~h1~00000001", 0),
+    "profiles.get": lambda s: s.profiles.get(RunKey(job_id="u1~h1~00000001", attempt=0, role="main", index=0)),
+    "profiles.recent": lambda s: s.profiles.recent(RunKey(job_id="u1~h1~00000001", attempt=0, role="main", index=0),
+                                                   12),
 }
+
+
+def profiles_of(jobs: list[JobRecord]) -> list[dict[str, Any]]:
+    """Each ended job's task profiles, each with a few points (the launchers left them)."""
+    docs = []
+    for job in jobs:
+        for t in job.tasks:
+            series = Series()
+            for k in range(1, 6):
+                series = add(series, Usage(t_ms=job.created_ms + k * 10_000, span_ms=10_000, cpu=1.0, mem=2**20,
+                                           mem_peak=2**20)).series
+            docs.append(TaskProfile(id=f"{job.id}/0/{t.role}/{t.index}", job_id=job.id, attempt=0, role=t.role,
+                                    index=t.index, node_id=t.node_id or "n0", interval_ms=10_000,
+                                    series=series).to_document())
+    return docs
 
 
 async def timings(store: Store) -> dict[str, float]:
@@ -135,10 +158,12 @@ async def history(private_uri: str) -> AsyncIterator[tuple[Store, dict[str, floa
     store = Store(client, unique("hist_"))
     await store.ensure_indexes()
     await store.insert_jobs(history_of(0, SMALL))
+    await store.profiles.col.insert_many(profiles_of(history_of(0, SMALL)))
     for job in ACTIVE:
         await store.insert_job(job)
     small = await timings(store)
     await store.insert_jobs(history_of(SMALL, HISTORY))
+    await store.profiles.col.insert_many(profiles_of(history_of(SMALL, HISTORY)))
     await asyncio.sleep(1)  # let the server settle after the bulk insert
     big = await timings(store)
     yield store, small, big
