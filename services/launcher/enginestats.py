@@ -93,11 +93,13 @@ def usage_between(prev: Counters, cur: Counters, gpus: Sequence[GpuReading] = ()
     """The task's usage from ``prev`` to ``cur``; None when there is no span or a counter went back (the
     container was replaced: the next span starts from ``cur``)."""
     span_ns = cur.t_ns - prev.t_ns
-    if span_ns <= 0 or cur.cpu_ns < prev.cpu_ns:
+    t_ms = cur.t_ns // 1_000_000
+    span_ms = t_ms - prev.t_ns // 1_000_000  # so that each point starts where the previous one ended
+    if span_ms <= 0 or cur.cpu_ns < prev.cpu_ns:
         return None
     seconds = span_ns / 1e9
     return Usage(
-        t_ms=cur.t_ns // 1_000_000, span_ms=span_ns // 1_000_000, cpu=(cur.cpu_ns - prev.cpu_ns) / span_ns,
+        t_ms=t_ms, span_ms=span_ms, cpu=(cur.cpu_ns - prev.cpu_ns) / span_ns,
         mem=cur.mem, mem_peak=max(cur.mem, prev.mem),
         net_rx=_rate(prev.net_rx, cur.net_rx, seconds), net_tx=_rate(prev.net_tx, cur.net_tx, seconds),
         blk_read=_rate(prev.blk_read, cur.blk_read, seconds), blk_write=_rate(prev.blk_write, cur.blk_write, seconds),

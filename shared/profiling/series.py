@@ -9,15 +9,21 @@ week at an hour, and older weeks coarser still; never more than :data:`MAX_POINT
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.profiling.usage import Usage, merge
 
 
 class Level(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    capacity: int
-    factor: int  # how many of its oldest points make one point of the next level (the last: of itself)
+    capacity: int = Field(ge=2)
+    factor: int = Field(ge=2)  # how many of its oldest points make one point of the next level (the last: of itself)
+
+    @model_validator(mode="after")
+    def _fits(self) -> Level:
+        if self.factor > self.capacity:
+            raise ValueError(f"factor {self.factor} > capacity {self.capacity}: an overflow would empty the level")
+        return self
 
 
 LEVELS: tuple[Level, ...] = (Level(capacity=120, factor=6), Level(capacity=120, factor=10),
@@ -52,7 +58,11 @@ class Added(BaseModel):
 
 
 def add(series: Series, point: Usage, levels: tuple[Level, ...] = LEVELS) -> Added:
-    """``series`` with ``point`` (newer than every point in it) added, coarsened where a level overflows."""
+    """``series`` with ``point`` (newer than every point in it) added, coarsened where a level overflows.
+    At least two levels: the finest is only ever appended to and trimmed, which is what a store's append
+    (and ``deeper``) relies on."""
+    if len(levels) < 2:
+        raise ValueError("a series needs at least two levels")
     lv = [list(level) for level in series.levels] + [[] for _ in range(len(levels) - len(series.levels))]
     lv[0].append(point)
     deeper = 0
