@@ -175,6 +175,9 @@ class DockerDriver:
                 container_id, stream=False, one_shot=True))
         except docker.errors.NotFound:
             return None
+        except docker.errors.APIError as e:  # one container's stats failing costs that sample, not the round
+            log.debug("no stats for a container this round", container=container_id[:12], error=_explain(e))
+            return None
         return counters(stats) if isinstance(stats, dict) else None
 
     async def exits(self) -> AsyncIterator[ContainerExit]:
