@@ -460,6 +460,80 @@ async def test_virtual_clusters_show_quota_capacity_use_and_jobs_per_state_live(
                     ".innerText.includes('0 of 8')", "the VC to show the stopped job, its CPUs free", timeout_s=30)
 
 
+MIB = 1024 * 1024
+# Records every CSP violation from before the page's first script runs (the console shows them too).
+CSP_WATCH = ("window.cspViolations = []; document.addEventListener('securitypolicyviolation',"
+             " (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));")
+
+
+def chart(kind: str, attribute: str) -> str:
+    """An attribute of the usage chart ``kind``'s <svg>, as a number (0 while it is not drawn)."""
+    return f"Number(document.querySelector('svg[data-chart={kind}]')?.getAttribute('data-{attribute}') || 0)"
+
+
+@ALL_IN_ONE
+async def test_the_job_page_charts_a_running_tasks_usage_from_real_samples(
+        platform: Platform, account: Account, page: Page, tmp_path: Path) -> None:
+    assert platform.env["PAIQ_PROFILE_SECONDS"] == "1", "tests/infra.py: e2e platforms sample every second"
+    user, name = account.user, "burner"
+    command = "(head -c 150m /dev/zero; sleep 60) | tail & while :; do :; done"
+    await submit(account, job_config(name, command=command, roles=[
+        {"name": "main", "cpuNumber": 1, "memoryMB": 512, "command": command}]))
+    try:
+        await page.call("Page.addScriptToEvaluateOnNewDocument", source=CSP_WATCH)
+        await page.goto(f"{platform.api}/#/job/{user}/{name}?token={account.token}")
+        # Drawn from the launcher's samples, refreshed by the page while the job runs.
+        await page.wait(f"{chart('cpu', 'points')} >= 3 && {chart('memory', 'points')} >= 3"
+                        f" && {chart('memory', 'max')} >= {150 * MIB} && {chart('cpu', 'max')} >= 0.8",
+                        "the CPU and memory charts to show 3 samples of a burning core and 150 MiB", timeout_s=60)
+        drawn = await page.eval(f"{chart('memory', 'points')}")
+        series = await account.client.task_profile(user, name, "main", 0)
+        assert 3 <= drawn <= len(series["points"]), (drawn, len(series["points"]))
+        assert max(p["memoryPeakBytes"] for p in series["points"]) >= 150 * MIB
+
+        # Titled for screen readers, with the task's CPU request and memory limit as dashed lines.
+        cpu_title = await page.eval("document.querySelector('svg[data-chart=cpu] > title').textContent")
+        assert cpu_title.startswith("CPU (cores): ") and "1 core asked for" in cpu_title, cpu_title
+        assert await page.eval("document.querySelectorAll('svg .chart-ref line[stroke-dasharray]').length") == 2
+        memory_title = await page.eval("document.querySelector('svg[data-chart=memory] > title').textContent")
+        assert "limit 512 MiB" in memory_title, memory_title
+        ticks = await page.eval("[...document.querySelectorAll('svg[data-chart=cpu] .chart-axes text')]"
+                                ".map(t => t.textContent)")
+        assert any(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+        assert any(re.fullmatch(r"\d+ MiB", t) for t in await page.eval(
+            "[...document.querySelectorAll('svg[data-chart=memory] .chart-axes text')].map(t => t.textContent)"))
+
+        # A task on the host network: its network is the node's, not measured; no GPU, no GPU charts.
+        assert "not measured (host network)" in await page.text("#chart-network")
+        assert await page.eval("document.querySelector('svg[data-chart=network]')") is None
+        assert await page.eval("document.querySelectorAll('[id^=chart-gpu], svg[data-chart^=gpu]').length") == 0
+
+        # The summary names the task closest to its memory limit, and its peak; the table, each task now.
+        assert await page.text("#usage-memory-task") == "main[0]"
+        peak = int(await page.eval("document.querySelector('#usage-memory-peak').dataset.bytes"))
+        assert peak >= 150 * MIB and re.fullmatch(r"\d+ MiB", await page.text("#usage-memory-peak"))
+        assert "of 512 MiB" in await page.text("#usage-summary")
+        assert "no GPUs held" in await page.text("#usage-summary")
+        task = await cells(page, "#usage-tasks tr[data-usage-task='main[0]']")
+        assert task[:2] == ["main[0]", platform.node_id] and task[4] == "\u2014", task
+        assert re.fullmatch(r"[\d.]+ cores? of 1", task[2]) and task[3].endswith(" MiB / 512 MiB"), task
+        assert int(task[5]) >= 3
+        assert await page.eval("document.querySelector('#usage-charts').dataset.task") == "main[0]"
+
+        # Live: more points arrive without a reload.
+        await page.wait(f"{chart('cpu', 'points')} > {drawn}", "the charts to follow the running task", timeout_s=20)
+        (tmp_path / "usage.png").write_bytes(await page.screenshot())  # to look at: pytest's basetemp keeps it
+        assert await page.eval("window.cspViolations") == []
+    finally:
+        await account.client.stop(user, name)
+    await page.wait("document.querySelector('#job-state').innerText === 'STOPPED'"
+                    " && !document.querySelector('#usage-title').innerText.includes('live')",
+                    "the stopped job's usage, no longer live", timeout_s=30)
+    assert await page.eval(f"{chart('cpu', 'points')}") >= 3
+    await settled(account.client, user, name)
+    await account.client.delete(user, name)
+
+
 @ALL_IN_ONE
 async def test_the_page_and_its_files_are_served_with_a_strict_policy(platform: Platform, account: Account) -> None:
     async with aiohttp.ClientSession() as http:

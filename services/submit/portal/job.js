@@ -1,4 +1,4 @@
-// One job: status, exit and trigger, retries and attempts, every task, task logs, and Stop.
+// One job: status, exit and trigger, retries and attempts, every task, its usage (usage.js), task logs, and Stop.
 
 import { follow, paths, refresher, request } from './api.js';
 import {
@@ -6,6 +6,7 @@ import {
 } from './dom.js';
 import { reasonText } from './jobs.js';
 import { openLog } from './tasklog.js';
+import { usageSection } from './usage.js';
 
 const ACTIVE = ['WAITING', 'RUNNING'];
 
@@ -154,11 +155,13 @@ export function renderJob(view, ctx) {
   const ui = { confirming: false, diagnosticsOpen: false };
   const live = h('span', { class: 'live', 'aria-live': 'polite' });
   const onLog = (role, index, attempt) => openLog(logPanel, ctx, { user, name, role, index, attempt });
+  // Outside the body, which each refresh redraws: the usage section keeps its picked task and charts.
+  const usage = usageSection(ctx, { user, name });
   view.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
       h('a', { href: `#/jobs?user=${encodeURIComponent(user)}` }, user), ' / ', name),
     h('div', { class: 'title-row' }, heading(name, ' ', badge), h('div', { class: 'actions' }, live, actions)),
-    status, body, logPanel);
+    status, body, usage.element, logPanel);
 
   let last = null;
   const draw = (focusId) => {
@@ -178,6 +181,7 @@ export function renderJob(view, ctx) {
       // Keep the keyboard focus on the same control across a live refresh.
       const focused = document.activeElement;
       draw(focused && focused.id && view.contains(focused) ? focused.id : null);
+      usage.update(last);
     } catch (err) {
       if (ctx.signal.aborted) return;
       replace(body, errorNotice(err, err.code === 'NoJobError' ? 'No such job' : 'Could not load the job'));
