@@ -240,7 +240,8 @@ def job_config_schemas() -> dict[str, dict[str, Any]]:
     top["extras"]["additionalProperties"] = {"$ref": REF.format(model="JsonValue")}
     top["extras"]["properties"] = {"hivedScheduler": {
         "anyOf": [{"type": "null"}, {
-            "type": "object", "additionalProperties": {"$ref": REF.format(model="JsonValue")},
+            "type": "object", "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": REF.format(model="JsonValue")},
             "properties": {"jobPriorityClass": {
                 "anyOf": [{"type": "null"}, {"type": "string", "enum": [c.value for c in PriorityClass]}],
                 "description": "OpenPAI's (HiveD's) priority class: " + ", ".join(

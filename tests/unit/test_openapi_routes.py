@@ -243,6 +243,16 @@ def test_unknown_fields_and_extras_hold_what_json_value_says(where: str, value: 
     assert accepted(raw) == jsonschema.Draft202012Validator(schema).is_valid(value), value
 
 
+@pytest.mark.parametrize("hived", [{"jobPriorityClass": "prod", "other": [1]}, {"k\x00": 1}, {"k": {"j\x00": 1}},
+                                   {"k": "a\x00"}, {"jobPriorityClass": "top"}])
+def test_the_hived_options_the_schema_allows_are_those_the_validator_takes(hived: dict[str, Any]) -> None:
+    """A NUL in a key of extras.hivedScheduler was allowed by the schema and refused by the validator (a
+    generated config found it)."""
+    raw = config_dict(extras={"hivedScheduler": hived})
+    schema = {"$ref": "#/components/schemas/JobConfig", "components": DOC["components"]}
+    assert accepted(raw) == jsonschema.Draft202012Validator(schema).is_valid(raw), hived
+
+
 def test_a_put_body_may_name_any_job_as_the_path_names_it() -> None:
     assert SCHEMAS["JobConfigNamedByPath"]["properties"]["jobName"] == {
         "type": "string", "pattern": NO_NUL, "description": "required; the path's name is used"}
