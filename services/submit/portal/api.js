@@ -49,6 +49,10 @@ export const paths = {
   executionType: (user, name) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}/executionType`,
   log: (user, name, role, index, query) =>
     `/api/v1/user/${enc(user)}/jobs/${enc(name)}/tasks/${enc(role)}/${enc(index)}/log?${new URLSearchParams(query)}`,
+  // Usage (paiq's profiling extension): the attempt's summary, and one task's series.
+  profile: (user, name, attempt) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}/profile?attempt=${attempt}`,
+  taskProfile: (user, name, role, index, query) =>
+    `/api/v1/user/${enc(user)}/jobs/${enc(name)}/tasks/${enc(role)}/${enc(index)}/profile?${new URLSearchParams(query)}`,
   clusters: '/api/v1/virtual-clusters',
 };
 
@@ -137,6 +141,7 @@ export function follow(query, refresh, onState) {
 }
 
 // Coalesces refreshes: at most one load runs at a time, and a request during a load runs once after it.
+// delayMs: a number, or a function asked at each kick (a poll whose period the answers set).
 export function refresher(load, delayMs = 200) {
   let timer = null;
   let running = false;
@@ -161,7 +166,7 @@ export function refresher(load, delayMs = 200) {
     }
   };
   const kick = () => {
-    if (!timer && !stopped) timer = setTimeout(run, delayMs);
+    if (!timer && !stopped) timer = setTimeout(run, typeof delayMs === 'function' ? delayMs() : delayMs);
   };
   const cancel = () => {
     if (timer) clearTimeout(timer);

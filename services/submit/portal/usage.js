@@ -4,18 +4,12 @@
 // 2 s): the job's profile, and only the picked task's points newer than those it has; it stops once the
 // job is final.
 
-import { request } from './api.js';
+import { paths, refresher, request } from './api.js';
 import { formatBytes, formatCores, formatPercent, lineChart } from './charts.js';
 import { DASH, errorNotice, facts, h, replace, row, table } from './dom.js';
 
-const enc = encodeURIComponent;
 const MIN_POLL_S = 2;
 const REFETCH_AFTER = 60; // points appended before the whole series is read again (older ones coarsen)
-
-const jobProfilePath = (user, name, attempt) =>
-  `/api/v1/user/${enc(user)}/jobs/${enc(name)}/profile?attempt=${attempt}`;
-const taskProfilePath = (user, name, task, query) =>
-  `/api/v1/user/${enc(user)}/jobs/${enc(name)}/tasks/${enc(task.role)}/${enc(task.index)}/profile?${new URLSearchParams(query)}`;
 
 const taskKey = (t) => `${t.taskRoleName}[${t.taskIndex}]`;
 
@@ -115,7 +109,6 @@ export function usageSection(ctx, { user, name }) {
   const element = h('div', { id: 'usage-panel' });
   const state = { attempt: null, active: false, loaded: false, profile: null, picked: null, series: null,
     appended: 0, problem: null, waiting: false };
-  let timer = null;
 
   const pickedTask = () => (state.profile ? state.profile.tasks.find((t) => taskKey(t) === state.picked) : null);
 
@@ -125,8 +118,8 @@ export function usageSection(ctx, { user, name }) {
       || !state.series.points.length;
     const last = whole ? 0 : state.series.points[state.series.points.length - 1].time;
     const query = { attempt: String(state.attempt), ...(last ? { since: String(last) } : {}) };
-    const { data } = await request('GET', taskProfilePath(user, name,
-      { role: task.taskRoleName, index: task.taskIndex }, query), { signal: ctx.signal });
+    const path = paths.taskProfile(user, name, task.taskRoleName, task.taskIndex, query);
+    const { data } = await request('GET', path, { signal: ctx.signal });
     if (whole) {
       state.series = { key, points: data.points };
       state.appended = 0;
@@ -160,19 +153,9 @@ export function usageSection(ctx, { user, name }) {
     if (focus) focus.focus();
   }
 
-  function schedule() {
-    clearTimeout(timer);
-    timer = null;
-    if (!state.active) return;
-    const seconds = Math.max(MIN_POLL_S, (state.profile && state.profile.intervalSeconds) || MIN_POLL_S);
-    timer = setTimeout(refresh, seconds * 1000);
-  }
-
-  let running = false;
-  let again = false;
   async function load() {
     try {
-      const { data } = await request('GET', jobProfilePath(user, name, state.attempt), { signal: ctx.signal });
+      const { data } = await request('GET', paths.profile(user, name, state.attempt), { signal: ctx.signal });
       state.profile = data;
       if (!data.tasks.some((t) => taskKey(t) === state.picked)) state.picked = data.tasks.length ? taskKey(data.tasks[0]) : null;
       const task = pickedTask();
@@ -186,38 +169,23 @@ export function usageSection(ctx, { user, name }) {
     draw();
   }
 
-  // One load at a time; a request during one runs after it.
-  async function refresh() {
-    clearTimeout(timer);
-    timer = null;
-    if (running) {
-      again = true;
-      return;
-    }
-    running = true;
-    try {
-      await load();
-    } finally {
-      running = false;
-      if (again) {
-        again = false;
-        refresh();
-      } else {
-        schedule();
-      }
-    }
-  }
+  // One load at a time (a request during one runs after it); while the job runs, again at the sampling
+  // interval (at least MIN_POLL_S).
+  const poll = refresher(async () => {
+    await load();
+    if (state.active) poll.kick();
+  }, () => 1000 * Math.max(MIN_POLL_S, (state.profile && state.profile.intervalSeconds) || MIN_POLL_S));
 
   function pick(key) {
     if (key === state.picked) return;
     state.picked = key;
     draw();
-    refresh();
+    poll.now();
   }
 
   ctx.onCleanup(() => {
     state.active = false;
-    clearTimeout(timer);
+    poll.stop();
   });
 
   function update(job) {
@@ -237,8 +205,8 @@ export function usageSection(ctx, { user, name }) {
       draw();
       return;
     }
-    if (changed || ended || !state.loaded) refresh();
-    else if (active && !timer && !running) schedule();
+    if (changed || ended || !state.loaded) poll.now();
+    else if (active) poll.kick();
   }
 
   return { element, update };
