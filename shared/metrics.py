@@ -22,6 +22,9 @@ QUEUE_LENGTH = Gauge("paiq_queue_length", "Jobs waiting for placement, per virtu
 QUEUE_WAIT = Histogram("paiq_queue_wait_seconds", "Time from queued to placed, per virtual cluster", ["vc"],
                        buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
 NODE_GPUS = Gauge("paiq_node_gpus", "GPUs per node: allocated or free", ["node", "kind"])
+NODES_SILENT = Gauge("paiq_nodes_silent",
+                     "Live nodes not heard from for the node timeout (lost, or spared while the database was "
+                     "away or too many went silent together)")
 VC_GPUS = Gauge("paiq_vc_gpus_allocated", "GPUs allocated to running tasks, per virtual cluster", ["vc"])
 QUEUE_DECISION = Histogram("paiq_scheduler_decision_seconds",
                            "A scheduling pass's decision over the whole queue: ordering and placing every job, "

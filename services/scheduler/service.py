@@ -48,6 +48,7 @@ from shared.events import (
 from shared.launchspec import job_launch, placed_tasks
 from shared.metrics import (
     NODE_GPUS,
+    NODES_SILENT,
     PREEMPTION_DECISION,
     PREEMPTIONS,
     QUEUE_DECISION,
@@ -58,6 +59,7 @@ from shared.metrics import (
     VC_GPUS,
     VC_LENT,
 )
+from shared.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
 from shared.placement import ClusterSnapshot, Plan
 from shared.preemption.rounds import candidates_of, lineage_after, preemption_round
 from shared.priority import priority_name, priority_of
@@ -105,6 +107,9 @@ class SchedulerDeps:
     fence: Fence | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when the lease is lost while leading
     vitals: Vitals = field(default_factory=Vitals)
+    # This scheduler's view of the database, and why silent nodes are spared now (see detect_lost_nodes).
+    db_watch: DatabaseWatch = field(default_factory=DatabaseWatch)
+    held_back: str | None = None
 
 
 async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
@@ -277,21 +282,33 @@ async def _gauge_queues(deps: SchedulerDeps) -> None:
 async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
     """Nodes silent for longer than the timeout are lost: their tasks end with -1001 (node lost, retried
     without using retryCount) and their capacity leaves the cluster until their launcher registers again.
+    Which silent nodes are lost is judged by :func:`shared.nodeliveness.judge_nodes`, against this
+    scheduler's own view of the database: silence while nobody could write is no proof of death.
 
     Level-triggered: every pass reports again the exits of tasks that still hold resources on a lost
     node, until the status service has taken them in (a publish that failed, or a message lost, only
     delays them)."""
+    period_ms = deps.settings.reconcile_seconds * 1000
+    try:
+        nodes = await deps.store.list_nodes()
+    except PyMongoError:
+        deps.db_watch = deps.db_watch.observed(ok=False, now_ms=now_ms(), period_ms=period_ms)
+        raise
+    now = now_ms()
+    deps.db_watch = deps.db_watch.observed(ok=True, now_ms=now, period_ms=period_ms)
     timeout_ms = deps.settings.node_timeout_seconds * 1000
+    verdict = judge_nodes([Heartbeat(node_id=n.id, heartbeat_ms=n.heartbeat_ms, lost=n.lost) for n in nodes],
+                          now_ms=now, timeout_ms=timeout_ms, watch=deps.db_watch)
+    _say_held_back(deps, verdict.held_back, verdict.silent)
+    NODES_SILENT.set(len(verdict.silent))
     events: list[CloudEvent] = []
-    for node in await deps.store.list_nodes():
+    for node in nodes:
         if not node.lost:
-            if node.heartbeat_ms >= now_ms() - timeout_ms:
-                continue  # heard from lately: no write (with 1,000 nodes, 1,000 fewer a round)
-            if not await deps.store.mark_node_lost(node.id, now_ms() - timeout_ms):
+            if node.id not in verdict.lost or not await deps.store.mark_node_lost(node.id, now - timeout_ms):
                 continue
-            silent = (now_ms() - node.heartbeat_ms) / 1000
-            log.error("node lost: its launcher stopped sending heartbeats", node=node.id,
-                      silent_seconds=round(silent))
+            silent = (now - node.heartbeat_ms) / 1000
+            log.error("node lost: its launcher stopped sending heartbeats while the database answered",
+                      node=node.id, silent_seconds=round(silent))
         reason = f"node {node.id} was lost: no heartbeat from its launcher since {_clock(node.heartbeat_ms)}"
         for job in await deps.store.jobs_on_node(node.id):
             for task in job.tasks:
@@ -300,6 +317,15 @@ async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
                         job_id=job.id, attempt=job.attempt, role=task.role, index=task.index, node_id=node.id,
                         exit_code=exitcodes.NODE_LOST, reason=reason)))
     return events
+
+
+def _say_held_back(deps: SchedulerDeps, held_back: str | None, silent: tuple[str, ...]) -> None:
+    """Log once when silent nodes start being spared, and once when that ends."""
+    if held_back is not None and deps.held_back is None:
+        log.warning("silent nodes are not declared lost", why=held_back, nodes=list(silent))
+    elif held_back is None and deps.held_back is not None:
+        log.info("silent nodes are judged again", silent_nodes=list(silent))
+    deps.held_back = held_back
 
 
 def _clock(ms: int) -> str:

@@ -14,7 +14,7 @@ PURE = ["shared.validation", "shared.jobconfig", "shared.placement", "shared.lif
         "shared.envvars", "shared.launchspec", "shared.queueing", "shared.vclusters", "shared.exitspec",
         "shared.storagepath", "shared.envsize", "shared.joblimits", "shared.docsize", "shared.joinumbers",
         "services.launcher.exits", "services.launcher.decide", "services.launcher.tasklabels",
-        "shared.priority", "shared.preemption", "shared.preemption.rounds", "shared.borrowing",
+        "shared.priority", "shared.preemption", "shared.preemption.rounds", "shared.borrowing", "shared.nodeliveness",
         "shared.gpuinventory"]
 IO = {"asyncio", "aio_pika", "aiormq", "pymongo", "bson", "docker", "aiohttp", "socket", "subprocess",
       "threading", "requests", "urllib.request"}
