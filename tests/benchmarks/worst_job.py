@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/benchmarks/worst_job.py [--sizes 64,256,1024] [--kinds allowed,tasks,...]
                                                    [--rounds 16] [--refused-rounds 20] [--concurrency 4]
-                                                   [--mongo-uri URI] [--keep]
+                                                   [--linger 2] [--mongo-uri URI] [--keep]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate processes
 over RabbitMQ, as the other control-plane benchmarks do (tests/benchmarks/platform_run.py). Every job
@@ -24,15 +24,20 @@ after it:
 - ``surrogate``: a lone surrogate (``"\\udfff"``) in ``extras``, padded likewise.
 
 Before each burst it waits until the platform has digested the ones before (three empty submissions in a
-row answered within 50 ms). Meanwhile a separate process times ``GET /api/v1`` back to back (the cheap
-request others send) and the submit process's resident memory (VmRSS) is read before and after each
-burst (after a second's rest).
-Prints a table, then, as its last line, one JSON object: per kind and size the answers, POST and probe
-latencies (p50 / p99 / max) and RSS before / after; ``probe_p99_ms_worst`` (the worst p99 of the cheap
-request over all bursts), ``rss_growth_mb`` (the submit process's RSS after the last burst less before
-the first), ``rss_growth_mb_refused`` (what the bursts of refused bodies added to it, summed), the submit
-process's CPU seconds per burst, and ``growth_ratio`` per kind (POST p50 at the largest size / at the smallest, with the
-ratio of the sizes beside it).
+row answered within 50 ms). Meanwhile a separate process times three reads others send, each back to back
+in a loop of its own, from the first POST until ``--linger`` seconds after the last answer (the bodies
+stored, the scheduler deciding them): ``GET /api/v1`` (the cheap request: the API's own loop), the
+newest job's summary ``GET /api/v1/jobs?limit=1`` (a list: it reads the newest jobs, the burst's own) and
+the detail ``GET /api/v1/user/U/jobs/J`` of a small job submitted before the bursts and kept (both also
+read the queue, for queued jobs' positions); and the submit process's resident memory (VmRSS) is read
+before and after each burst (after a second's rest).
+Prints a table, then, as its last line, one JSON object: per kind and size the answers, POST and the three
+reads' latencies (p50 / p99 / max) and RSS before / after; ``probe_p99_ms_worst`` (the worst p99 of the
+cheap request over all bursts), ``list_p99_ms_worst`` and ``detail_p99_ms_worst`` (of the list and the
+detail: with ``_allowed`` and ``_refused``, over those bursts), ``rss_growth_mb`` (the submit process's
+RSS after the last burst less before the first), ``rss_growth_mb_refused`` (what the bursts of refused
+bodies added to it, summed), the submit process's CPU seconds per burst, and ``growth_ratio`` per kind
+(POST p50 at the largest size / at the smallest, with the ratio of the sizes beside it).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ KINDS = ("allowed", "allowed-lists", "tasks", "values", "deep", "surrogate")
 ALLOWED = ("allowed", "allowed-lists")
 VALUE_BUDGET = 9_500  # JSON values of the allowed body: under paiq's default of 10,000 (PAIQ_MAX_JSON_VALUES)
 ALLOWED_ROLES, ALLOWED_TASKS = 2, 2245  # two roles of 2,245 tasks: the largest job whose environment fits
+KEPT_JOB = "small-kept"  # the small job whose detail is timed during the bursts
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class Options:
     rounds: int
     refused_rounds: int
     concurrency: int
+    linger_s: float
     amqp_url: str
     mongo_uri: str | None
     keep: bool
@@ -81,6 +88,8 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--rounds", type=int, default=16, help="allowed bodies sent per size")
     p.add_argument("--refused-rounds", type=int, default=20, help="bodies of each refused kind sent per size")
     p.add_argument("--concurrency", type=int, default=4, help="POSTs in flight")
+    p.add_argument("--linger", type=float, default=2.0,
+                   help="seconds the reads go on being timed after a burst's last answer (its bodies stored)")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"which bodies, comma-separated (of {', '.join(KINDS)})")
     p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
@@ -89,7 +98,7 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--probe", help=argparse.SUPPRESS)  # internal: run as the latency prober of this URL
     a = p.parse_args(argv)
     if a.probe:
-        asyncio.run(probe(a.probe))
+        asyncio.run(probe(json.loads(a.probe)))
         sys.exit(0)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s.strip())
     if not sizes or max(sizes) > 1024 or min(sizes) < 16:
@@ -98,7 +107,8 @@ def parse(argv: list[str] | None = None) -> Options:
     if not kinds or set(a.kinds.split(",")) - set(KINDS):
         p.error(f"--kinds: some of {', '.join(KINDS)}")
     return Options(sizes_kb=sizes, kinds=kinds, rounds=a.rounds, refused_rounds=a.refused_rounds,
-                   concurrency=a.concurrency, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri, keep=a.keep)
+                   concurrency=a.concurrency, linger_s=a.linger, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri,
+                   keep=a.keep)
 
 
 # --- the bodies -------------------------------------------------------------------------------------
@@ -156,40 +166,49 @@ def body(kind: str, size: int, name: str) -> bytes:
     raise ValueError(kind)
 
 
-# --- the cheap request, timed from another process ------------------------------------------------------
+# --- the reads others send, timed from another process -------------------------------------------------
 
 
-async def probe(url: str) -> None:
-    """Time GET ``url`` back to back until a line arrives on stdin; print the latencies (ms) as JSON."""
+async def probe(urls: dict[str, str]) -> None:
+    """Time GET of each of ``urls`` (name -> URL) back to back, each in a loop of its own, until a line
+    arrives on stdin; print the latencies (ms) per name as JSON. A non-200 answer is a failure: raised."""
     loop = asyncio.get_running_loop()
     stop = loop.run_in_executor(None, sys.stdin.readline)
-    latencies: list[float] = []
-    async with aiohttp.ClientSession() as s:
+    latencies: dict[str, list[float]] = {name: [] for name in urls}
+
+    async def loop_of(s: aiohttp.ClientSession, name: str) -> None:
         while not stop.done():
             t0 = time.perf_counter()
-            async with s.get(url) as resp:
+            async with s.get(urls[name]) as resp:
                 await resp.read()
-            latencies.append((time.perf_counter() - t0) * 1000)
+                if resp.status != 200:
+                    raise RuntimeError(f"GET {urls[name]} answered {resp.status}")
+            latencies[name].append((time.perf_counter() - t0) * 1000)
             await asyncio.sleep(0.005)
+
+    async with aiohttp.ClientSession() as s:
+        await asyncio.gather(*(loop_of(s, name) for name in urls))
     print(json.dumps(latencies))
 
 
 class Prober:
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, urls: dict[str, str]) -> None:
+        self.urls = urls
         self.proc: asyncio.subprocess.Process | None = None
 
     async def __aenter__(self) -> Prober:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--probe", self.url, stdin=asyncio.subprocess.PIPE,
+            sys.executable, __file__, "--probe", json.dumps(self.urls), stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE)
         await asyncio.sleep(0.5)
         return self
 
-    async def stop(self) -> list[float]:
+    async def stop(self) -> dict[str, list[float]]:
         assert self.proc is not None and self.proc.stdin is not None
         out, _ = await self.proc.communicate(b"stop\n")
-        return [float(x) for x in json.loads(out)]
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"the prober failed (exit {self.proc.returncode}); see its error above")
+        return {name: [float(x) for x in values] for name, values in json.loads(out).items()}
 
     async def __aexit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.returncode is None:
@@ -226,6 +245,14 @@ class Burst:
     probe_p99_ms: float
     probe_max_ms: float
     probes: int
+    list_p50_ms: float
+    list_p99_ms: float
+    list_max_ms: float
+    lists: int
+    detail_p50_ms: float
+    detail_p99_ms: float
+    detail_max_ms: float
+    details: int
     rss_before_mb: float
     rss_after_mb: float
     submit_cpu_s: float
@@ -243,6 +270,12 @@ async def token_of(platform: Platform) -> tuple[str, str]:
             r.raise_for_status()
         async with s.post(platform.api + "/api/v1/token", json={"username": user, "password": "bench-pass"}) as r:
             return user, (await r.json())["token"]
+
+
+def probe_urls(platform: Platform, user: str) -> dict[str, str]:
+    """The reads timed during a burst: the cheap one, the newest job's summary, the kept small job's detail."""
+    return {"api": platform.api + "/api/v1", "list": platform.api + "/api/v1/jobs?limit=1",
+            "detail": f"{platform.api}/api/v1/user/{user}/jobs/{KEPT_JOB}"}
 
 
 async def burst(o: Options, platform: Platform, submit_pid: int, user: str, token: str, kind: str,
@@ -269,10 +302,11 @@ async def burst(o: Options, platform: Platform, submit_pid: int, user: str, toke
     await settle(url, headers)
     rss_before = rss_mb(submit_pid)
     cpu_before = cpu_seconds(submit_pid)
-    async with Prober(platform.api + "/api/v1") as prober, aiohttp.ClientSession(timeout=timeout) as s:
+    async with Prober(probe_urls(platform, user)) as prober, aiohttp.ClientSession(timeout=timeout) as s:
         await asyncio.gather(*(post(s, b) for b in bodies))
-        await asyncio.sleep(0.2)
-        latencies = await prober.stop()
+        await asyncio.sleep(o.linger_s)
+        reads = await prober.stop()
+    latencies, lists, details = reads["api"], reads["list"], reads["detail"]
     await asyncio.sleep(1.0)
     rss_after = rss_mb(submit_pid)
     cpu = cpu_seconds(submit_pid) - cpu_before
@@ -280,6 +314,10 @@ async def burst(o: Options, platform: Platform, submit_pid: int, user: str, toke
                  post_p50_ms=round(statistics.median(times), 1), post_max_ms=round(max(times), 1),
                  probe_p50_ms=round(pct(latencies, 50), 1), probe_p99_ms=round(pct(latencies, 99), 1),
                  probe_max_ms=round(max(latencies, default=0), 1), probes=len(latencies),
+                 list_p50_ms=round(pct(lists, 50), 1), list_p99_ms=round(pct(lists, 99), 1),
+                 list_max_ms=round(max(lists, default=0), 1), lists=len(lists),
+                 detail_p50_ms=round(pct(details, 50), 1), detail_p99_ms=round(pct(details, 99), 1),
+                 detail_max_ms=round(max(details, default=0), 1), details=len(details),
                  rss_before_mb=round(rss_before, 1), rss_after_mb=round(rss_after, 1), submit_cpu_s=round(cpu, 2),
                  message=messages[0][:160])
 
@@ -304,6 +342,7 @@ async def run(o: Options) -> tuple[list[Burst], float, float]:
         submit = next(p for p in platform.procs if "services.submit" in str(p.args))
         user, token = await token_of(platform)
         await warm_up(platform, user, token)
+        await submit_kept_job(platform, user, token)
         start_rss = rss_mb(submit.pid)
         results = []
         # The refused kinds first, on a platform as quiet as an attacker finds one; then the allowed ones,
@@ -313,6 +352,7 @@ async def run(o: Options) -> tuple[list[Burst], float, float]:
                 results.append(await burst(o, platform, submit.pid, user, token, kind, size))
                 r = results[-1]
                 print(f"  {kind} {size} KB: {r.answers} POST p50 {r.post_p50_ms} ms, GET p99 {r.probe_p99_ms} ms, "
+                      f"list p99 {r.list_p99_ms} ms, detail p99 {r.detail_p99_ms} ms, "
                       f"RSS {r.rss_before_mb} -> {r.rss_after_mb} MB", file=sys.stderr)
                 await delete_jobs(platform, user, token)
         return results, start_rss, rss_mb(submit.pid)
@@ -328,13 +368,22 @@ async def warm_up(platform: Platform, user: str, token: str) -> None:
     await delete_jobs(platform, user, token)
 
 
+async def submit_kept_job(platform: Platform, user: str, token: str) -> None:
+    """The small job whose detail is timed during the bursts (one task, never placed: it stays queued)."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    job = _dumps({"jobName": KEPT_JOB, "image": IMAGE, "taskRoles": [_role("main", 1)]})
+    async with aiohttp.ClientSession() as s, s.post(f"{platform.api}/api/v1/user/{user}/jobs", headers=headers,
+                                                    data=job) as r:
+        r.raise_for_status()
+
+
 async def delete_jobs(platform: Platform, user: str, token: str) -> None:
-    """Delete every job of ``user`` (the accepted ones of a burst), and wait until they are gone."""
+    """Delete every job of ``user`` but the kept one (the accepted ones of a burst), and wait until they are gone."""
     headers = {"Authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession() as s:
         for _ in range(600):
             async with s.get(f"{platform.api}/api/v1/user/{user}/jobs") as r:
-                jobs = await r.json()
+                jobs = [job for job in await r.json() if job["name"] != KEPT_JOB]
             if not jobs:
                 return
             for job in jobs:
@@ -345,11 +394,14 @@ async def delete_jobs(platform: Platform, user: str, token: str) -> None:
 
 def table(results: list[Burst]) -> str:
     head = ["kind", "KB", "body bytes", "answers", "POST p50 ms", "POST max ms", "GET p50 ms", "GET p99 ms",
-            "GET max ms", "GETs", "submit CPU s", "RSS before MB", "RSS after MB"]
+            "GET max ms", "GETs", "list p50/p99/max ms", "lists", "detail p50/p99/max ms", "details",
+            "submit CPU s", "RSS before MB", "RSS after MB"]
     rows = [[r.kind, str(r.size_kb), f"{r.body_bytes:,}", " ".join(f"{k}x{v}" for k, v in sorted(r.answers.items())),
              f"{r.post_p50_ms:.1f}", f"{r.post_max_ms:.1f}", f"{r.probe_p50_ms:.1f}", f"{r.probe_p99_ms:.1f}",
-             f"{r.probe_max_ms:.1f}", str(r.probes), f"{r.submit_cpu_s:.2f}", f"{r.rss_before_mb:.0f}",
-             f"{r.rss_after_mb:.0f}"]
+             f"{r.probe_max_ms:.1f}", str(r.probes),
+             f"{r.list_p50_ms:.0f}/{r.list_p99_ms:.0f}/{r.list_max_ms:.0f}", str(r.lists),
+             f"{r.detail_p50_ms:.0f}/{r.detail_p99_ms:.0f}/{r.detail_max_ms:.0f}", str(r.details),
+             f"{r.submit_cpu_s:.2f}", f"{r.rss_before_mb:.0f}", f"{r.rss_after_mb:.0f}"]
             for r in results]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows])
@@ -379,6 +431,12 @@ def main(argv: list[str] | None = None) -> None:
         "probe_p99_ms_worst": max(r.probe_p99_ms for r in results),
         "probe_p99_ms_allowed": max((r.probe_p99_ms for r in results if r.kind in ALLOWED), default=None),
         "probe_p99_ms_refused": max((r.probe_p99_ms for r in results if r.kind not in ALLOWED), default=None),
+        "list_p99_ms_worst": max(r.list_p99_ms for r in results),
+        "list_p99_ms_allowed": max((r.list_p99_ms for r in results if r.kind in ALLOWED), default=None),
+        "list_p99_ms_refused": max((r.list_p99_ms for r in results if r.kind not in ALLOWED), default=None),
+        "detail_p99_ms_worst": max(r.detail_p99_ms for r in results),
+        "detail_p99_ms_allowed": max((r.detail_p99_ms for r in results if r.kind in ALLOWED), default=None),
+        "detail_p99_ms_refused": max((r.detail_p99_ms for r in results if r.kind not in ALLOWED), default=None),
         "rss_growth_mb_refused": round(sum(r.rss_after_mb - r.rss_before_mb for r in results
                                            if r.kind not in ALLOWED), 1),
         "rss_start_mb": round(start_rss, 1), "rss_end_mb": round(end_rss, 1),
