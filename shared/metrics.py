@@ -68,6 +68,9 @@ VC_GPU_SECONDS_USED = Counter("paiq_vc_gpu_seconds_used_total", "GPU-seconds use
 SAMPLING_ROUND = Histogram("paiq_launcher_sampling_seconds", "A sampling round of the launcher: listing, reading "
                            "every running task's counters and the GPUs, storing",
                            buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30))
+SAMPLES_SKIPPED = Counter("paiq_launcher_samples_skipped_total", "Running tasks a sampling round listed but got no "
+                          "sample of: the container ended or went meanwhile, or the engine's stats for it were "
+                          "refused, empty or unreadable (that sample is lost, never the round)", ["node"])
 DEAD_LETTERED = Counter("paiq_messages_dead_lettered_total", "Messages sent to the dead-letter exchange", ["queue"])
 
 Health = Callable[[], Awaitable["HealthReport"]]

@@ -19,6 +19,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests.exceptions
 import structlog
 from docker.types import CancellableStream, DeviceRequest, LogConfig
 from docker.utils import parse_repository_tag
@@ -174,11 +175,14 @@ class DockerDriver:
             stats = await loop.run_in_executor(self._stats_pool, lambda: self._client.api.stats(
                 container_id, stream=False, one_shot=True))
         except docker.errors.NotFound:
+            return None  # removed since the round listed it
+        except (docker.errors.APIError, requests.exceptions.RequestException, ValueError) as e:
+            # Refused, or no stats in the answer: the engine answers a container being removed with an
+            # empty body, which the SDK fails to decode (JSONDecodeError). That costs this sample only.
+            log.debug("no stats for a container this round", container=container_id[:12],
+                      error=_explain(e) if isinstance(e, docker.errors.APIError) else repr(e))
             return None
-        except docker.errors.APIError as e:  # one container's stats failing costs that sample, not the round
-            log.debug("no stats for a container this round", container=container_id[:12], error=_explain(e))
-            return None
-        return counters(stats) if isinstance(stats, dict) else None
+        return counters(stats)
 
     async def exits(self) -> AsyncIterator[ContainerExit]:
         loop = asyncio.get_running_loop()

@@ -46,8 +46,19 @@ def engine_time_ns(text: str) -> int:
     return seconds * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
-def counters(stats: Mapping[str, Any]) -> Counters | None:
-    """The reading in an engine's stats answer; None for a container not running (no reading)."""
+def counters(stats: object) -> Counters | None:
+    """The reading in an engine's stats answer; None when it holds none: a container not running (its
+    ``read`` time is year 1), or an answer empty, cut short or malformed (a container being removed is
+    answered with an empty body). Never raises: one container's answer costs its own sample at most."""
+    if not isinstance(stats, Mapping):
+        return None
+    try:
+        return _reading(stats)
+    except (TypeError, ValueError, AttributeError, KeyError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
+def _reading(stats: Mapping[str, Any]) -> Counters | None:
     read = str(stats.get("read") or "")
     cpu = (stats.get("cpu_stats") or {}).get("cpu_usage") or {}
     mem = stats.get("memory_stats") or {}

@@ -31,6 +31,7 @@ from shared.metrics import (
     NODE_GPU_UTILIZATION,
     NODE_MEMORY_USED,
     NODE_TASKS_SAMPLED,
+    SAMPLES_SKIPPED,
     SAMPLING_ROUND,
     TASK_GPU_UTILIZATION,
     VC_GPU_SECONDS_HELD,
@@ -73,7 +74,9 @@ class Sampler:
             del self._tracked[gone]
         await self._track([(cid, task) for cid, task in live.items() if cid not in self._tracked])
         ids = list(live)
-        readings = await asyncio.gather(*(self._deps.driver.counters(cid) for cid in ids))
+        readings = await asyncio.gather(*(self._reading(cid) for cid in ids))
+        if skipped := sum(1 for r in readings if r is None):
+            SAMPLES_SKIPPED.labels(node_id).inc(skipped)
         gpu_readings = self._read_gpus() if any(t.task.gpus for t in self._tracked.values()) else {}
         writes: dict[str, ProfileWrite] = {}
         events: list[CloudEvent] = []
@@ -94,6 +97,17 @@ class Sampler:
         await self._deps.publish(events)
         self._gauges(gpu_readings)
         SAMPLING_ROUND.observe(time.perf_counter() - started)
+
+    async def _reading(self, container_id: str) -> Counters | None:
+        """The container's counters, or None: it ended or went since the listing, or the engine's answer
+        was refused, empty or unreadable (a container being removed). Any failure here costs this one
+        sample, never the round: the other tasks are sampled and the loop stays healthy."""
+        try:
+            return await self._deps.driver.counters(container_id)
+        except Exception as e:
+            log.debug("no sample of a task this round: its stats could not be read", container=container_id[:12],
+                      error=repr(e))
+            return None
 
     async def _track(self, new: list[tuple[str, TaskLabels]]) -> None:
         stored = await asyncio.gather(*(self._profiles.get(_key(task)) for _, task in new))
