@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("paiq.store")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATION_LEASE_MS = 60_000
 OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_1_created_ms_1")
 Doc = dict[str, Any]
@@ -45,6 +45,10 @@ async def _create_indexes(store: Store) -> None:
     await jobs.create_index([("created_ms", DESCENDING), ("_id", ASCENDING)])
     await jobs.create_index([("user", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)])
     await jobs.create_index([("state", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)])
+    # one user's jobs in one state (?username=U&state=S, /user/U/jobs?state=S): without it the server reads
+    # all of the user's jobs in each window and keeps those in the state, a cost that grows with their history
+    await jobs.create_index([("user", ASCENDING), ("state", ASCENDING), ("created_ms", DESCENDING),
+                             ("_id", ASCENDING)], name="user_state_created")
     # the scheduler's pass: the queue without the jobs parked as never fitting (all equality, so the
     # server reads only those documents)
     await jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("parked", ASCENDING)], name="queue")
@@ -82,7 +86,10 @@ async def _migrate(store: Store, fresh: bool) -> None:
         await _wait_for_migration(store)
         return
     try:
-        await _migrate_jobs(store, me)
+        version = int(doc.get("version", 1)) if doc is not None else 1
+        if version < 2:
+            await _migrate_jobs(store, me)
+        await _count_positions(store, me)
         await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
     finally:
         await store.release_lease("schema-migration", me)
@@ -109,6 +116,14 @@ async def _migrate_jobs(store: Store, me: str) -> None:
             log.info("migrating job documents", done=done)
     await store.tallies.set_counts(counts)
     log.warning("job documents migrated to schema version 2", jobs=done)
+
+
+async def _count_positions(store: Store, me: str) -> None:
+    """Version 2 -> 3: the counts of ended jobs by creation time behind deep pages (shared.listcounts),
+    counted once over the whole history."""
+    log.warning("counting the stored jobs for deep pages (schema version 3); services wait for it")
+    counted = await store.list_counts.recount(lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))
+    log.warning("stored jobs counted for deep pages", jobs=counted)
 
 
 async def _wait_for_migration(store: Store, limit_s: float = 1800) -> None:

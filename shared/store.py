@@ -26,6 +26,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.jobkeys import JobKey
 from shared.joblist import Cursor, JobPage, list_page
+from shared.listcounts import ListCounts
 from shared.logstore import LogStore
 from shared.priority import class_of_extras
 from shared.profilestore import ProfileStore
@@ -81,6 +82,7 @@ class Store:
         self.meta: AsyncCollection[Doc] = db["meta"]
         self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.jobkeys: never in a job document
         self.tallies = Tallies(db)
+        self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.listcounts)
         self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
         self._transactions: bool | None = None
 
@@ -109,6 +111,7 @@ class Store:
         if docs:
             await self.jobs.insert_many(docs, ordered=False)
         await self.tallies.add_counts(finished)
+        await self.list_counts.add((j.created_ms, j.user, j.state.value) for j in jobs if j.state.is_final)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         doc = await self.jobs.find_one({"_id": job_id})
@@ -122,7 +125,7 @@ class Store:
                         offset: int = 0, cursor: Cursor | None = None) -> JobPage:
         """A page of job summaries, newest first (see :mod:`shared.joblist`)."""
         return await list_page(self.jobs, now_ms=now_ms(), limit=limit, offset=offset, cursor=cursor,
-                               user=user, state=state)
+                               user=user, state=state, counts=self.list_counts)
 
     async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
         """The job's earlier attempts, oldest first."""
@@ -227,9 +230,11 @@ class Store:
 
     async def count_finished(self, job: JobRecord) -> None:
         """Add an ended job to its VC's tally, then mark it counted (a crash in between: the status
-        service's pass finds it uncounted and counts again, which the tally refuses to do twice)."""
+        service's pass finds it uncounted and counts again, which the tally refuses to do twice). The mark
+        and the job's place in the lists' counts are one transaction (shared.listcounts)."""
         await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
-        await self.jobs.update_one({"_id": job.id, "counted": False}, {"$set": {"counted": True}})
+        await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value,
+                                     atomic=await self.supports_transactions())
 
     async def uncounted_finished_jobs(self) -> list[JobRecord]:
         """Ended jobs not yet in the tallies (served by the partial index of uncounted, i.e. active, jobs)."""
@@ -359,8 +364,8 @@ class Store:
         await self.job_keys.delete_one({"_id": job_id})
         await LogStore(self.jobs.database).delete_job(job_id)
         await self.profiles.delete_job(job_id)
-        result = await self.jobs.delete_one({"_id": job_id})
-        return result.deleted_count == 1
+        # the document and its place in the lists' counts together (shared.listcounts)
+        return await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
 
     async def put_job_key(self, key: JobKey) -> None:
         await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True)
