@@ -44,9 +44,9 @@ async def running_platform(settings: Settings, vitals: Vitals,
                 embedded_mongo(settings.data_dir / "db", log_file=settings.data_dir / "db.log",
                                cache_size=settings.embedded_db_cache, on_exit=vitals.fail))
             log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"))
-        store = await stack.enter_async_context(open_store(uri, settings.database))
+        store = await stack.enter_async_context(open_store(uri, settings.database, settings.mongodb_timeout_seconds))
         bus = await stack.enter_async_context(open_bus(settings))
-        watch_dependencies(vitals, store, bus)
+        watch_dependencies(vitals, store, bus, stack)
         for name in SERVICES:
             if name in names:
                 await SERVICES[name](stack, settings, store, bus, vitals)

@@ -24,6 +24,14 @@ class StoreError(PaiqError):
     """The store could not do what was asked (other than a conflict)."""
 
 
+class SubmitOutcomeUnknownError(StoreError):
+    """The database went away while a job was being stored and stayed away too long to tell whether it was."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"the database did not answer whether job {job_id} was stored")
+        self.job_id = job_id
+
+
 class LeaseLostError(StoreError):
     """A write fenced by a lease was refused: the lease is another's now, or expired."""
 

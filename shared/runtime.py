@@ -68,10 +68,12 @@ async def wait_for_shutdown(vitals: Vitals) -> str | None:
 Starter = Callable[[AsyncExitStack, Settings, "Store", Bus, Vitals], Awaitable[None]]
 
 
-def watch_dependencies(vitals: Vitals, store: Store, bus: Bus) -> None:
-    """What /healthz checks besides the loops: the database answers and the broker is connected."""
+def watch_dependencies(vitals: Vitals, store: Store, bus: Bus, stack: AsyncExitStack) -> None:
+    """What /healthz checks besides the loops: the database answers and the broker is connected; and the
+    watch that stops a process whose rounds or checks are stuck (shared.vitals)."""
     vitals.add_check("database", store.ping)
     vitals.add_check("broker", bus.check)
+    vitals.watch_stuck(stack)
 
 
 def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
@@ -96,9 +98,10 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
         assert settings.mongodb_uri is not None
         vitals = Vitals()
         async with AsyncExitStack() as stack:
-            store = await stack.enter_async_context(open_store(settings.mongodb_uri, settings.database))
+            store = await stack.enter_async_context(
+                open_store(settings.mongodb_uri, settings.database, settings.mongodb_timeout_seconds))
             bus = await stack.enter_async_context(open_bus(settings))
-            watch_dependencies(vitals, store, bus)
+            watch_dependencies(vitals, store, bus, stack)
             await start(stack, settings, store, bus, vitals)
             if name != "submit":  # submit serves /healthz and /metrics on its API port
                 await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report,

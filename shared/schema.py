@@ -18,6 +18,7 @@ import structlog
 from pymongo import ASCENDING, DESCENDING
 
 from shared.errors import StoreError
+from shared.idempotency import KEEP_SECONDS
 from shared.records import JobRecord
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ async def _create_indexes(store: Store) -> None:
     await store.attempts.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
     await store.profiles.ensure_indexes()  # an attempt's task profiles (job detail, profile API, job removal)
     await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+    # submissions by Idempotency-Key (read by _id), kept a day (shared.idempotency)
+    await store.idempotency.create_index([("created_at", ASCENDING)], expireAfterSeconds=KEEP_SECONDS)
     # a user's tokens, ended when their password changes or they are removed
     await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")
     # whether an admin is left when one is demoted (services/submit/users.py)

@@ -80,6 +80,7 @@ class Settings:
 
     mongodb_uri: str | None
     database: str
+    mongodb_timeout_seconds: int  # every database call's deadline (the driver's timeoutMS)
     amqp_url: str | None
     exchange: str
     queue_prefix: str
@@ -188,6 +189,7 @@ class PaiqEnv(BaseSettings):
     # Where the services meet: database, broker, API, files, container engine.
     mongodb_uri: Text = Field(None, alias="PAIQ_MONGODB_URI")
     database: str = Field("paiq", alias="PAIQ_MONGODB_DATABASE")
+    mongodb_timeout_seconds: Integer = Field(30, alias="PAIQ_MONGODB_TIMEOUT_SECONDS", ge=1, le=3600)
     amqp_url: Text = Field(None, alias="PAIQ_AMQP_URL")
     exchange: str = Field("paiq.events", alias="PAIQ_EXCHANGE")
     queue_prefix: str = Field("paiq", alias="PAIQ_QUEUE_PREFIX")

@@ -9,6 +9,7 @@ history: see :mod:`shared.schema` for the index behind each query.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -17,13 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import bson
+import pymongo
 import structlog
 from bson.raw_bson import RawBSONDocument
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError
 
-from shared.errors import JobExistsError, LeaseLostError, StoreError
+from shared.dbretry import WINDOW_SECONDS, idempotent
+from shared.errors import JobExistsError, LeaseLostError, StoreError, SubmitOutcomeUnknownError
+from shared.idempotency import IdempotencyRecord, Submitted
 from shared.jobkeys import JobKey
 from shared.joblist import Cursor, JobPage, list_page
 from shared.listcounts import ListCounts
@@ -46,10 +50,21 @@ from shared.records import (
 from shared.schema import ensure_schema
 from shared.tallies import Tallies
 from shared.vclusters import VirtualCluster
+from shared.vitals import CHECK_SECONDS
 
 Doc = dict[str, Any]
 log = structlog.get_logger("paiq.store")
 CLOSE_SECONDS = 3
+SCHEMA_SECONDS = 3600  # index builds and a migration, once at start
+MAX_IDLE_MS = 60_000  # well under a server's idle limit (SecantusDB closes connections idle for 300 s)
+
+
+def _outcome_unknown(error: PyMongoError) -> bool:
+    """Whether a failed write may have been applied or may be tried again: the connection went away, the
+    deadline passed, or the server says the transaction failed transiently or its commit is unknown."""
+    return (isinstance(error, AutoReconnect) or error.timeout
+            or error.has_error_label("TransientTransactionError")
+            or error.has_error_label("UnknownTransactionCommitResult"))
 
 
 def encoded_job(job: JobRecord) -> RawBSONDocument:
@@ -81,13 +96,16 @@ class Store:
         self.attempts: AsyncCollection[Doc] = db["job_attempts"]
         self.meta: AsyncCollection[Doc] = db["meta"]
         self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.jobkeys: never in a job document
+        self.idempotency: AsyncCollection[Doc] = db["idempotency"]  # submissions by Idempotency-Key, a day
         self.tallies = Tallies(db)
         self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.listcounts)
         self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
         self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
-        await ensure_schema(self)
+        # Index builds and a migration read the whole history once: a deadline of their own, not a call's.
+        with pymongo.timeout(SCHEMA_SECONDS):
+            await ensure_schema(self)
 
     # --- jobs ------------------------------------------------------------------------------
 
@@ -98,6 +116,86 @@ class Store:
             await self.jobs.insert_one(document if document is not None else job.to_document())
         except DuplicateKeyError as e:
             raise JobExistsError(job.id) from e
+
+    async def submit_job(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
+                         idempotency: IdempotencyRecord | None = None) -> Submitted:
+        """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
+        or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
+        goes first and is removed again when the job was refused).
+
+        A connection error on the way (a database restarting) is tried again within the server-selection
+        window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
+        back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
+        is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
+        ``DUPLICATE``: the idempotency record says an earlier request stored this submission already."""
+        deadline = time.monotonic() + WINDOW_SECONDS
+        delay = 0.1
+        while True:
+            try:
+                await self._submit_once(job, document, key, idempotency)
+                return Submitted.STORED
+            except DuplicateKeyError as e:
+                if await self._stored(job.id):
+                    return Submitted.STORED  # an earlier try of this request committed
+                if idempotency is not None and await self.idempotency.find_one({"_id": idempotency.id}) is not None:
+                    return Submitted.DUPLICATE  # another request with this key stored its job first
+                raise JobExistsError(job.id) from e
+            except PyMongoError as e:
+                if not _outcome_unknown(e):
+                    raise
+                if await self._settle(job.id, e, last=time.monotonic() + delay >= deadline):
+                    return Submitted.STORED
+                log.info("the database went away while a job was stored; trying again", job_id=job.id,
+                         error=type(e).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _submit_once(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
+                           idempotency: IdempotencyRecord | None) -> None:
+        if not await self.supports_transactions():
+            await self.put_job_key(key)
+            if idempotency is not None:
+                await self.idempotency.insert_one(idempotency.to_document())
+            try:
+                await self.jobs.insert_one(document)
+            except DuplicateKeyError:
+                if not await self._stored(job.id):
+                    await self.delete_job_key(job.id)
+                raise
+            return
+        async with self._client.start_session() as session, await session.start_transaction():
+            await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
+            if idempotency is not None:
+                await self.idempotency.insert_one(idempotency.to_document(), session=session)
+            await self.jobs.insert_one(document, session=session)
+
+    async def _settle(self, job_id: str, error: PyMongoError, *, last: bool) -> bool:
+        """After a try whose outcome is unknown: True when the job is stored; False to try again; on the
+        ``last`` try, raise ``error`` when it is surely not stored (its key removed where no transaction
+        took it along), or SubmitOutcomeUnknownError when the database cannot tell."""
+        stored = await self._stored_or_none(job_id)
+        if stored or not last:
+            return bool(stored)
+        if stored is None:
+            raise SubmitOutcomeUnknownError(job_id) from error
+        if not await self.supports_transactions():
+            await self.delete_job_key(job_id)
+        raise error
+
+    async def _stored(self, job_id: str) -> bool:
+        return await self.jobs.find_one({"_id": job_id}, {"_id": 1}) is not None
+
+    async def _stored_or_none(self, job_id: str) -> bool | None:
+        """Whether the job is stored; None when the database cannot be asked."""
+        try:
+            return await self._stored(job_id)
+        except PyMongoError:
+            return None
+
+    async def idempotent_submission(self, user: str, key: str) -> IdempotencyRecord | None:
+        """The submission an ``Idempotency-Key`` already made (kept a day)."""
+        doc = await self.idempotency.find_one({"_id": IdempotencyRecord.id_of(user, key)})
+        return IdempotencyRecord.from_document(doc) if doc else None
 
     async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
         """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
@@ -204,10 +302,13 @@ class Store:
 
         An update then a read by ``_id``, not ``find_one_and_update``: SecantusDB answers the latter
         by reading the whole collection."""
-        try:
+        async def update() -> Doc | None:
             result = await self.jobs.update_one({"_id": job_id, **expect},
                                                 {"$set": dict(changes), "$inc": {"version": 1}})
-            doc = await self.jobs.find_one({"_id": job_id}) if result.modified_count == 1 else None
+            return await self.jobs.find_one({"_id": job_id}) if result.modified_count == 1 else None
+
+        try:  # the $set is idempotent: a try whose answer was lost changed what the next one sets again
+            doc = await idempotent(update, "update a job")
         except PyMongoError as e:
             raise StoreError(f"updating job {job_id} failed: {e}") from e
         return JobRecord.from_document(doc) if doc else None
@@ -354,7 +455,11 @@ class Store:
         return [JobRecord.from_document(d) async for d in cursor]
 
     async def delete_job(self, job_id: str) -> bool:
-        """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the tallies."""
+        """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the
+        tallies (each step idempotent: a try cut off by a restart is finished by the next)."""
+        return await idempotent(lambda: self._delete_job(job_id), "delete a job")
+
+    async def _delete_job(self, job_id: str) -> bool:
         doc = await self.jobs.find_one({"_id": job_id}, {"virtual_cluster": 1, "state": 1, "counted": 1})
         if doc is None:
             return False
@@ -368,7 +473,8 @@ class Store:
         return await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
 
     async def put_job_key(self, key: JobKey) -> None:
-        await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True)
+        await idempotent(lambda: self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True),
+                         "store a job's key")
 
     async def job_key(self, job_id: str) -> JobKey | None:
         """The job's SSH key pair; None for a job submitted before paiq made them."""
@@ -376,7 +482,7 @@ class Store:
         return JobKey.from_document(doc) if doc else None
 
     async def delete_job_key(self, job_id: str) -> None:
-        await self.job_keys.delete_one({"_id": job_id})
+        await idempotent(lambda: self.job_keys.delete_one({"_id": job_id}), "delete a job's key")
 
     async def expired_jobs(self, completed_before_ms: int, limit: int) -> list[str]:
         """Ids of ended jobs completed before the time, that hold nothing any more (retention)."""
@@ -408,10 +514,19 @@ class Store:
                 async for d in self.vcs.find({}).sort([("_id", ASCENDING)])]
 
     async def put_vc(self, vc: VirtualCluster) -> None:
-        await self.vcs.replace_one({"_id": vc.name}, {"_id": vc.name, **vc.model_dump(mode="json")}, upsert=True)
+        await idempotent(lambda: self.vcs.replace_one({"_id": vc.name}, {"_id": vc.name, **vc.model_dump(mode="json")},
+                                                      upsert=True), "store a virtual cluster")
 
     async def delete_vc(self, name: str) -> bool:
-        return (await self.vcs.delete_one({"_id": name})).deleted_count == 1
+        """Whether it was there (a try cut off by a restart that had deleted it counts as deleting it)."""
+        tries = 0
+
+        async def delete() -> bool:
+            nonlocal tries
+            tries += 1
+            return (await self.vcs.delete_one({"_id": name})).deleted_count == 1 or tries > 1
+
+        return await idempotent(delete, "delete a virtual cluster")
 
     async def active_jobs_in_vc(self, name: str) -> int:
         return await self.jobs.count_documents({"state": {"$in": list(ACTIVE_JOB_STATES)},
@@ -435,13 +550,23 @@ class Store:
         await self.leases.delete_one({"_id": name, "holder": holder})
 
     async def ping(self) -> None:
-        await self._client.admin.command("ping")
+        """Whether the database answers, bounded by the driver's own deadline: never cancelled (shared.vitals)."""
+        with pymongo.timeout(CHECK_SECONDS):
+            await self._client.admin.command("ping")
 
 
 @asynccontextmanager
-async def open_store(uri: str, database: str) -> AsyncIterator[Store]:
-    # PyMongo's default server selection (30 s): a database restarting within it only delays answers.
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=30_000)
+async def open_store(uri: str, database: str, timeout_seconds: float = 30,
+                     max_idle_ms: int = MAX_IDLE_MS) -> AsyncIterator[Store]:
+    """The store over a new client. PyMongo's default server selection (30 s): a database restarting
+    within it only delays answers. Every operation is bounded by the driver's own deadline (``timeoutMS``,
+    ``PAIQ_MONGODB_TIMEOUT_SECONDS``), so a call on a connection that hangs fails instead of waiting for
+    ever, and no caller needs to cancel one (cancelled operations can wedge the async client). Pooled
+    connections idle for MAX_IDLE_MS are closed by the client before a server's own idle limit
+    (SecantusDB's: 300 s) closes them under it."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=30_000,
+                                                     timeoutMS=int(timeout_seconds * 1000),
+                                                     maxIdleTimeMS=max_idle_ms)
     try:
         store = Store(client, database)
         try:

@@ -6,6 +6,15 @@ logged once, tried again with backoff, and its recovery logged: the loop never d
 answers ok only while every dependency check passes (database, broker) and no loop is failing; a
 scheduler standing by says so. A loop that ends by itself (a bug, not an outage) is fatal: the process
 stops and exits non-zero, so that its supervisor restarts it instead of it looking alive doing nothing.
+
+A failing loop is alive (it gets answers, bad ones); a loop whose round never returns is not. Every
+database call is bounded by the driver's own deadline (``PAIQ_MONGODB_TIMEOUT_SECONDS``), so a round
+that runs far past it, or a dependency check that has not returned long after its bound, means a wedged
+client or a hung call: ``/livez`` turns 503 (a liveness probe restarts the process, with a fresh client),
+and a process left in that state for ``STUCK_FATAL_FACTOR`` times as long stops by itself.
+Checks are never cancelled: PyMongo's async client can be left unusable when its operations are
+cancelled mid-flight (``../shared/repro``: seen wedged after ``asyncio.timeout`` cancelled pings during an
+outage), so ``/healthz`` stops waiting for a slow check without cancelling it, and reuses it while it runs.
 """
 
 from __future__ import annotations
@@ -13,14 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict
-from pymongo.errors import ConnectionFailure
+from pymongo.errors import ConnectionFailure, PyMongoError
 
 from shared.errors import BusError
 
@@ -38,6 +47,12 @@ CHECK_SECONDS = 2.0
 REMIND_SECONDS = 60.0
 # How many characters of an error a log line or /healthz quotes.
 ERROR_CHARS = 300
+# A round running longer than this (or its loop's period times STUCK_PERIODS, whichever is longer) is stuck;
+# a dependency check pending this long, too. The database's own deadline (30 s by default) is well within.
+STUCK_SECONDS = 120.0
+STUCK_PERIODS = 5
+# A process stuck this many times the stuck bound stops (exit 1), for supervisors that do not probe /livez.
+STUCK_FATAL_FACTOR = 3
 
 
 def describe(error: BaseException) -> str:
@@ -54,6 +69,8 @@ def is_outage(error: BaseException) -> bool:
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, ConnectionFailure | BusError | ConnectionError):
+            return True
+        if isinstance(seen, PyMongoError) and seen.timeout:  # the driver's deadline passed (timeoutMS)
             return True
         seen = seen.__cause__
     return False
@@ -75,6 +92,8 @@ class LoopState:
     error: str = ""
     reminded: float = 0.0
     ended: str | None = None
+    round_since: float | None = None  # monotonic start of the round running now (periodic loops and passes)
+    stuck_after: float = STUCK_SECONDS
 
     def failed(self, error: BaseException) -> None:
         now = time.monotonic()
@@ -97,9 +116,19 @@ class LoopState:
     def health(self) -> str:
         if self.ended is not None:
             return f"ended: {self.ended}"
+        stuck = self.stuck_for()
+        if stuck is not None:
+            return f"stuck: a round has not returned for {stuck:.0f} s"
         if self.failing_since is not None:
             return f"failing for {time.monotonic() - self.failing_since:.0f} s: {self.error}"
         return "ok"
+
+    def stuck_for(self) -> float | None:
+        """How long the running round has run, once that is past the stuck bound."""
+        if self.round_since is None:
+            return None
+        running = time.monotonic() - self.round_since
+        return running if running > self.stuck_after else None
 
 
 class HealthReport(BaseModel):
@@ -126,6 +155,8 @@ class Vitals:
         self._loops: dict[str, LoopState] = {}
         self.roles: dict[str, str] = {}
         self._fatal: asyncio.Future[str] | None = None
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._pending_since: dict[str, float] = {}
 
     # --- what /healthz checks ---------------------------------------------------------------------------
 
@@ -134,44 +165,69 @@ class Vitals:
         self._checks[name] = check
 
     async def report(self) -> HealthReport:
-        async def run(check: Check) -> str:
-            try:
-                async with asyncio.timeout(CHECK_SECONDS):
-                    await check()
-            except TimeoutError:
-                return f"no answer within {CHECK_SECONDS:g} s"
-            except Exception as e:
-                return describe(e)
-            return "ok"
-
-        results = await asyncio.gather(*(run(c) for c in self._checks.values()))
+        results = await asyncio.gather(*(self._run_check(name, check) for name, check in self._checks.items()))
         checks = dict(zip(self._checks, results, strict=True))
         loops = {name: state.health() for name, state in self._loops.items()}
         problems = [f"{name}: {result}" for name, result in (*checks.items(), *loops.items()) if result != "ok"]
         return HealthReport(status="unhealthy" if problems else "ok", reason=problems[0] if problems else None,
                             roles=dict(self.roles), checks=checks, loops=loops)
 
+    async def _run_check(self, name: str, check: Check) -> str:
+        """The check's answer within CHECK_SECONDS. Never cancelled: one still running is waited for again
+        by the next report instead of being started twice (the check bounds itself, e.g. with the driver's
+        own deadline)."""
+        pending = self._pending.get(name)
+        if pending is None or pending.done():
+            pending = self._pending[name] = asyncio.create_task(_awaited(check), name=f"check-{name}")
+            self._pending_since[name] = time.monotonic()
+        done, _ = await asyncio.wait({pending}, timeout=CHECK_SECONDS)
+        if not done:
+            waited = time.monotonic() - self._pending_since[name]
+            return f"no answer within {CHECK_SECONDS:g} s" if waited < CHECK_SECONDS * 2 else \
+                f"no answer for {waited:.1f} s"
+        error = pending.exception()
+        return "ok" if error is None else describe(error)
+
+    def _stuck_checks(self) -> dict[str, float]:
+        now = time.monotonic()
+        return {name: now - self._pending_since[name] for name, task in self._pending.items()
+                if not task.done() and now - self._pending_since[name] > STUCK_SECONDS}
+
     def liveness(self) -> HealthReport:
         """``/livez``: whether the process should be restarted. Unlike /healthz it does not depend on the
-        database or the broker (a liveness probe that did would restart every pod during an outage that a
-        restart cannot cure): unhealthy only once a loop has ended."""
-        ended = {name: state.health() for name, state in self._loops.items() if state.ended is not None}
-        reason = next((f"{name}: {health}" for name, health in ended.items()), None)
-        return HealthReport(status="unhealthy" if ended else "ok", reason=reason, roles=dict(self.roles),
-                            checks={}, loops=ended)
+        database or the broker answering (a liveness probe that did would restart every pod during an
+        outage that a restart cannot cure): unhealthy once a loop has ended, a loop's round has not returned
+        for far longer than any bounded call takes, or a dependency check has not returned at all (a
+        wedged client, which only a fresh process cures)."""
+        dead = {name: state.health() for name, state in self._loops.items()
+                if state.ended is not None or state.stuck_for() is not None}
+        dead.update({f"check {name}": f"stuck: not returned for {seconds:.0f} s"
+                     for name, seconds in self._stuck_checks().items()})
+        reason = next((f"{name}: {health}" for name, health in dead.items()), None)
+        return HealthReport(status="unhealthy" if dead else "ok", reason=reason, roles=dict(self.roles),
+                            checks={}, loops=dead)
+
+    def stuck_seconds(self) -> float:
+        """How long the longest-stuck round or check has been stuck beyond its bound (0 when none is)."""
+        over = [running - state.stuck_after for state in self._loops.values()
+                if (running := state.stuck_for()) is not None]
+        over += [seconds - STUCK_SECONDS for seconds in self._stuck_checks().values()]
+        return max(over, default=0.0)
 
     # --- supervised loops -------------------------------------------------------------------------------
 
     def periodic(self, stack: AsyncExitStack, name: str, seconds: float, fn: Round) -> None:
         """Run ``fn`` every ``seconds`` until ``stack`` closes; a failing round is tried again with backoff."""
         state = self._state(name)
+        state.stuck_after = max(STUCK_SECONDS, STUCK_PERIODS * seconds)
 
         async def loop() -> None:
             delay = seconds
             while True:
                 await asyncio.sleep(delay)
                 try:
-                    await fn()
+                    async with self.round(name):
+                        await fn()
                 except Exception as e:  # not CancelledError (a BaseException): the stack closing ends it
                     state.failed(e)
                     delay = backoff(state.failures, seconds)
@@ -197,6 +253,27 @@ class Vitals:
                 raise RuntimeError(f"{name} returned; it is meant to run until the process stops")
 
         self._start(stack, name, loop())
+
+    @contextlib.asynccontextmanager
+    async def round(self, name: str) -> AsyncIterator[None]:
+        """One round of the loop ``name``: while it runs, /livez watches that it returns."""
+        state = self._state(name)
+        state.round_since = time.monotonic()
+        try:
+            yield
+        finally:
+            state.round_since = None
+
+    def watch_stuck(self, stack: AsyncExitStack) -> None:
+        """Stop the process (exit 1) once a round or check has been stuck STUCK_FATAL_FACTOR times its bound:
+        /livez has said so all along, and a supervisor that does not probe it still restarts an exited one."""
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(STUCK_SECONDS / 4)
+                if self.stuck_seconds() > (STUCK_FATAL_FACTOR - 1) * STUCK_SECONDS:
+                    self.fail(f"stuck: {self.liveness().reason}")
+
+        self._start(stack, "stuck-watch", watch())
 
     def ok(self, name: str) -> None:
         """The loop ``name`` works (again)."""
@@ -241,6 +318,10 @@ class Vitals:
         if self._fatal is None:
             self._fatal = asyncio.get_running_loop().create_future()
         return await asyncio.shield(self._fatal)
+
+
+async def _awaited(check: Check) -> None:
+    await check()
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 
+import pymongo
 import structlog
 from pymongo.errors import PyMongoError
 
@@ -343,9 +344,9 @@ async def _release(deps: SchedulerDeps) -> None:
     """On shutdown: let a standby take over at once instead of after the lease's time (if the database
     answers; otherwise the lease simply runs out)."""
     try:
-        async with asyncio.timeout(RELEASE_SECONDS):
+        with pymongo.timeout(RELEASE_SECONDS):  # the driver's deadline: a cancelled call can wedge its client
             await deps.store.release_lease(LEASE, deps.instance)
-    except (PyMongoError, TimeoutError) as e:
+    except PyMongoError as e:
         log.warning("could not release the scheduler lease; it runs out by itself", error=describe(e))
 
 
@@ -419,7 +420,9 @@ async def _passes(deps: SchedulerDeps) -> None:
         await deps.wanted.wait()
         deps.wanted.clear()
         try:
-            await deps.bus.publish(await schedule_pass(deps))
+            async with deps.vitals.round(PASSES_LOOP):
+                events = await schedule_pass(deps)
+            await deps.bus.publish(events)
         except LeaseLostError:
             deps.lost.set()  # _leading stops this loop
             continue

@@ -27,8 +27,10 @@ from services.submit.views import job_detail, job_summary
 from shared.configproblems import shown
 from shared.envsize import env_size_problems
 from shared.envvars import resolve_paths
-from shared.errors import BusError, JobExistsError
+from shared.errors import BusError, JobExistsError, SubmitOutcomeUnknownError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
+from shared.idempotency import HEADER as IDEMPOTENCY_HEADER
+from shared.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
 from shared.jobconfig import JobConfig
 from shared.joblimits import JobLimits, printable
 from shared.joblist import Cursor, CursorError
@@ -141,33 +143,90 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
         deps.cpu, prepare_job, body, path_name, user, deps.settings)
     result, job = prepared.result, prepared.job
     config = result.config
-    vc = (await virtual_clusters(request)).get(config.virtual_cluster)
-    if vc is None:
-        raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
-    if not vc.admits(principal.user, principal.groups):
-        raise ApiError("ForbiddenUserError", f"user {user} may not use virtual cluster {vc.name}")
-    if priority_class_of(config) is PriorityClass.CRIT and not principal.admin:
-        raise ApiError("ForbiddenUserError", f"{PRIORITY_FIELD} crit is for administrators (it may preempt "
-                                             "any other job); use prod, test or oppo")
+    _admit((await virtual_clusters(request)).get(config.virtual_cluster), principal, config)
     admitted = requested_user_keys(config)
-    # The key first: a job is never launched without it. (A key whose job was not stored is removed.)
-    await deps.store.put_job_key(new_job_key(job, admitted))
+    idem = _idempotency(request, user, job, body, result.warnings)
+    repeated = await _repeat_of(deps.store, idem, config.job_name)
+    if repeated is not None:
+        return repeated
+    # The job, its key and the idempotency record in one step: a 503 means none of them is stored.
     try:
-        await deps.store.insert_job(job, prepared.document)
+        stored = await deps.store.submit_job(job, prepared.document, new_job_key(job, admitted),
+                                             idem.record if idem else None)
     except JobExistsError as e:
-        await deps.store.delete_job_key(job.id)
         raise ApiError("ConflictJobError", f"job {config.job_name} already exists for user {user}") from e
-    except Exception:
-        await deps.store.delete_job_key(job.id)
-        raise
+    except SubmitOutcomeUnknownError:
+        log.warning("the database went away while a job was stored; whether it was is unknown", job_id=job.id)
+        return ApiError("ServiceUnavailableError", (
+            f"the database went away while job {config.job_name} was being stored and did not come back in "
+            f"time to tell whether it was: GET the job to see, or send the request again with the same "
+            f"{IDEMPOTENCY_HEADER} header")).response({"Retry-After": "5"})
+    if stored is Submitted.DUPLICATE:  # a request with the same key stored its job first, meanwhile
+        repeated = await _repeat_of(deps.store, idem, config.job_name)
+        if repeated is not None:
+            return repeated
     log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
     await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
         job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
-    headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(config.job_name)}"}
-    if result.warnings:
-        headers["X-Warning"] = warning_header(result.warnings)
-    return answer(Message(message=f"update job {config.job_name} successfully", warnings=result.warnings),
-                  status=202, headers=headers)
+    return _accepted_answer(user, config.job_name, result.warnings)
+
+
+def _admit(vc: VirtualCluster | None, principal: Principal, config: JobConfig) -> None:
+    """The VC exists and admits the user; crit only from an administrator."""
+    if vc is None:
+        raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
+    if not vc.admits(principal.user, principal.groups):
+        raise ApiError("ForbiddenUserError", f"user {principal.user} may not use virtual cluster {vc.name}")
+    if priority_class_of(config) is PriorityClass.CRIT and not principal.admin:
+        raise ApiError("ForbiddenUserError", f"{PRIORITY_FIELD} crit is for administrators (it may preempt "
+                                             "any other job); use prod, test or oppo")
+
+
+@dataclass(frozen=True)
+class _Idempotency:
+    key: str
+    record: IdempotencyRecord
+
+
+def _idempotency(request: web.Request, user: str, job: JobRecord, body: bytes,
+                 warnings: tuple[str, ...]) -> _Idempotency | None:
+    """The request's ``Idempotency-Key`` (400 naming the header when malformed), as the record to store."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    problem = key_problem(key)
+    if problem:
+        raise ApiError("InvalidParametersError", problem)
+    return _Idempotency(key, IdempotencyRecord.new(user=user, key=key, job_id=job.id, job_name=job.name, body=body,
+                                                   warnings=warnings))
+
+
+async def _repeat_of(store: Store, idem: _Idempotency | None, job_name: str) -> web.Response | None:
+    """The first answer again, when an earlier request with the same Idempotency-Key stored its job."""
+    if idem is None:
+        return None
+    earlier = await store.idempotent_submission(idem.record.user, idem.key)
+    return None if earlier is None else _repeated(earlier, idem.record, job_name)
+
+
+def _repeated(earlier: IdempotencyRecord, now: IdempotencyRecord, job_name: str) -> web.Response:
+    """The answer to a request repeated with the key of an earlier one: that one's answer, if the bodies agree."""
+    if earlier.body_sha256 != now.body_sha256:
+        raise ApiError("ConflictJobError", f"this {IDEMPOTENCY_HEADER} was sent before with another body (job "
+                                           f"{earlier.job_name}); use a new key for a new submission")
+    log.info("submission repeated with its idempotency key; answered as the first time", job_id=earlier.job_id)
+    return _accepted_answer(earlier.user, job_name, earlier.warnings, replayed=True)
+
+
+def _accepted_answer(user: str, job_name: str, warnings: tuple[str, ...], *, replayed: bool = False) -> web.Response:
+    """202; ``Idempotent-Replayed: true`` when it repeats an earlier request's answer (that request stored it)."""
+    headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(job_name)}"}
+    if replayed:
+        headers[REPLAYED_HEADER] = "true"
+    if warnings:
+        headers["X-Warning"] = warning_header(warnings)
+    return answer(Message(message=f"update job {job_name} successfully", warnings=warnings), status=202,
+                  headers=headers)
 
 
 def _check_storage_paths(config: JobConfig, user: str, default_fs_uri: str) -> None:
@@ -217,9 +276,10 @@ async def get_job_config(request: web.Request) -> web.Response:
 
 
 async def _request_stop(request: web.Request, *, delete: bool) -> tuple[JobRecord, JobRecord | None]:
-    """Mark the job (if still active) as to be stopped; the job as found and as changed (None if over)."""
-    job = await job_or_404(request)
+    """Mark the job (if still active) as to be stopped; the job as found and as changed (None if over).
+    Who asks is checked first: a stranger learns nothing of which jobs exist (401 before any 404)."""
     principal = await principal_of(request)
+    job = await job_or_404(request)
     _may_change(principal, job)
     changes: dict[str, object] = {"stop_requested_by": principal.user}
     if delete:
@@ -292,7 +352,7 @@ def _state_filter(request: web.Request) -> str | None:
     state = request.query.get("state") or None
     if state is not None and state not in {s.value for s in JobState}:
         raise ApiError("InvalidParametersError",
-                       f"state: must be one of {', '.join(s.value for s in JobState)}, got {state!r}")
+                       f"state: must be one of {', '.join(s.value for s in JobState)}, got {shown(state)[1:-1]}")
     return state
 
 

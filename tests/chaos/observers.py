@@ -190,8 +190,14 @@ class Api:
 
     async def call(self, method: str, path: str, body: Any = None) -> tuple[int | None, Any]:
         """(status, JSON body) or (None, error text) when no answer came."""
+        status, parsed, _ = await self.call_with_headers(method, path, body)
+        return status, parsed
+
+    async def call_with_headers(self, method: str, path: str, body: Any = None,
+                                headers: dict[str, str] | None = None) -> tuple[int | None, Any, dict[str, str]]:
+        """(status, JSON body, answer's headers) or (None, error text, {}) when no answer came."""
         at = time.monotonic() - self.began
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        headers = {**({"Authorization": f"Bearer {self.token}"} if self.token else {}), **(headers or {})}
         try:
             async with self.session.request(method, self.base + path, json=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=API_TIMEOUT_S)) as resp:
@@ -202,8 +208,8 @@ class Api:
                     parsed = text
                 self.answers.append(ApiAnswer(at, method, path, resp.status, text[:300] if resp.status >= 500 else "",
                                               time.monotonic() - self.began - at))
-                return resp.status, parsed
+                return resp.status, parsed, dict(resp.headers)
         except (aiohttp.ClientError, TimeoutError) as e:
             waited = time.monotonic() - self.began - at
             self.answers.append(ApiAnswer(at, method, path, None, f"{e!r}"[:200] + f" after {waited:.1f}s"))
-            return None, repr(e)
+            return None, repr(e), {}

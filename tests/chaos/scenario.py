@@ -15,8 +15,9 @@ t     fault                                                down for
 85    RabbitMQ stop_app / start_app                        10 s
 ====  ===================================================  ==========
 
-The database stays down 15 s, longer than the driver's 10 s server selection, so that requests made
-while it is down fail every run (and must fail truthfully, 503) rather than only when timing has it so.
+The database stays down 15 s, within the 30 s a request waits for it (PyMongo's server selection): a
+request made meanwhile is answered once it is back, never refused, and a write whose connection died with
+the server is tried again (shared.dbretry, Store.submit_job). Longer outages: tests/chaos/outages.py.
 """
 
 from __future__ import annotations
@@ -100,8 +101,10 @@ class ChaosReport:
 # --- bringing the platform up ------------------------------------------------------------------------
 
 
-def build_services(workdir: Path, db: DiskDatabase, broker: PrivateBroker, sup: Supervisor) -> str:
-    """Six processes: status, two schedulers, two launchers (nodes a and b), submit. Returns the API URL."""
+def build_services(workdir: Path, db: DiskDatabase, broker: PrivateBroker, sup: Supervisor,
+                   launcher_b: dict[str, str] | None = None) -> str:
+    """Six processes: status, two schedulers, two launchers (nodes a and b), submit. Returns the API URL.
+    ``launcher_b``: variables of launcher b's own (e.g. its database URI through a proxy)."""
     prefix = f"paiqchaos-{uuid.uuid4().hex[:6]}"
     node_a = f"chaos-{uuid.uuid4().hex[:6]}-a"
     base = platform_env(workdir, node_a, PAIQ_MONGODB_URI=db.uri, PAIQ_AMQP_URL=broker.url,
@@ -122,7 +125,7 @@ def build_services(workdir: Path, db: DiskDatabase, broker: PrivateBroker, sup: 
     add("scheduler-2", "services.scheduler", "PAIQ_SCHEDULER_OPS_PORT")
     add("launcher-a", "services.launcher", "PAIQ_LAUNCHER_OPS_PORT")
     add("launcher-b", "services.launcher", "PAIQ_LAUNCHER_OPS_PORT", PAIQ_NODE_ID=node_a[:-1] + "b",
-        PAIQ_NODE_PORT_RANGE=f"{low + 50}-{low + 99}")
+        PAIQ_NODE_PORT_RANGE=f"{low + 50}-{low + 99}", **(launcher_b or {}))
     add("submit", "services.submit", None)
     return api
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -64,12 +65,13 @@ def plan_job(i: int, run_id: str) -> JobPlan:
 
 @dataclass
 class Submission:
-    """What became of one job's submission: accepted (202, or 409 after a try whose answer was lost)."""
+    """What became of one job's submission: accepted (202, the first time or repeated for its Idempotency-Key)."""
 
     plan: JobPlan
     tries: list[str] = field(default_factory=list)
     accepted: bool = False
     refused: str = ""
+    hidden_by_5xx: bool = False  # a 5xx was answered for a try that had stored the job
 
     def describe(self) -> str:
         return f"{self.plan.name} ({self.plan.kind}): tries {self.tries}" + (f"; refused: {self.refused}"
@@ -77,21 +79,23 @@ class Submission:
 
 
 async def submit(api: Api, user: str, plan: JobPlan, limit_s: float) -> Submission:
-    """POST the job until it is accepted or refused, retrying while no answer (or a 5xx) comes.
-
-    A try that got no answer, or a 5xx, may still have stored the job; a later 409 ConflictJobError then
-    means that earlier try was accepted."""
+    """POST the job with an Idempotency-Key until it is accepted or refused, retrying while no answer (or a
+    5xx) comes. A retry with the key gets the first answer again (``Idempotent-Replayed``) when an earlier
+    try stored the job: fine after a try that got no answer (its answer was lost), a lie after a 5xx (the
+    platform said it stored nothing). A 409 is a refusal: the key makes a retry's conflict impossible."""
     sub = Submission(plan)
-    unsure = False
+    key = f"chaos-{uuid.uuid4().hex}"
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        status, body = await api.call("POST", f"/api/v1/user/{quote(user)}/jobs", plan.config)
-        sub.tries.append("no answer" if status is None else str(status))
-        if status == 202 or (status == 409 and unsure):
+        status, body, headers = await api.call_with_headers("POST", f"/api/v1/user/{quote(user)}/jobs", plan.config,
+                                                            {"Idempotency-Key": key})
+        replayed = headers.get("Idempotent-Replayed") == "true"
+        sub.tries.append("no answer" if status is None else f"{status}{' (replayed)' if replayed else ''}")
+        if status == 202:
             sub.accepted = True
+            sub.hidden_by_5xx = replayed and any(t.startswith("5") for t in sub.tries[:-1])
             return sub
         if status is None or status >= 500:
-            unsure = True
             await asyncio.sleep(1)
             continue
         sub.refused = f"{status} {str(body)[:300]}"

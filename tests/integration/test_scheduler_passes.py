@@ -16,6 +16,7 @@ from shared.bus.memory import MemoryBus
 from shared.errors import LeaseLostError
 from shared.events import JobSubmitted, JobSubmittedData, TaskExited
 from shared.metrics import SCHEDULER_PASS
+from shared.nodeliveness import DatabaseWatch
 from shared.records import (
     JobRecord,
     JobState,
@@ -114,9 +115,14 @@ async def test_moving_up_the_queue_rewrites_nothing(store: Store) -> None:
     assert await schedule_pass(deps) == [], "a pass that changes nothing writes and says nothing"
 
 
+def seen_for(seconds: float) -> DatabaseWatch:
+    """A scheduler that has reached the database without a break for ``seconds``."""
+    return DatabaseWatch(reachable_since_ms=now_ms() - int(seconds * 1000), last_ok_ms=now_ms())
+
+
 async def test_a_lost_nodes_exits_are_reported_until_taken_in(store: Store) -> None:
     bus = MemoryBus()
-    deps = SchedulerDeps(settings=settings(), store=store, bus=bus)
+    deps = SchedulerDeps(settings=settings(), store=store, bus=bus, db_watch=seen_for(3600))
     await store.upsert_node(node("gone", heard_ms=now_ms() - 3_600_000))
     running = job("on-gone")
     await store.insert_job(running)
@@ -135,6 +141,31 @@ async def test_a_lost_nodes_exits_are_reported_until_taken_in(store: Store) -> N
     assert after is not None and not any(holds_resources(t) for t in after.tasks)
     assert await detect_lost_nodes(deps) == [], "taken in: nothing more to report"
     await bus.close()
+
+
+async def test_silence_while_the_scheduler_could_not_reach_the_database_loses_no_node(store: Store) -> None:
+    """The outage of issue 24: both launchers' heartbeats are older than the timeout because nobody could
+    write. A scheduler whose own database rounds just resumed (or that just started) declares nothing lost;
+    once it has reached the database for a whole timeout, a node still silent is lost, unless most nodes
+    are silent together."""
+    deps = SchedulerDeps(settings=settings(), store=store, bus=MemoryBus())
+    await store.upsert_node(node("quiet-a", heard_ms=now_ms() - 50_000))
+    await store.upsert_node(node("quiet-b", heard_ms=now_ms() - 50_000))
+    running = job("through-the-outage")
+    await store.insert_job(running)
+    await store.commit_placements([(running, tuple(
+        t.model_copy(update={"node_id": "quiet-a", "ip": "10.0.0.9"}) for t in running.tasks))])
+    assert await detect_lost_nodes(deps) == [], "the database came back just now: no node judged"
+    assert deps.db_watch.reachable_since_ms is not None
+    assert not any(n.lost for n in await store.list_nodes())
+    deps.db_watch = seen_for(41)
+    assert await detect_lost_nodes(deps) == [], "2 of 2 silent together: the control plane, not the nodes"
+    assert deps.held_back is not None and "silent together" in deps.held_back
+    await store.heartbeat("quiet-b")  # b's launcher writes again; a stays silent: a is one dead machine
+    [exited] = await detect_lost_nodes(deps)
+    assert isinstance(exited, TaskExited) and exited.data.exit_code == -1001
+    assert [n.id for n in await store.list_nodes() if n.lost] == ["quiet-a"]
+    assert deps.held_back is None
 
 
 async def test_a_scheduler_that_lost_its_lease_cannot_commit_a_placement(store: Store) -> None:

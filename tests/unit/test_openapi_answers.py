@@ -28,6 +28,7 @@ from services.submit.requests import REQUESTS
 from services.submit.ssh import new_job_key
 from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
+from shared.idempotency import Submitted
 from shared.jobkeys import JobKey
 from shared.joblist import JobPage, JobSummary
 from shared.logstore import RunKey
@@ -146,6 +147,14 @@ class FakeStore:
 
     async def insert_job(self, job: JobRecord, document: object = None) -> None:
         self.jobs.append(job)
+
+    async def submit_job(self, job: JobRecord, document: object, key: JobKey, idempotency: object = None) -> Submitted:
+        await self.put_job_key(key)
+        await self.insert_job(job)
+        return Submitted.STORED
+
+    async def idempotent_submission(self, user: str, key: str) -> None:
+        return None
 
     async def update_job(self, job_id: str, expect: object, changes: object) -> JobRecord | None:
         job = await self.get_job(job_id)

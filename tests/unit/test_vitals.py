@@ -164,3 +164,83 @@ async def test_fail_is_fatal_once_with_the_first_reason() -> None:
     vitals.fail("something later")
     assert await asyncio.wait_for(waiting, 1) == "the embedded database exited with code 1"
     assert await vitals.wait_fatal() == "the embedded database exited with code 1"
+
+
+async def test_a_check_is_never_cancelled_and_a_running_one_is_not_started_twice() -> None:
+    """PyMongo's async client can wedge when its calls are cancelled: /healthz stops waiting, not the check."""
+    vitals = Vitals()
+    started: list[int] = []
+    release = asyncio.Event()
+
+    async def slow_database() -> None:
+        started.append(1)
+        await release.wait()
+
+    vitals.add_check("database", slow_database)
+    first = await vitals.report()
+    second = await vitals.report()
+    assert first.checks["database"] == "no answer within 0.2 s"
+    assert second.checks["database"].startswith("no answer for "), second.checks  # the same check, still waited on
+    assert started == [1], "the check still running was waited for again, not started a second time"
+    release.set()
+    await asyncio.sleep(0)
+    assert (await vitals.report()).checks["database"] == "ok"
+    assert started == [1, 1]
+
+
+async def test_a_round_that_never_returns_makes_livez_fail_but_a_failing_one_does_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vitals_module, "STUCK_SECONDS", 0.2)
+    vitals = Vitals()
+    hang = asyncio.Event()
+
+    async def failing() -> None:
+        raise ConnectionError("database unreachable")
+
+    async def hanging() -> None:
+        await hang.wait()
+
+    async with AsyncExitStack() as stack:
+        vitals.periodic(stack, "failing", 0.01, failing)
+        await asyncio.sleep(0.3)
+        assert vitals.liveness().status == "ok", "failing rounds return: the process is alive"
+        assert (await vitals.report()).status == "unhealthy"
+        vitals.periodic(stack, "hanging", 0.01, hanging)
+        await until(lambda: vitals.liveness().status == "unhealthy", 2)
+        live = vitals.liveness()
+        assert live.reason is not None and live.reason.startswith("hanging: stuck: a round has not returned for")
+        assert vitals.stuck_seconds() > 0
+        hang.set()
+        await until(lambda: vitals.liveness().status == "ok", 2)
+
+
+async def test_a_check_that_never_returns_makes_livez_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vitals_module, "STUCK_SECONDS", 0.3)
+    vitals = Vitals()
+    never = asyncio.Event()
+
+    async def wedged() -> None:
+        await never.wait()
+
+    vitals.add_check("database", wedged)
+    await vitals.report()
+    assert vitals.liveness().status == "ok"
+    await asyncio.sleep(0.35)
+    live = vitals.liveness()
+    assert live.status == "unhealthy" and live.reason is not None and "check database: stuck" in live.reason
+    never.set()
+
+
+async def test_a_process_stuck_long_enough_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vitals_module, "STUCK_SECONDS", 0.1)
+    vitals = Vitals()
+    never = asyncio.Event()
+
+    async def hanging() -> None:
+        await never.wait()
+
+    async with AsyncExitStack() as stack:
+        vitals.periodic(stack, "hanging", 0.01, hanging)
+        vitals.watch_stuck(stack)
+        reason = await asyncio.wait_for(vitals.wait_fatal(), 3)
+        assert reason.startswith("stuck: hanging: stuck")
