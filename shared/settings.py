@@ -109,6 +109,7 @@ class Settings:
     stop_grace_seconds: int
     body_timeout_seconds: int
     job_retention_days: float  # 0: keep ended jobs forever
+    anonymous_heavy_reads: int  # a second, all callers without a token together (services.submit.throttle)
     embedded_db_cache: str  # paiq up's SecantusDB: its WiredTiger cache must hold what is stored
     launcher: LauncherSettings
     job_limits: JobLimits
@@ -233,6 +234,7 @@ class PaiqEnv(BaseSettings):
     log_level: Annotated[str, AfterValidator(str.lower)] = Field("info", alias="PAIQ_LOG_LEVEL")
     log_format: str = Field("console", alias="PAIQ_LOG_FORMAT")
     job_retention_days: Annotated[float, _text(parse_days)] = Field(0.0, alias="PAIQ_JOB_RETENTION_DAYS")
+    anonymous_heavy_reads: Integer = Field(4, alias="PAIQ_ANONYMOUS_HEAVY_READS", ge=0, le=10_000)
     embedded_db_cache: Annotated[str, _text(parse_cache_size)] = Field("1G", alias="PAIQ_EMBEDDED_DB_CACHE")
     # How the launcher runs tasks.
     pull_latest: Annotated[bool, _text(parse_switch)] = Field(_LAUNCHER.pull_latest, alias="PAIQ_PULL_LATEST")

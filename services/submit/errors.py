@@ -17,7 +17,7 @@ ErrorCode = Literal[
     "NoVirtualClusterError", "NoJobConfigError", "NoJobSshInfoError", "ConflictJobError", "ConflictUserError",
     "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
-    "ServiceUnavailableError",
+    "ServiceUnavailableError", "TooManyRequestsError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
@@ -40,6 +40,8 @@ STATUS_OF: dict[ErrorCode, int] = {
     "RequestTimeoutError": 408,
     # Not one of OpenPAI's codes: its Node.js server answered oversized headers with a bare 431.
     "RequestHeaderFieldsTooLargeError": 431,
+    # Not one of OpenPAI's codes: an anonymous heavy read beyond its budget (services.submit.throttle).
+    "TooManyRequestsError": 429,
     "UnknownError": 500,
     # Not one of OpenPAI's codes: the database or the broker unreachable (an outage, not a bug).
     "ServiceUnavailableError": 503,
@@ -49,7 +51,7 @@ STATUS_OF: dict[ErrorCode, int] = {
 _CODE_OF_STATUS: dict[int, ErrorCode] = {
     400: "InvalidParametersError", 401: "UnauthorizedUserError", 403: "ForbiddenUserError", 404: "NoApiError",
     405: "MethodNotAllowedError", 408: "RequestTimeoutError", 413: "PayloadTooLargeError",
-    431: "RequestHeaderFieldsTooLargeError"}
+    429: "TooManyRequestsError", 431: "RequestHeaderFieldsTooLargeError"}
 
 # What an error of each status means, as the OpenAPI document says it (of the statuses routes list).
 MEANING_OF_STATUS = {
@@ -60,6 +62,12 @@ MEANING_OF_STATUS = {
     408: "the body did not arrive within PAIQ_BODY_TIMEOUT_SECONDS",
     409: "conflicts with what exists",
     413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
+    429: "a heavy read without a valid token, beyond what anonymous callers may ask together "
+         "(PAIQ_ANONYMOUS_HEAVY_READS a second); Retry-After says when to try again, or send a token",
+}
+# Headers an error of a status carries, as the OpenAPI document says them.
+HEADERS_OF_STATUS = {
+    429: {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "string"}}},
 }
 
 class Error(BaseModel):
@@ -120,4 +128,6 @@ def error_responses(*statuses: int, also: Mapping[int, tuple[str, ...]] | None =
         schema = {"allOf": [{"$ref": "#/components/schemas/Error"}], "properties": {"code": {"enum": codes}}}
         out[str(status)] = {"description": f"{MEANING_OF_STATUS[status]} ({', '.join(codes)})",
                             "content": {"application/json": {"schema": schema}}}
+        if status in HEADERS_OF_STATUS:
+            out[str(status)]["headers"] = HEADERS_OF_STATUS[status]
     return out

@@ -48,6 +48,7 @@ log = structlog.get_logger("paiq.submit")
 
 # The X-Warning header's length at most (20 warnings of keys quoted up to 64 characters fit).
 MAX_WARNING_HEADER = 4096
+MAX_LIMIT, MAX_OFFSET = 10_000, 100_000  # of a list page
 
 
 async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
@@ -331,15 +332,20 @@ async def delete_job(request: web.Request) -> web.Response:
     return answer(Message(message=f"job {job.name} is being stopped and will then be deleted"), status=202)
 
 
+def query_number(request: web.Request, name: str, default: int, least: int, most: int, hint: str = "") -> int:
+    """A whole number from the query, ``least``-``most``: ASCII digits only (``int`` would also take '\u0661',
+    fullwidth digits, ' 1', '1_0', '+1'); 400 naming the parameter otherwise, never echoing the value."""
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw.isascii() and raw.isdigit() and len(raw) <= len(str(most)) and least <= int(raw) <= most:
+        return int(raw)
+    raise ApiError("InvalidParametersError", f"{name}: must be a whole number {least}-{most} in ASCII digits{hint}")
+
+
 def _page(request: web.Request) -> tuple[int, int, Cursor | None]:
-    try:
-        limit = int(request.query.get("limit", "1000"))
-        offset = int(request.query.get("offset", "0"))
-    except ValueError as e:
-        raise ApiError("InvalidParametersError", "limit and offset must be integers") from e
-    if not (1 <= limit <= 10000 and 0 <= offset <= 100_000):
-        raise ApiError("InvalidParametersError", "limit must be 1-10000 and offset 0-100000 (use the cursor of "
-                                                 "X-Next-Cursor for deeper pages)")
+    limit = query_number(request, "limit", 1000, 1, MAX_LIMIT)
+    offset = query_number(request, "offset", 0, 0, MAX_OFFSET, " (use the cursor of X-Next-Cursor for deeper pages)")
     text = request.query.get("cursor")
     try:
         cursor = Cursor.decode(text) if text else None

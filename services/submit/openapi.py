@@ -151,10 +151,10 @@ PATHS: dict[str, Any] = {
     "/api/v1/jobs": {"get": {
         "summary": "all jobs, newest first (a page: X-Next-Cursor when more follow)",
         "parameters": [{"name": "username", "in": "query", "schema": _USER_NAME}, *_PAGE_PARAMS],
-        "responses": {"200": _PAGE, **_errors(400)}}},
+        "responses": {"200": _PAGE, **_errors(400, 429)}}},
     "/api/v1/user/{user}/jobs": {
         "get": {"summary": "a user's jobs, newest first (a page)", "parameters": [*_USER_PARAM, *_PAGE_PARAMS],
-                "responses": {"200": _PAGE, **_errors(400)}},
+                "responses": {"200": _PAGE, **_errors(400, 429)}},
         "post": {"summary": "submit a job as the path's user (an admin too submits only as themself)",
                  "security": _AUTH, "parameters": _USER_PARAM, "requestBody": _body(_ref("JobConfig")),
                  "responses": {"202": _ACCEPTED_JOB, **_errors(400, 401, 403, 404, 408, 409, 413)}}},

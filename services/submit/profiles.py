@@ -131,7 +131,7 @@ PROFILE_PATHS: dict[str, Any] = {
         "summary": "the attempt's usage: summed (GPU-hours held and used, memory peak against limit, idle-GPU "
                    "warnings) and each task's totals and latest point (paiq's extension)",
         "security": _OPTIONAL_AUTH, "parameters": [*_JOB, _ATTEMPT],
-        "responses": {"200": _ok("JobProfile", "the job's profile"), **error_responses(400, 404)}}},
+        "responses": {"200": _ok("JobProfile", "the job's profile"), **error_responses(400, 404, 429)}}},
     TASK_PROFILE_ROUTE: {"get": {
         "summary": "one task's usage over time, oldest point first; older points span longer (paiq's extension)",
         "security": _OPTIONAL_AUTH, "parameters": [

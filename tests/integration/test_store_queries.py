@@ -100,6 +100,15 @@ QUERIES: dict[str, Query] = {
     "list_jobs user": lambda s: s.list_jobs(user="u3", limit=20),
     "list_jobs state": lambda s: s.list_jobs(state="FAILED", limit=20),
     "list_jobs cursor": lambda s: s.list_jobs(limit=20, cursor=Cursor(NOW - 20 * DAY_MS, "")),
+    # deep pages through the counts: the same cost at offset 250 of 307 jobs and of 6,307, and past the end
+    "list_jobs offset=250": lambda s: s.list_jobs(limit=20, offset=250),
+    "list_jobs offset=6000": lambda s: s.list_jobs(limit=20, offset=6000),
+    "list_jobs user offset=120": lambda s: s.list_jobs(user="u3", limit=20, offset=120),
+    "list_jobs state offset=150": lambda s: s.list_jobs(state="SUCCEEDED", limit=20, offset=150),
+    "list_jobs cursor offset=200": lambda s: s.list_jobs(limit=20, offset=200, cursor=Cursor(NOW - 29 * DAY_MS, "")),
+    # one user's jobs in one state: a page of them, and none at all (u3's jobs all succeeded)
+    "list_jobs user+state": lambda s: s.list_jobs(user="u10", state="FAILED", limit=20),
+    "list_jobs user+state none": lambda s: s.list_jobs(user="u3", state="FAILED", limit=20),
     "get_job": lambda s: s.get_job("u1~h1~00000001"),
     "find_job": lambda s: s.find_job("u1", "h1"),
     "attempts_of": lambda s: s.attempts_of("u1~h1~00000001"),
@@ -223,6 +232,32 @@ async def test_pages_by_cursor_and_by_offset_give_every_job_once_newest_first(
     assert (summary.task_count, summary.role_count, summary.gpu_count) == (1, 1, 0)
 
 
+async def test_deep_pages_are_the_same_jobs_as_the_whole_list_shows(history: Stores) -> None:
+    """Offsets past DEEP_FROM are found through the counts: every filter, a cursor with an offset, past
+    the end; the active jobs (not counted) and the ended leftover (not counted yet) included."""
+    store, _, _ = history
+    everything = (await store.list_jobs(limit=10000)).jobs
+    cases: list[tuple[str | None, str | None, list[str]]] = [
+        (None, None, [j.id for j in everything]),
+        ("u7", None, [j.id for j in everything if j.user == "u7"]),
+        (None, "FAILED", [j.id for j in everything if j.state is JobState.FAILED]),
+        ("u10", "FAILED", [j.id for j in everything if j.user == "u10" and j.state is JobState.FAILED]),
+        (None, "RUNNING", [j.id for j in everything if j.state is JobState.RUNNING]),
+    ]
+    for user, state, ids in cases:
+        for offset in (101, 250, len(ids) // 2, len(ids) - 7, len(ids), len(ids) + 500):
+            page = await store.list_jobs(user=user, state=state, limit=20, offset=offset)
+            assert [j.id for j in page.jobs] == ids[offset:offset + 20], (user, state, offset)
+            assert (page.next_cursor is not None) == (offset + 20 < len(ids)), (user, state, offset)
+    ids = [j.id for j in everything]
+    at = everything[1000]
+    page = await store.list_jobs(limit=30, offset=2000, cursor=Cursor(at.created_ms, at.id))
+    assert [j.id for j in page.jobs] == ids[3001:3031]
+    assert page.next_cursor is not None
+    following = await store.list_jobs(limit=30, cursor=Cursor.decode(page.next_cursor))
+    assert [j.id for j in following.jobs] == ids[3031:3061]
+
+
 async def test_ended_jobs_are_tallied_once_and_untallied_when_deleted(history: Stores) -> None:
     store, _, _ = history
     [leftover] = [j for j in await store.uncounted_finished_jobs() if j.name == "leftover"]
@@ -236,6 +271,10 @@ async def test_ended_jobs_are_tallied_once_and_untallied_when_deleted(history: S
     await store.tallies.remove(leftover.virtual_cluster, leftover.state.value, leftover.id)  # again: no-op
     assert (await store.job_counts_by_vc_and_state())["default"]["FAILED"] == before["FAILED"]
     assert not await store.delete_job(leftover.id)
+    everything = [j.id for j in (await store.list_jobs(limit=10000)).jobs]
+    assert leftover.id not in everything
+    deep = await store.list_jobs(limit=20, offset=len(everything) - 25)
+    assert [j.id for j in deep.jobs] == everything[-25:-5], "counted, then deleted: the counts followed"
 
 
 async def test_a_2000_task_job_retried_10_times_stays_under_2_mb(mongo_uri: str) -> None:
@@ -301,6 +340,25 @@ async def test_older_documents_are_migrated_once(mongo_uri: str) -> None:
     assert raw is not None and "attempts" not in raw and raw["task_count"] == 2 and raw["holds"] is False
     assert [a.exit_code for a in await store.attempts_of(job.id)] == [3]
     assert (await store.job_counts_by_vc_and_state()) == {"default": {"FAILED": 1}}
+    await client.close()
+
+
+async def test_a_history_stored_before_the_counts_is_counted_once_at_start(mongo_uri: str) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    store = Store(client, unique("counts_"))
+    await store.ensure_indexes()
+    await store.insert_jobs(history_of(0, 400))
+    await store.insert_job(active_job("now", state=JobState.RUNNING, sub_state="running"))
+    await store.list_counts.col.delete_many({})  # as a database of schema version 2 had them: none
+    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 2}})
+    await store.ensure_indexes()
+    ids = [j.id for j in (await store.list_jobs(limit=10000)).jobs]
+    for offset in (150, 380, 395):
+        assert [j.id for j in (await store.list_jobs(limit=10, offset=offset)).jobs] == ids[offset:offset + 10]
+    before = await store.list_counts.col.count_documents({})
+    await store.ensure_indexes()  # a second start counts nothing again
+    assert await store.list_counts.col.count_documents({}) == before
+    assert [j.id for j in (await store.list_jobs(limit=10, offset=150)).jobs] == ids[150:160]
     await client.close()
 
 
