@@ -33,6 +33,21 @@ async def test_anonymous_submit_is_401(platform: Platform, user: str) -> None:
     valid(body, "Error")
 
 
+@pytest.mark.parametrize(("method", "suffix", "body"), [
+    ("DELETE", "", None), ("PUT", "/executionType", '{"value": "STOP"}')])
+async def test_anonymous_changes_are_401_whether_or_not_the_job_exists(
+        platform: Platform, api: PaiqClient, user: str, method: str, suffix: str, body: str | None) -> None:
+    """Who asks is checked before the job is looked up: a stranger cannot tell which jobs exist (issue 24)."""
+    name = unique("exists")
+    await api.submit(user, json.dumps(job_config(name, command="sleep 30")).encode())
+    answers = []
+    for job in (name, unique("ghost")):
+        status, answer, _ = await raw(platform, method, f"/api/v1/user/{user}/jobs/{job}{suffix}", data=body)
+        answers.append((status, answer["code"]))
+    assert answers == [(401, "UnauthorizedUserError")] * 2
+    await api.stop(user, name)
+
+
 async def test_submitting_as_another_user_is_403(api: PaiqClient, user: str) -> None:
     with pytest.raises(ApiCallError) as refused:
         await api.submit(unique("other"), json.dumps(job_config("x", command="true")).encode())
