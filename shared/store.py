@@ -152,16 +152,18 @@ class Store:
 
     async def _submit_once(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
                            idempotency: IdempotencyRecord | None) -> None:
-        if not await self.supports_transactions():
+        if not await self.supports_transactions():  # a standalone mongod: key, job, then the record
             await self.put_job_key(key)
-            if idempotency is not None:
-                await self.idempotency.insert_one(idempotency.to_document())
             try:
                 await self.jobs.insert_one(document)
             except DuplicateKeyError:
                 if not await self._stored(job.id):
                     await self.delete_job_key(job.id)
                 raise
+            if idempotency is not None:
+                await idempotent(lambda: self.idempotency.replace_one({"_id": idempotency.id},
+                                                                      idempotency.to_document(), upsert=True),
+                                 "store an idempotency record")
             return
         async with self._client.start_session() as session, await session.start_transaction():
             await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
