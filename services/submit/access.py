@@ -70,6 +70,8 @@ def _expiration(raw: object) -> int:
                        f"expiration: must be a whole number of seconds, 1-{MAX_TOKEN_SECONDS}")
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         raise refusal
+    if isinstance(raw, str) and not (raw.isascii() and raw.isdigit()):  # int() takes any script's digits, ' 3'
+        raise refusal
     try:
         seconds = int(raw)
     except (ValueError, OverflowError) as e:  # "1.5", "abc", a string of thousands of digits, inf, nan

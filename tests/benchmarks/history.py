@@ -1,7 +1,7 @@
 """Benchmark: the API, the scheduler and idle CPU as the history grows to 100,000 jobs.
 
     .venv/bin/python tests/benchmarks/history.py [--jobs 100000 --sizes 1000,10000 --requests 100
-        --passes 20 --idle-seconds 30 --batch 1000 --seed 1] [--keep]
+        --passes 20 --idle-seconds 30 --batch 1000 --seed 1] [--keep] [--smoke]
 
 Starts a SecantusDB on disk (in a temporary directory) and ``paiq up`` over it (tests/infra.py's
 ``start_platform("all-in-one", ...)`` with PAIQ_MONGODB_URI: one process, in-process bus, the default
@@ -13,8 +13,10 @@ diagnostics), 10% STOPPED, a tenth retried, created over the last 30 days.
 
 It grows the history to each of --sizes and then to --jobs, and at each size measures: p50/p99 of
 --requests rounds of each API route (lists newest first with and without a limit; a deep page by cursor,
-the cursor of the page half-way down found beforehand with pages of 1,000; offset 200; one user's jobs;
-a job's detail; the virtual clusters; a POST of a job that never fits, stopped afterwards), the scheduler
+the cursor of the page half-way down found beforehand with pages of 1,000; offsets 200, 50,000 and 100,000
+(past the end at the smaller sizes); one user's jobs; a busy user's failed jobs, by ``username`` and
+``state`` and by their own list's ``state``, and their page at offset 400; a job's detail; the virtual
+clusters; a POST of a job that never fits, stopped afterwards), the scheduler
 pass (``schedule_pass`` run --passes times in this process over its own store and an in-memory bus), and
 the CPU that the paiq and SecantusDB processes spend over --idle-seconds with nothing to do.
 
@@ -25,7 +27,8 @@ user's whole list, whose answer grows with their own jobs up to 1,000, is report
 ``api_p99_ratio_growing``), ``idle_cpu_percent`` (paiq + SecantusDB at --jobs, percent of one core),
 ``scheduler_pass_ratio`` (pass p50 at --jobs over the smallest size), ``seed_jobs_per_s`` (stored per second
 of ``insert_jobs``, per stage), the load average and every size's figures. With 100 requests a route, p99
-is the second slowest.
+is the second slowest. ``--smoke``: 3,000 jobs measured at 1,000 and 3,000, 10 requests a route, 3 passes,
+2 idle seconds (a minute or two: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -114,7 +117,10 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--batch", type=int, default=1000, help="jobs per insert_jobs call")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the work directory (database, logs)")
+    p.add_argument("--smoke", action="store_true", help="a small run: 3,000 jobs, 10 requests a route")
     a = p.parse_args(argv)
+    if a.smoke:
+        a.jobs, a.sizes, a.requests, a.passes, a.idle_seconds = 3000, "1000", 10, 3, 2.0
     sizes = sorted({int(s) for s in a.sizes.split(",") if s.strip() and 0 < int(s) < a.jobs} | {a.jobs})
     return Options(jobs=a.jobs, sizes=tuple(sizes), requests=a.requests, passes=a.passes, idle_s=a.idle_seconds,
                    batch=a.batch, seed=a.seed, keep=a.keep)
@@ -290,10 +296,18 @@ def routes(size: int, busy: str, names: list[str], deep: str | None) -> dict[str
         "GET /jobs": Route("GET", lambda i: "/api/v1/jobs"),
         "GET /jobs?limit=20": Route("GET", lambda i: "/api/v1/jobs?limit=20"),
         "GET /jobs?limit=20&offset=200": Route("GET", lambda i: "/api/v1/jobs?limit=20&offset=200"),
+        "GET /jobs?limit=20&offset=50000": Route("GET", lambda i: "/api/v1/jobs?limit=20&offset=50000"),
+        "GET /jobs?limit=20&offset=100000": Route("GET", lambda i: "/api/v1/jobs?limit=20&offset=100000"),
         "GET /jobs?limit=20&cursor=<half-way>": Route("GET", lambda i: f"/api/v1/jobs?limit=20&cursor={deep}"),
         "GET /user/<u>/jobs": Route("GET", lambda i: u),
         "GET /user/<busy>/jobs": Route("GET", lambda i: f"/api/v1/user/{busy}/jobs"),
         "GET /user/<busy>/jobs?limit=20": Route("GET", lambda i: f"/api/v1/user/{busy}/jobs?limit=20"),
+        "GET /user/<busy>/jobs?limit=20&offset=400": Route(
+            "GET", lambda i: f"/api/v1/user/{busy}/jobs?limit=20&offset=400"),
+        "GET /jobs?username=<busy>&state=FAILED&limit=20": Route(
+            "GET", lambda i: f"/api/v1/jobs?username={busy}&state=FAILED&limit=20"),
+        "GET /user/<busy>/jobs?state=FAILED&limit=20": Route(
+            "GET", lambda i: f"/api/v1/user/{busy}/jobs?state=FAILED&limit=20"),
         "GET /user/<busy>/jobs/<name>": Route(
             "GET", lambda i: f"/api/v1/user/{busy}/jobs/{quote(names[i * 7919 % len(names)])}"),
         "GET /virtual-clusters": Route("GET", lambda i: "/api/v1/virtual-clusters"),
