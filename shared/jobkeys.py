@@ -4,7 +4,9 @@ log line. The submit service makes it; the launcher puts it in every container o
 job's owner or an admin can download the private key.
 
 The key files are named after OpenPAI's framework name, ``user~jobName`` (seed 000:
-``ssh -i userName~jobName -p ssh_port root@container_ip``).
+``ssh -i userName~jobName -p ssh_port root@container_ip``), bounded so that both files fit the kernel's
+limit on a file name (:mod:`shared.filenames`): the longest user and job names the protocol accepts make
+a longer framework name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr
+
+from shared.filenames import NAME_MAX, fitted
 
 # The environment variable of jobEnvs with the user's own public key(s), admitted beside the job's.
 USER_KEY_VARIABLE = "PAI_SSH_PUB_KEY"
@@ -24,9 +28,15 @@ PUBLIC_KEY_PATTERN = re.compile(rf"{_KEY_TYPES} [A-Za-z0-9+/]+={{0,3}}(?: [^\r\n
 MAX_USER_KEYS = 16
 
 
+PUBLIC_SUFFIX = ".pub"
+KEY_NAME_MAX = NAME_MAX - len(PUBLIC_SUFFIX)  # bytes: ``<name>.pub`` is a file name too
+
+
 def key_name(user: str, job_name: str) -> str:
-    """The key files' name: OpenPAI's framework name of the job."""
-    return f"{user}~{job_name}"
+    """The key files' name: OpenPAI's framework name of the job, ``user~jobName``; past KEY_NAME_MAX bytes
+    its first bytes and a digest of the whole (:func:`shared.filenames.fitted`). The private key is
+    ``/root/.ssh/<name>`` in every task and ``privateKeyFileName`` in the API, the public one ``<name>.pub``."""
+    return fitted(f"{user}~{job_name}", KEY_NAME_MAX)
 
 
 def user_keys(text: str) -> tuple[str, ...] | str:

@@ -17,7 +17,8 @@ from shared.records import JobRecord, TaskRecord, TaskSpec
 
 
 def container_name(job_id: str, attempt: int, role: str, index: int) -> str:
-    """A Docker-safe name, the same every time for one task of one attempt (so launches are idempotent)."""
+    """A Docker-safe name, the same every time for one task of one attempt (so launches are idempotent):
+    ASCII, at most 134 characters whatever the names' lengths (the task's ``PAI_CONTAINER_ID``)."""
     readable = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{job_id}-{attempt}-{role}-{index}")[:120]
     digest = hashlib.sha256(f"{job_id}\0{attempt}\0{role}\0{index}".encode()).hexdigest()[:8]
     return f"paiq-{readable}-{digest}"
