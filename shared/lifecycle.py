@@ -23,10 +23,17 @@ a crash loop cannot hammer the cluster; an attempt that ran longer than the cap 
 
 A preempted attempt (the scheduler's decision, exit -1004) is a platform retry that no cap ends (the
 platform's own choice never fails a job), queued again at once with its original age.
+
+A task that can never start is not retried: when the engine refused a task's container (exit 125,
+before it ever ran) with the same error, ids and numbers aside, in ``max_start_failures`` attempts in a
+row, the job fails saying so, whatever its retryCount (-2 included). A refusal the engine repeats word
+for word is the task's own (a name too long for a file, a spec the engine rejects), not a node's passing
+trouble; a transient one seldom repeats so, and costs nothing more than before until it does.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,7 +52,7 @@ from shared.events import (
     TaskProgressData,
     TaskStartedData,
 )
-from shared.exitcodes import PREEMPTED, STOPPED_BY_USER
+from shared.exitcodes import ENGINE_FAILURE, PREEMPTED, STOPPED_BY_USER
 from shared.exitspec import ExitSpec, ExitSpecTable, Reaction
 from shared.jobconfig import RETRY_ALWAYS, RETRY_UNLIMITED
 from shared.records import (
@@ -72,6 +79,10 @@ class RetryPolicy:
     max_platform_retries: int = 10
     backoff_base_ms: int = 2000
     backoff_max_ms: int = 300_000
+    # Attempts in a row that the engine's refusal of a task's container (the same error) may end before
+    # the job fails instead of retrying: the first is retried as the platform's trouble, the second too,
+    # the third shows that the task cannot start as it is.
+    max_start_failures: int = 3
 
     def delay_ms(self, streak: int, reaction: Reaction) -> int:
         """The wait before the next attempt after ``streak`` earlier attempts in a row ended quickly."""
@@ -175,10 +186,39 @@ def _exit_state(code: int, attempt_over: bool) -> TaskState:
 def conclude(job: JobRecord, outcome: Completion, now: int, policy: RetryPolicy) -> Change:
     """An attempt completed: retry it if the retry policy allows, else end the job."""
     spec = policy.table.spec(outcome.exit_code)
+    starts = start_failures(job, outcome)
+    job = job.model_copy(update={"start_failures": starts})
+    if starts >= policy.max_start_failures:
+        outcome = outcome.model_copy(update={"reason": (
+            f"the task cannot start: the engine refused its container with the same error in {starts} attempts "
+            f"in a row, so it is not retried; {outcome.reason}")})
+        return _finish(job, outcome, now, phrase=spec.phrase, kind=spec.type.value)
     counter = retry_counter(job, outcome, spec, policy)
     if counter is not None:
         return _retry(job, outcome, counter, now, policy)
     return _finish(job, outcome, now, phrase=spec.phrase, kind=spec.type.value)
+
+
+def start_failures(job: JobRecord, outcome: Completion) -> int:
+    """Attempts in a row, this one included, that ended because the engine could not start a task's
+    container (exit 125 from a task that never ran) with the same error as the one before; 0 when this
+    attempt did not end so. ``job`` is as the attempt left it: ``exit_reason`` is the previous attempt's."""
+    if outcome.state != JobState.FAILED or outcome.exit_code != ENGINE_FAILURE or outcome.trigger_role is None:
+        return 0
+    slot = _slot(job, job.attempt, outcome.trigger_role, outcome.trigger_index or 0)
+    if slot is None or job.tasks[slot].started_ms is not None:
+        return 0  # it ran: the engine failed it later, or its command exited 125
+    same = job.start_failures > 0 and error_shape(job.exit_reason) == error_shape(outcome.reason)
+    return job.start_failures + 1 if same else 1
+
+
+# What differs between two reports of one error: container names (they hold the attempt), ids, numbers.
+_VARYING = re.compile(r"paiq-[A-Za-z0-9_.-]+|[0-9a-f]{12,}|[0-9]+")
+
+
+def error_shape(reason: str) -> str:
+    """``reason`` with what varies between attempts (container names and ids, numbers) blanked."""
+    return _VARYING.sub("#", reason)
 
 
 _TRANSIENT: dict[Reaction, Counter] = {Reaction.ALWAYS_RETRY: "platform", Reaction.ALWAYS_BACKOFF_RETRY: "resource"}

@@ -199,6 +199,10 @@ class JobRecord(_Record):
     # Attempts in a row that ended within the retry backoff's cap of their launch: the exponent of the
     # next retry's delay. An attempt that ran longer resets it (shared.lifecycle.RetryPolicy).
     backoff_streak: int = 0
+    # Attempts in a row that ended because the engine could not start a task's container, with the same
+    # error each time (the last one's is ``exit_reason``); at a bound the job fails instead of retrying
+    # (shared.lifecycle.RetryPolicy.max_start_failures).
+    start_failures: int = 0
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
     placement_id: str | None = None  # which scheduler commit placed the current attempt
     # Judged unable to start even on the idle cluster as it is: left out of the scheduler's reads (its
