@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from shared.jobconfig import JobConfig, TaskRole
+from shared.jobpacking import pack, unpack
+from shared.priority import FIELD_PATH, priority_class_of
 
 
 def now_ms() -> int:
@@ -213,9 +216,13 @@ class JobRecord(_Record):
     # Whether the job's final state is in the per-VC counters (see shared/tallies.py); the store sets it.
     counted: bool = False
 
-    def to_document(self) -> dict[str, Any]:
-        doc = self.model_dump(mode="json", by_alias=True, exclude={"archived"})
-        doc["config"] = self.config.model_dump(mode="json", by_alias=True)
+    def to_document(self, *, packed: bool = True) -> dict[str, Any]:
+        """The job as stored: a big job's configs and tasks packed (:mod:`shared.jobpacking`; ``packed=False``:
+        its plain form, which is never smaller), the fields queries read plain, with the derived ones (what
+        it holds, its counts)."""
+        doc = self.model_dump(mode="json", by_alias=True, exclude={"archived", "config", "raw_config", "tasks"})
+        doc.update(config_fields(self.config, self.raw_config, packed=packed))
+        doc.update(task_fields(self.tasks, packed=packed))
         doc.update(holding_fields(self.tasks))
         doc.update(task_count=self.config.total_tasks, gpu_count=self.config.total_gpus,
                    role_count=len(self.config.task_roles))
@@ -223,6 +230,15 @@ class JobRecord(_Record):
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> JobRecord:
+        """A stored job, its parts packed or plain (documents of any age: a packed part wins)."""
+        configs, tasks = doc.get(PACKED_CONFIG), doc.get(PACKED_TASKS)
+        if configs is None and tasks is None:
+            return cls.model_validate(doc)
+        doc = dict(doc)
+        if configs is not None:
+            doc.update(json.loads(unpack(configs)))
+        if tasks is not None:
+            doc["tasks"] = _TASKS.validate_json(unpack(tasks))
         return cls.model_validate(doc)
 
     def task_slot(self, role: str, index: int) -> int:
@@ -231,6 +247,41 @@ class JobRecord(_Record):
             if t.role == role and t.index == index:
                 return slot
         raise KeyError(f"{role}[{index}]")
+
+
+PACKED_CONFIG = "packed_config"  # a big job's ``config`` and ``raw_config``, packed together (written once)
+PACKED_TASKS = "packed_tasks"  # a big job's ``tasks``, packed (rewritten with them)
+_TASKS: TypeAdapter[tuple[TaskRecord, ...]] = TypeAdapter(tuple[TaskRecord, ...])
+
+
+def config_fields(config: JobConfig, raw: dict[str, Any], *, packed: bool = True) -> dict[str, Any]:
+    """The document's fields for the job's two configs: plain, or packed beside :func:`config_stub`."""
+    plain = {"config": config.model_dump(mode="json", by_alias=True), "raw_config": raw}
+    blob = pack(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode()) if packed else None
+    return plain if blob is None else {PACKED_CONFIG: blob, "config": config_stub(config)}
+
+
+def config_stub(config: JobConfig) -> dict[str, Any]:
+    """What a packed job keeps of its config in plain sight: the one field a query projects (the queue's
+    priority class), as the class it stands for (so a read of the stub finds the class the config has)."""
+    *path, last = FIELD_PATH.split(".")
+    stub: dict[str, Any] = {last: priority_class_of(config).value}
+    for key in reversed(path):
+        stub = {key: stub}
+    return stub
+
+
+def task_fields(tasks: tuple[TaskRecord, ...], *, packed: bool = True) -> dict[str, Any]:
+    """The document's field for the job's tasks: ``tasks`` plain, or ``packed_tasks``."""
+    blob = pack(_TASKS.dump_json(tasks)) if packed else None
+    return {"tasks": [t.model_dump(mode="json") for t in tasks]} if blob is None else {PACKED_TASKS: blob}
+
+
+def tasks_update(tasks: Iterable[TaskRecord | Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An update's ``$set`` and ``$unset`` that write the job's tasks (records, or records as dumped) in
+    place: the field of :func:`task_fields`, the other form unset (a document written plain before)."""
+    written = task_fields(_TASKS.validate_python(tuple(tasks)))
+    return written, {field: "" for field in ("tasks", PACKED_TASKS) if field not in written}
 
 
 def holds_resources(task: TaskRecord) -> bool:

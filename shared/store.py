@@ -37,6 +37,8 @@ from shared.profilestore import ProfileStore
 from shared.queueing import QueueEntry, Share
 from shared.records import (
     ACTIVE_JOB_STATES,
+    PACKED_CONFIG,
+    PACKED_TASKS,
     AttemptRecord,
     JobRecord,
     JobState,
@@ -46,6 +48,7 @@ from shared.records import (
     TaskRecord,
     holding_fields,
     now_ms,
+    tasks_update,
 )
 from shared.schema import ensure_schema
 from shared.tallies import Tallies
@@ -303,10 +306,17 @@ class Store:
         """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None.
 
         An update then a read by ``_id``, not ``find_one_and_update``: SecantusDB answers the latter
-        by reading the whole collection."""
+        by reading the whole collection. ``tasks`` are written packed or plain (:func:`tasks_update`); the
+        configs, written once and maybe packed, are never changed."""
+        if {"config", "raw_config", PACKED_CONFIG, PACKED_TASKS} & set(changes):
+            raise ValueError(f"update_job: a job's configs never change, its tasks go as tasks: {sorted(changes)}")
+        update_doc: Doc = {"$set": dict(changes), "$inc": {"version": 1}}
+        if "tasks" in changes:
+            written, unset = tasks_update(update_doc["$set"].pop("tasks"))
+            update_doc.update({"$set": {**update_doc["$set"], **written}, "$unset": unset})
+
         async def update() -> Doc | None:
-            result = await self.jobs.update_one({"_id": job_id, **expect},
-                                                {"$set": dict(changes), "$inc": {"version": 1}})
+            result = await self.jobs.update_one({"_id": job_id, **expect}, update_doc)
             return await self.jobs.find_one({"_id": job_id}) if result.modified_count == 1 else None
 
         try:  # the $set is idempotent: a try whose answer was lost changed what the next one sets again
@@ -363,9 +373,7 @@ class Store:
         ops = [UpdateOne(
             {"_id": job.id, "state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "attempt": job.attempt,
              "stop_requested_by": None},
-            {"$set": {"tasks": [t.model_dump(mode="json") for t in tasks], "sub_state": SubState.STARTING.value,
-                      "reason": "", "placement_id": token, **holding_fields(tasks)},
-             "$inc": {"version": 1}})
+            _placed(tuple(tasks), token))
             for job, tasks in placements]
         try:
             if fence is not None and await self.supports_transactions():
@@ -584,6 +592,15 @@ async def open_store(uri: str, database: str, timeout_seconds: float = 30,
                 await client.close()
         except TimeoutError:
             log.warning("the database did not answer while closing; closed without ending its sessions")
+
+
+def _placed(tasks: tuple[TaskRecord, ...], token: str) -> Doc:
+    """The update that places a queued job: its tasks (packed or plain, the other form unset), what they
+    hold, its sub-state and the commit's token."""
+    written, unset = tasks_update(tasks)
+    return {"$set": {**written, "sub_state": SubState.STARTING.value, "reason": "", "placement_id": token,
+                     **holding_fields(tasks)},
+            "$unset": unset, "$inc": {"version": 1}}
 
 
 def _entry(doc: Doc) -> QueueEntry:

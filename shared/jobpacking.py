@@ -1,0 +1,52 @@
+"""A big job's bulky document parts (its two configs, its task records) packed in one binary field each.
+
+Why: the embedded SecantusDB decodes a whole document into Python objects for every operation that
+touches it, projections included (a list's window, the queue's priority projection, an update), holding
+the interpreter's lock meanwhile. The largest job paiq accepts (4,490 tasks, 1 MB of ``extras``) is a
+3 MB document of some 60,000 BSON values: tens of milliseconds of the server's only core for each read,
+and a list or a job's detail waited seconds behind a burst of them (issue 24; tests/benchmarks/
+worst_job.py). Packed, each part is a ``bytes`` value (BSON binary) of zlib-compressed JSON, which the
+server copies without looking inside; paiq decodes it (:meth:`shared.records.JobRecord.from_document`).
+
+Only what no query reads is packed: ``config``, ``raw_config`` and ``tasks`` (no filter, sort or index
+looks inside them; every field that one does stays plain). The queue's one projection into the config,
+the priority class, is kept beside the packed configs as a stub ``config`` holding that class alone
+(:func:`config_stub`).
+
+A part is packed only when it is large (``PACK_MIN_BYTES`` of JSON) and its blob is at most a sixth of
+its JSON text. JSON text is at most six times the part's BSON (each byte of a string at most a 6-byte
+``\\u00XX`` escape, every other value and key within the same factor of its BSON element), so a packed
+document is never larger than its plain form, and the bound on a job document (:mod:`shared.docsize`)
+holds for both. A part that compresses worse (random text) stays plain: few values, cheap to decode.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+PACK_MIN_BYTES = 16 * 1024  # JSON text of a part: below this it stays plain (a job of up to ~60 tasks)
+ZLIB_JSON = b"\x01"  # a blob's first byte: its format (zlib-compressed UTF-8 JSON)
+STUB_ALLOWANCE = 256  # what is kept plain beside a packed part (the config stub, the field's own bytes)
+LEVEL = 1  # zlib's fastest: ~2 ms for a MB of task records, which still shrink 40-60x
+
+
+class PackingError(ValueError):
+    """A packed part this version cannot read (an unknown format byte, or damaged)."""
+
+
+def pack(text: bytes) -> bytes | None:
+    """``text`` (a part as JSON) packed, or None where it should stay plain (small, or hardly compressible)."""
+    if len(text) < PACK_MIN_BYTES:
+        return None
+    blob = ZLIB_JSON + zlib.compress(text, LEVEL)
+    return blob if len(blob) + STUB_ALLOWANCE <= len(text) // 6 else None
+
+
+def unpack(blob: bytes) -> bytes:
+    """The JSON text of a packed part."""
+    if blob[:1] != ZLIB_JSON:
+        raise PackingError(f"a packed job part of an unknown format {blob[:1]!r}")
+    try:
+        return zlib.decompress(blob[1:])
+    except zlib.error as e:
+        raise PackingError(f"a packed job part is damaged: {e}") from e
