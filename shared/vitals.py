@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict
@@ -94,6 +94,8 @@ class LoopState:
     ended: str | None = None
     round_since: float | None = None  # monotonic start of the round running now (periodic loops and passes)
     stuck_after: float = STUCK_SECONDS
+    task: asyncio.Task[None] | None = None
+    stuck_said: bool = False
 
     def failed(self, error: BaseException) -> None:
         now = time.monotonic()
@@ -179,6 +181,7 @@ class Vitals:
         pending = self._pending.get(name)
         if pending is None or pending.done():
             pending = self._pending[name] = asyncio.create_task(_awaited(check), name=f"check-{name}")
+            pending.add_done_callback(_seen)  # its failure is read here or by the next report, never "lost"
             self._pending_since[name] = time.monotonic()
         done, _ = await asyncio.wait({pending}, timeout=CHECK_SECONDS)
         if not done:
@@ -270,10 +273,22 @@ class Vitals:
         async def watch() -> None:
             while True:
                 await asyncio.sleep(STUCK_SECONDS / 4)
+                self._say_stuck()
                 if self.stuck_seconds() > (STUCK_FATAL_FACTOR - 1) * STUCK_SECONDS:
                     self.fail(f"stuck: {self.liveness().reason}")
 
         self._start(stack, "stuck-watch", watch())
+
+    def _say_stuck(self) -> None:
+        """Log once per stuck round where it waits (its chain of awaits), for whoever reads why /livez fails."""
+        for state in self._loops.values():
+            running = state.stuck_for()
+            if running is None:
+                state.stuck_said = False
+            elif not state.stuck_said:
+                state.stuck_said = True
+                log.error("a loop's round has not returned; /livez fails until it does", loop=state.name,
+                          running_seconds=round(running), waiting_in=awaiting(state.task))
 
     def ok(self, name: str) -> None:
         """The loop ``name`` works (again)."""
@@ -291,6 +306,8 @@ class Vitals:
             await coro
 
         task = asyncio.create_task(run(), name=name)
+        if name in self._loops:
+            self._loops[name].task = task
         task.add_done_callback(lambda t: self._ended(name, t))
         stack.push_async_callback(_cancel, task)
 
@@ -318,6 +335,26 @@ class Vitals:
         if self._fatal is None:
             self._fatal = asyncio.get_running_loop().create_future()
         return await asyncio.shield(self._fatal)
+
+
+def awaiting(task: asyncio.Task[None] | None, limit: int = 40) -> list[str]:
+    """Where a task waits: its chain of awaited coroutines, outermost first (``file:line function``)."""
+    chain: list[str] = []
+    coro: Any = task.get_coro() if task is not None else None
+    while coro is not None and len(chain) < limit:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            chain.append(repr(coro)[:120])
+            break
+        chain.append(f"{frame.f_code.co_filename.rsplit('/site-packages/', 1)[-1]}:{frame.f_lineno} "
+                     f"{frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return chain
+
+
+def _seen(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _awaited(check: Check) -> None:

@@ -391,9 +391,23 @@ async def _leading(deps: SchedulerDeps) -> None:
         deps.wanted.set()
         await _gauge_queues(deps)
 
+    renewed = time.monotonic()
+
     async def renew() -> None:
+        nonlocal renewed
         if not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
             deps.lost.set()
+        renewed = time.monotonic()
+
+    async def lease_deadline() -> None:
+        """A leader that has not renewed its lease within the lease's time may have lost it (a standby can
+        hold it by now): it stops deciding, whatever its renewal still waits for."""
+        while not deps.lost.is_set():
+            await asyncio.sleep(deps.settings.lease_seconds / 6)
+            if time.monotonic() - renewed > deps.settings.lease_seconds:
+                log.error("the scheduler lease was not renewed within its time; standing down",
+                          instance=deps.instance, lease_seconds=deps.settings.lease_seconds)
+                deps.lost.set()
 
     router = Router()
     for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
@@ -404,6 +418,8 @@ async def _leading(deps: SchedulerDeps) -> None:
             ["job.submitted", "node.registered", "job.completed", "job.requeued"], router)
         stack.push_async_callback(subscription.cancel)
         deps.vitals.periodic(stack, "scheduler-lease", deps.settings.lease_seconds / 3, renew)
+        watch = asyncio.create_task(lease_deadline(), name="scheduler-lease-deadline")
+        stack.callback(watch.cancel)
         deps.vitals.background(stack, "scheduler-passes", lambda: _passes(deps))
         deps.vitals.periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)
         deps.wanted.set()  # jobs that waited while no scheduler ran

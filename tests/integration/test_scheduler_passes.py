@@ -251,3 +251,38 @@ async def test_a_scheduler_that_loses_its_lease_stands_by_and_leads_again_withou
                 break
             await asyncio.sleep(0.05)
         assert await store.queued_jobs() == [], "the job submitted while it stood by was placed once it led"
+
+
+async def test_a_leader_whose_lease_renewal_hangs_stands_down_within_the_lease(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in the chaos run: a renewal that never returned left a scheduler saying "leader" beside the one
+    that took the expired lease. A leader that has not renewed within the lease's time stops deciding."""
+    lease_s = 4
+    deps = SchedulerDeps(settings=Settings.from_env({"PAIQ_RECONCILE_SECONDS": "3600", "PAIQ_QUEUE_PREFIX": unique("q"),
+                                                     "PAIQ_LEASE_SECONDS": str(lease_s)}),
+                         store=store, bus=MemoryBus())
+    await store.leases.delete_many({})
+    real = store.hold_lease
+    hang = asyncio.Event()
+
+    async def hold_lease(name: str, holder: str, ttl_ms: int) -> bool:
+        if hang.is_set():
+            await asyncio.Event().wait()  # a call that never returns
+        return await real(name, holder, ttl_ms)
+
+    monkeypatch.setattr(store, "hold_lease", hold_lease)
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(deps.bus.close)
+        await start_scheduler(stack, deps)
+        for _ in range(100):
+            if deps.vitals.roles["scheduler"] == "leader":
+                break
+            await asyncio.sleep(0.05)
+        assert deps.vitals.roles["scheduler"] == "leader"
+        hang.set()
+        began = asyncio.get_running_loop().time()
+        while deps.vitals.roles["scheduler"] == "leader":
+            assert asyncio.get_running_loop().time() - began < lease_s + 3, "still leading past its lease"
+            await asyncio.sleep(0.1)
+        assert deps.vitals.roles["scheduler"] == "standby"
+        hang.clear()
