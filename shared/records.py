@@ -162,6 +162,21 @@ class AttemptRecord(_Record):
     trigger_role: str | None = None
     trigger_index: int | None = None
 
+    def to_document(self, job_id: str) -> dict[str, Any]:
+        """The attempt as ``job_attempts`` keeps it (``_id`` ``<job>/<attempt>``), its tasks packed when many."""
+        doc = {"_id": f"{job_id}/{self.attempt}", "job_id": job_id,
+               **self.model_dump(mode="json", exclude={"tasks"})}
+        doc.update(task_fields(self.tasks))
+        return doc
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> AttemptRecord:
+        """An archived attempt, its tasks packed or plain."""
+        tasks = doc.get(PACKED_TASKS)
+        if tasks is None:
+            return cls.model_validate(doc)
+        return cls.model_validate({**doc, "tasks": _TASKS.validate_json(unpack(tasks))})
+
 
 class JobRecord(_Record):
     id: str = Field(alias="_id")

@@ -207,8 +207,7 @@ class Store:
         are counted in the tallies."""
         finished = Counter((j.virtual_cluster, j.state.value) for j in jobs if j.state.is_final)
         docs = [j.model_copy(update={"counted": j.state.is_final}).to_document() for j in jobs]
-        attempts = [{"_id": f"{j.id}/{a.attempt}", "job_id": j.id, **a.model_dump(mode="json")}
-                    for j in jobs for a in j.archived]
+        attempts = [a.to_document(j.id) for j in jobs for a in j.archived]
         if attempts:
             await self.attempts.insert_many(attempts, ordered=False)
         if docs:
@@ -233,7 +232,7 @@ class Store:
     async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
         """The job's earlier attempts, oldest first."""
         cursor = self.attempts.find({"job_id": job_id}).sort([("job_id", ASCENDING), ("attempt", ASCENDING)])
-        return [AttemptRecord.model_validate(d) async for d in cursor]
+        return [AttemptRecord.from_document(d) async for d in cursor]
 
     async def queued_jobs(self) -> list[JobRecord]:
         """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
@@ -332,8 +331,8 @@ class Store:
         doc["version"] = expected_version + 1
         try:
             for past in job.archived:  # by id: archiving again (a write that missed, retried) replaces it
-                await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"},
-                                                {"job_id": job.id, **past.model_dump(mode="json")}, upsert=True)
+                await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"}, past.to_document(job.id),
+                                                upsert=True)
             result = await self.jobs.replace_one({"_id": job.id, "version": expected_version}, doc)
             if result.modified_count == 1 and job.state.is_final and not job.counted:
                 await self.count_finished(job)

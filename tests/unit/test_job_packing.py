@@ -15,6 +15,7 @@ from shared.priority import FIELD_PATH, class_of_extras, priority_class_of
 from shared.records import (
     PACKED_CONFIG,
     PACKED_TASKS,
+    AttemptRecord,
     JobRecord,
     TaskRecord,
     TaskState,
@@ -137,3 +138,16 @@ def test_a_task_record_is_what_it_was() -> None:
     job = job_of(1).model_copy(update={"tasks": (task,) * 200})
     doc = bson.decode(bson.encode(job.to_document()))
     assert PACKED_TASKS in doc and JobRecord.from_document(doc).tasks == (task,) * 200
+
+
+@pytest.mark.parametrize("name", ["one task", "4,490 ended tasks with stderr", "ended tasks with random stderr"])
+def test_an_archived_attempt_reads_back_exactly_as_written_now_or_before(name: str) -> None:
+    job = JOBS[name][0]
+    attempt = AttemptRecord(attempt=2, tasks=job.tasks, launched_ms=5, completed_ms=9, exit_code=3,
+                            exit_phrase="UserFailure", trigger_role="main", trigger_index=0)
+    doc = bson.decode(bson.encode(attempt.to_document(job.id)))
+    assert (doc["_id"], doc["job_id"], doc["attempt"]) == (f"{job.id}/2", job.id, 2)
+    assert (PACKED_TASKS in doc) == JOBS[name][2]
+    assert AttemptRecord.from_document(doc) == attempt
+    before = {"_id": f"{job.id}/2", "job_id": job.id, **attempt.model_dump(mode="json")}  # as written before
+    assert AttemptRecord.from_document(before) == attempt
