@@ -381,8 +381,8 @@ async def delete_jobs(platform: Platform, user: str, token: str) -> None:
     """Delete every job of ``user`` but the kept one (the accepted ones of a burst), and wait until they are gone."""
     headers = {"Authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession() as s:
-        for _ in range(600):
-            async with s.get(f"{platform.api}/api/v1/user/{user}/jobs") as r:
+        for _ in range(600):  # with the token: a page of 1,000 is an anonymous caller's heavy read (throttled)
+            async with s.get(f"{platform.api}/api/v1/user/{user}/jobs", headers=headers) as r:
                 jobs = [job for job in await r.json() if job["name"] != KEPT_JOB]
             if not jobs:
                 return
