@@ -57,6 +57,7 @@ async def wait_for_shutdown(vitals: Vitals) -> str | None:
     fatal = asyncio.create_task(vitals.wait_fatal())
     try:
         await asyncio.wait({signalled, fatal}, return_when=asyncio.FIRST_COMPLETED)
+        vitals.stopping = True  # what closes now is cancelled at once, rounds in flight included
         return fatal.result() if fatal.done() else None
     finally:
         signalled.cancel()
@@ -102,10 +103,12 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
                 open_store(settings.mongodb_uri, settings.database, settings.mongodb_timeout_seconds))
             bus = await stack.enter_async_context(open_bus(settings))
             watch_dependencies(vitals, store, bus, stack)
-            await start(stack, settings, store, bus, vitals)
-            if name != "submit":  # submit serves /healthz and /metrics on its API port
+            if name != "submit":  # submit serves /healthz and /metrics on its API port, once started
+                # before the service starts, so that a start that hangs is seen (/livez: a stuck round)
                 await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report,
                                        vitals.liveness, name)
+            async with vitals.starting(f"{name}-start"):
+                await start(stack, settings, store, bus, vitals)
             freeze_startup_heap()
             fatal = await wait_for_shutdown(vitals)
             log.info("shutting down", service=name, fatal=fatal)

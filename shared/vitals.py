@@ -24,7 +24,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
@@ -53,6 +53,9 @@ STUCK_SECONDS = 120.0
 STUCK_PERIODS = 5
 # A process stuck this many times the stuck bound stops (exit 1), for supervisors that do not probe /livez.
 STUCK_FATAL_FACTOR = 3
+# A loop stopped while the process goes on (a scheduler standing by) first lets its round in flight finish,
+# for at most this long: past every database call's own deadline (30 s by default).
+ROUND_GRACE_SECONDS = 40.0
 
 
 def describe(error: BaseException) -> str:
@@ -93,9 +96,11 @@ class LoopState:
     reminded: float = 0.0
     ended: str | None = None
     round_since: float | None = None  # monotonic start of the round running now (periodic loops and passes)
-    stuck_after: float = STUCK_SECONDS
+    stuck_after: float = field(default_factory=lambda: STUCK_SECONDS)
     task: asyncio.Task[None] | None = None
     stuck_said: bool = False
+    between_rounds: asyncio.Event = field(default_factory=asyncio.Event)  # set while no round runs
+    stopping: bool = False  # Vitals._stop waits for the round in flight: no new one starts
 
     def failed(self, error: BaseException) -> None:
         now = time.monotonic()
@@ -123,7 +128,7 @@ class LoopState:
             return f"stuck: a round has not returned for {stuck:.0f} s"
         if self.failing_since is not None:
             return f"failing for {time.monotonic() - self.failing_since:.0f} s: {self.error}"
-        return "ok"
+        return self.error or "ok"  # "starting" while a service starts (Vitals.starting)
 
     def stuck_for(self) -> float | None:
         """How long the running round has run, once that is past the stuck bound."""
@@ -158,6 +163,7 @@ class Vitals:
         self.roles: dict[str, str] = {}
         self._fatal: asyncio.Future[str] | None = None
         self._pending: dict[str, asyncio.Task[None]] = {}
+        self.stopping = False  # the process is shutting down: loops are cancelled at once
         self._pending_since: dict[str, float] = {}
 
     # --- what /healthz checks ---------------------------------------------------------------------------
@@ -261,11 +267,26 @@ class Vitals:
     async def round(self, name: str) -> AsyncIterator[None]:
         """One round of the loop ``name``: while it runs, /livez watches that it returns."""
         state = self._state(name)
+        if state.stopping:
+            raise asyncio.CancelledError  # the loop is being stopped: no new round (Vitals._stop)
         state.round_since = time.monotonic()
+        state.between_rounds.clear()
         try:
             yield
         finally:
             state.round_since = None
+            state.between_rounds.set()
+
+    @contextlib.asynccontextmanager
+    async def starting(self, name: str) -> AsyncIterator[None]:
+        """A service's start: /healthz says ``starting`` meanwhile, and /livez fails if it hangs (a stuck round)."""
+        state = self._state(name)
+        state.error = "starting"
+        try:
+            async with self.round(name):
+                yield
+        finally:
+            self._loops.pop(name, None)
 
     def watch_stuck(self, stack: AsyncExitStack) -> None:
         """Stop the process (exit 1) once a round or check has been stuck STUCK_FATAL_FACTOR times its bound:
@@ -307,13 +328,27 @@ class Vitals:
 
         task = asyncio.create_task(run(), name=name)
         if name in self._loops:
-            self._loops[name].task = task
+            self._loops[name].task, self._loops[name].stopping = task, False
         task.add_done_callback(lambda t: self._ended(name, t))
-        stack.push_async_callback(_cancel, task)
+        stack.push_async_callback(self._stop, name, task)
+
+    async def _stop(self, name: str, task: asyncio.Task[None]) -> None:
+        """End a loop whose stack closes. Unless the process is stopping, a round in flight is let finish
+        first (bounded by ROUND_GRACE_SECONDS): cancelling a database call can wedge PyMongo's async client
+        (a scheduler that stands by while its rounds wait out an outage would otherwise do just that)."""
+        state = self._loops.get(name)
+        if not self.stopping and state is not None and state.task is task and state.round_since is not None:
+            state.stopping = True
+            between = asyncio.ensure_future(state.between_rounds.wait())
+            await asyncio.wait({task, between}, timeout=ROUND_GRACE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+            between.cancel()
+        await _cancel(task)
 
     def _ended(self, name: str, task: asyncio.Task[None]) -> None:
         if task.cancelled():
-            self._loops.pop(name, None)
+            state = self._loops.get(name)
+            if state is not None and state.task in (task, None):  # not a loop of that name started since
+                self._loops.pop(name)
             return
         error = task.exception()
         reason = describe(error) if error else "returned"

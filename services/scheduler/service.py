@@ -354,33 +354,37 @@ async def _lead(deps: SchedulerDeps) -> None:
     """Forever: stand by, lead until the lease is lost. A database error on the way raises; vitals runs
     this again after a backoff (standing by first, so leading resumes only with the lease)."""
     while True:
-        await _stand_by(deps)
+        held_since = await _stand_by(deps)
         try:
-            await _leading(deps)
+            await _leading(deps, held_since)
         finally:
             deps.fence = None
             deps.vitals.roles["scheduler"] = STANDBY
 
 
-async def _stand_by(deps: SchedulerDeps) -> None:
+async def _stand_by(deps: SchedulerDeps) -> float:
+    """Wait until this instance holds the lease; the monotonic time the successful call was sent (the lease
+    it wrote runs from then: the call may have waited long for the database)."""
     ttl_ms = deps.settings.lease_seconds * 1000
     said = False
-    while not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
+    while True:
+        sent = time.monotonic()
+        if await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
+            deps.vitals.ok(LEAD_LOOP)
+            return sent
         deps.vitals.ok(LEAD_LOOP)
         if not said:
             log.info("standing by: another scheduler holds the lease", instance=deps.instance)
             said = True
         await asyncio.sleep(deps.settings.lease_seconds / 3)
-    deps.vitals.ok(LEAD_LOOP)
 
 
-async def _leading(deps: SchedulerDeps) -> None:
-    """Consume the scheduler's queue and run passes until the lease is lost (then stop all of it)."""
-    log.info("this scheduler leads now", instance=deps.instance)
+async def _leading(deps: SchedulerDeps, held_since: float) -> None:
+    """Consume the scheduler's queue and run passes until the lease is lost (then stop all of it). The lease
+    is kept first, so that whatever else hangs, a leader that cannot renew stands down in time; the role
+    says leader only once everything that leads runs."""
     deps.fence = Fence(LEASE, deps.instance)
-    deps.vitals.roles["scheduler"] = LEADER
     deps.lost.clear()
-    ttl_ms = deps.settings.lease_seconds * 1000
 
     async def on_change(_: CloudEvent) -> Sequence[CloudEvent]:
         deps.wanted.set()  # a burst of N events costs one or two passes, not N
@@ -391,41 +395,55 @@ async def _leading(deps: SchedulerDeps) -> None:
         deps.wanted.set()
         await _gauge_queues(deps)
 
-    renewed = time.monotonic()
-
-    async def renew() -> None:
-        nonlocal renewed
-        if not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
-            deps.lost.set()
-        renewed = time.monotonic()
-
-    async def lease_deadline() -> None:
-        """A leader that has not renewed its lease within the lease's time may have lost it (a standby can
-        hold it by now): it stops deciding, whatever its renewal still waits for."""
-        while not deps.lost.is_set():
-            await asyncio.sleep(deps.settings.lease_seconds / 6)
-            if time.monotonic() - renewed > deps.settings.lease_seconds:
-                log.error("the scheduler lease was not renewed within its time; standing down",
-                          instance=deps.instance, lease_seconds=deps.settings.lease_seconds)
-                deps.lost.set()
-
     router = Router()
     for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
         router.on(kind, on_change)
     async with AsyncExitStack() as stack:
-        subscription = await deps.bus.subscribe(
+        _keep_lease(deps, stack, held_since)
+        subscription = await deps.bus.subscribe(  # bounded (BusError): then stand by and try again
             f"{deps.settings.queue_prefix}.scheduler",
             ["job.submitted", "node.registered", "job.completed", "job.requeued"], router)
         stack.push_async_callback(subscription.cancel)
-        deps.vitals.periodic(stack, "scheduler-lease", deps.settings.lease_seconds / 3, renew)
-        watch = asyncio.create_task(lease_deadline(), name="scheduler-lease-deadline")
-        stack.callback(watch.cancel)
         deps.vitals.background(stack, "scheduler-passes", lambda: _passes(deps))
         deps.vitals.periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)
         deps.wanted.set()  # jobs that waited while no scheduler ran
+        deps.vitals.roles["scheduler"] = LEADER
+        log.info("this scheduler leads now", instance=deps.instance)
         await deps.lost.wait()
-    # Another instance took over (this one was cut off for longer than the lease): deciding on would make two.
-    log.error("lost the scheduler lease; standing by so that only one scheduler decides", instance=deps.instance)
+        # Another instance may lead by now (this one was cut off for longer than the lease): deciding on would
+        # make two. The role says so at once; the loops stop once their rounds in flight are over (a
+        # commit among them is fenced by the lease: the database refuses it when another holds it).
+        deps.vitals.roles["scheduler"] = STANDBY
+        log.error("lost the scheduler lease; standing by so that only one scheduler decides", instance=deps.instance)
+
+
+def _keep_lease(deps: SchedulerDeps, stack: AsyncExitStack, held_since: float) -> None:
+    """Renew the lease every third of its time; ``deps.lost`` is set when a renewal finds it held by another,
+    or when the lease may have run out: a renewal counts from when it was sent, not when it returned (one
+    that waited out a database restart wrote an expiry already past, and a standby may hold the lease by
+    now), so a leader whose last renewal was sent more than the lease's time ago stands down, whatever its
+    renewal still waits for."""
+    ttl_ms = deps.settings.lease_seconds * 1000
+    renewed = held_since
+
+    async def renew() -> None:
+        nonlocal renewed
+        sent = time.monotonic()
+        if not await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
+            deps.lost.set()
+        renewed = max(renewed, sent)
+
+    async def deadline() -> None:
+        while not deps.lost.is_set():
+            await asyncio.sleep(deps.settings.lease_seconds / 6)
+            if time.monotonic() - renewed > deps.settings.lease_seconds:
+                log.error("the scheduler lease may have run out (no renewal sent within its time succeeded); "
+                          "standing down", instance=deps.instance, lease_seconds=deps.settings.lease_seconds)
+                deps.lost.set()
+
+    deps.vitals.periodic(stack, "scheduler-lease", deps.settings.lease_seconds / 3, renew)
+    watch = asyncio.create_task(deadline(), name="scheduler-lease-deadline")
+    stack.callback(watch.cancel)
 
 
 async def _passes(deps: SchedulerDeps) -> None:

@@ -42,6 +42,10 @@ log = structlog.get_logger("paiq.bus")
 _DELIVERY_COUNT_HEADER = "x-delivery-count"
 # A publish not confirmed within this fails (BusError) instead of waiting out a broker outage.
 PUBLISH_SECONDS = 10.0
+# Consuming a queue (channel, declaration, bindings, consumer): past this, BusError. Seen hanging in a chaos
+# run (a scheduler that led again never got its consumer); the broker's calls, unlike the database's, may
+# be cancelled.
+SUBSCRIBE_SECONDS = 15.0
 
 
 class AmqpBus:
@@ -98,6 +102,14 @@ class AmqpBus:
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
                         durable: bool = True) -> _AmqpSubscription:
+        try:
+            async with asyncio.timeout(SUBSCRIBE_SECONDS):
+                return await self._subscribe(queue, bindings, router, durable=durable)
+        except TimeoutError as e:
+            raise BusError(f"consuming queue {queue} did not start within {SUBSCRIBE_SECONDS:g} s") from e
+
+    async def _subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
+                         durable: bool) -> _AmqpSubscription:
         channel = await self._connection.channel(publisher_confirms=True)
         await channel.set_qos(prefetch_count=self._prefetch)
         self._consume_channels.append(channel)

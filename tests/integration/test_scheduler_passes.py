@@ -286,3 +286,56 @@ async def test_a_leader_whose_lease_renewal_hangs_stands_down_within_the_lease(
             await asyncio.sleep(0.1)
         assert deps.vitals.roles["scheduler"] == "standby"
         hang.clear()
+
+
+async def test_after_a_database_outage_only_one_scheduler_leads(mongo_uri: str) -> None:
+    """Seen in the chaos run: both schedulers' lease calls waited out a database restart; the old leader's
+    renewal, sent before the outage, landed first and wrote an expiry already past, the standby then took
+    the lease, and both said leader. A lease counts from when its call was sent: the old leader stands
+    down, and after the outage exactly one scheduler leads."""
+    from tests.chaos.proxy import FreezingProxy
+
+    lease_s = 3
+    port = int(mongo_uri.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+    database = unique("lease_")
+    proxies = [FreezingProxy(port), FreezingProxy(port)]
+    deps: list[SchedulerDeps] = []
+    async with AsyncExitStack() as stack:
+        for proxy in proxies:
+            await proxy.start()
+            stack.push_async_callback(proxy.stop)
+            uri = mongo_uri.replace(f":{port}/", f":{proxy.port}/")
+            store = await stack.enter_async_context(open_store(uri, database, timeout_seconds=60))
+            d = SchedulerDeps(settings=Settings.from_env({
+                "PAIQ_RECONCILE_SECONDS": "3600", "PAIQ_QUEUE_PREFIX": unique("q"),
+                "PAIQ_LEASE_SECONDS": str(lease_s)}), store=store, bus=MemoryBus())
+            stack.push_async_callback(d.bus.close)
+            await start_scheduler(stack, d)
+            deps.append(d)
+            await asyncio.sleep(0.5)
+
+        def roles() -> list[str]:
+            return [d.vitals.roles["scheduler"] for d in deps]
+
+        for _ in range(100):
+            if roles() == ["leader", "standby"]:
+                break
+            await asyncio.sleep(0.05)
+        assert roles() == ["leader", "standby"]
+        for proxy in proxies:  # the database away for both, longer than the lease
+            proxy.freeze()
+        await asyncio.sleep(lease_s * 3)
+        proxies[0].thaw()  # the old leader's calls land first
+        await asyncio.sleep(0.5)
+        proxies[1].thaw()
+        both_since: float | None = None
+        loop = asyncio.get_running_loop()
+        until = loop.time() + lease_s * 3
+        while loop.time() < until:
+            if roles() == ["leader", "leader"]:
+                both_since = both_since or loop.time()
+                assert loop.time() - both_since < lease_s, "two schedulers said leader for a whole lease"
+            else:
+                both_since = None
+            await asyncio.sleep(0.05)
+        assert sorted(roles()) == ["leader", "standby"], roles()

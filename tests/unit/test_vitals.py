@@ -244,3 +244,76 @@ async def test_a_process_stuck_long_enough_stops(monkeypatch: pytest.MonkeyPatch
         vitals.watch_stuck(stack)
         reason = await asyncio.wait_for(vitals.wait_fatal(), 3)
         assert reason.startswith("stuck: hanging: stuck")
+        vitals.stopping = True  # as wait_for_shutdown says: the hung round is cancelled, not waited for
+
+
+async def test_a_loop_stopped_while_the_process_goes_on_lets_its_round_finish_first() -> None:
+    """A database call is never cancelled when a loop is stopped but the process goes on (a scheduler standing
+    by): cancelled calls can wedge PyMongo's async client. At shutdown the round is cancelled at once."""
+    vitals = Vitals()
+    release = asyncio.Event()
+    finished: list[str] = []
+
+    async def round_() -> None:
+        await release.wait()
+        finished.append("round")
+
+    stack = AsyncExitStack()
+    vitals.periodic(stack, "lease", 0.01, round_)
+    await until(lambda: vitals._loops["lease"].round_since is not None)
+    closing = asyncio.ensure_future(stack.aclose())
+    await asyncio.sleep(0.05)
+    assert not closing.done(), "the stop waits for the round in flight"
+    release.set()
+    await asyncio.wait_for(closing, 2)
+    assert finished == ["round"], "the round finished; it was not cancelled"
+
+    release.clear()
+    stack = AsyncExitStack()
+    vitals.periodic(stack, "lease", 0.01, round_)
+    await until(lambda: vitals._loops["lease"].round_since is not None)
+    vitals.stopping = True
+    await asyncio.wait_for(stack.aclose(), 1)
+    assert finished == ["round"], "stopping: the round was cancelled"
+
+
+async def test_a_loop_started_again_under_its_name_is_reported_after_the_old_one_is_cancelled() -> None:
+    """A scheduler that stands by and leads again restarts its loops under the same names: the old loops'
+    cancellation must not take the new ones out of /healthz."""
+    vitals = Vitals()
+
+    async def work() -> None:
+        return None
+
+    first = AsyncExitStack()
+    vitals.periodic(first, "lease", 10, work)  # no round within the test: only registration keeps it listed
+    closing = asyncio.ensure_future(first.aclose())
+    second = AsyncExitStack()
+    vitals.periodic(second, "lease", 10, work)
+    await closing
+    await asyncio.sleep(0.05)
+    assert (await vitals.report()).loops == {"lease": "ok"}
+    await second.aclose()
+    await asyncio.sleep(0)
+    assert (await vitals.report()).loops == {}
+
+
+async def test_a_start_says_starting_and_a_hung_start_fails_livez(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vitals_module, "STUCK_SECONDS", 0.2)
+    vitals = Vitals()
+    gate = asyncio.Event()
+
+    async def start() -> None:
+        async with vitals.starting("status-start"):
+            await gate.wait()
+
+    task = asyncio.ensure_future(start())
+    await asyncio.sleep(0.05)
+    report = await vitals.report()
+    assert (report.status, report.reason) == ("unhealthy", "status-start: starting")
+    assert vitals.liveness().status == "ok"
+    await asyncio.sleep(0.25)
+    assert vitals.liveness().status == "unhealthy"
+    gate.set()
+    await task
+    assert (await vitals.report()).status == "ok" and vitals.liveness().status == "ok"
