@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from shared.jobconfig import JobConfig, TaskRole
+from shared.joblimits import bson_bytes
 from shared.jobpacking import pack, unpack
 from shared.priority import FIELD_PATH, priority_class_of
 
@@ -272,7 +273,9 @@ _TASKS: TypeAdapter[tuple[TaskRecord, ...]] = TypeAdapter(tuple[TaskRecord, ...]
 def config_fields(config: JobConfig, raw: dict[str, Any], *, packed: bool = True) -> dict[str, Any]:
     """The document's fields for the job's two configs: plain, or packed beside :func:`config_stub`."""
     plain = {"config": config.model_dump(mode="json", by_alias=True), "raw_config": raw}
-    blob = pack(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode()) if packed else None
+    if not packed:
+        return plain
+    blob = pack(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode(), lambda: bson_bytes(plain))
     return plain if blob is None else {PACKED_CONFIG: blob, "config": config_stub(config)}
 
 
@@ -288,8 +291,11 @@ def config_stub(config: JobConfig) -> dict[str, Any]:
 
 def task_fields(tasks: tuple[TaskRecord, ...], *, packed: bool = True) -> dict[str, Any]:
     """The document's field for the job's tasks: ``tasks`` plain, or ``packed_tasks``."""
-    blob = pack(_TASKS.dump_json(tasks)) if packed else None
-    return {"tasks": [t.model_dump(mode="json") for t in tasks]} if blob is None else {PACKED_TASKS: blob}
+    def plain() -> dict[str, Any]:
+        return {"tasks": [t.model_dump(mode="json") for t in tasks]}
+
+    blob = pack(_TASKS.dump_json(tasks), lambda: bson_bytes(plain())) if packed else None
+    return plain() if blob is None else {PACKED_TASKS: blob}
 
 
 def tasks_update(tasks: Iterable[TaskRecord | Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -18,6 +18,8 @@ after it:
 - ``allowed-lists``: the same job with ``extras`` of as many empty lists as the value limit allows (the
   most work per byte a body can ask: every value an object to build, check, serialize and store),
   padded to the size with strings;
+- ``allowed-random``: ``allowed`` with random letters and digits for strings (what compresses worst:
+  the stored document's configs, packed by the store, stay about three quarters of their size);
 - ``tasks``: 100 roles of 10,000 tasks each (the attacker's job), commands padded to the size;
 - ``values``: ``extras`` of ``[[],[],...]`` filling the size (the most JSON values a byte buys);
 - ``deep``: ``extras`` nested 10,000 levels deep, padded to the size with strings of 1,000 characters;
@@ -46,7 +48,9 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
+import string
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -62,8 +66,8 @@ from tests.benchmarks.submit_to_scheduled import cpu_seconds
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
 
 IMAGE = "local/busybox:latest"
-KINDS = ("allowed", "allowed-lists", "tasks", "values", "deep", "surrogate")
-ALLOWED = ("allowed", "allowed-lists")
+KINDS = ("allowed", "allowed-lists", "allowed-random", "tasks", "values", "deep", "surrogate")
+ALLOWED = ("allowed", "allowed-lists", "allowed-random")
 VALUE_BUDGET = 9_500  # JSON values of the allowed body: under paiq's default of 10,000 (PAIQ_MAX_JSON_VALUES)
 ALLOWED_ROLES, ALLOWED_TASKS = 2, 2245  # two roles of 2,245 tasks: the largest job whose environment fits
 KEPT_JOB = "small-kept"  # the small job whose detail is timed during the bursts
@@ -146,7 +150,12 @@ def body(kind: str, size: int, name: str) -> bytes:
             return _dumps(job)
         count = min(VALUE_BUDGET, room // 4)
         width = max(1, room // count - 3)
-        job["extras"]["v"] = ["x" * width] * count
+        if kind == "allowed-random":  # text zlib hardly shrinks (by a quarter): the store packs it least well
+            rng = random.Random(name)
+            job["extras"]["v"] = ["".join(rng.choices(string.ascii_letters + string.digits, k=width))
+                                  for _ in range(count)]
+        else:
+            job["extras"]["v"] = ["x" * width] * count
         return _dumps(job)
     if kind == "tasks":
         bare = len(_dumps({**head, "taskRoles": [_role(f"r{i}", 10_000, "") for i in range(100)]}))
