@@ -6,6 +6,7 @@ Neither a password nor a token is ever logged or stored in clear.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import secrets
@@ -19,6 +20,7 @@ from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
 from services.submit.errors import ApiError, shown
+from shared.dbretry import idempotent
 from shared.records import now_ms
 from shared.store import Store
 
@@ -97,12 +99,20 @@ class Users:
         problem = password_problem(password)
         if problem:
             raise ApiError("InvalidParametersError", problem)
-        hashed = await asyncio.to_thread(_hash_password, password)
-        try:
-            await self._users.insert_one({"_id": check_user_name(user), "password_hash": hashed.decode(),
-                                          "admin": admin, "groups": list(groups), "created_ms": now_ms()})
-        except DuplicateKeyError as e:
-            raise ApiError("ConflictUserError", f"user {user} already exists") from e
+        hashed = (await asyncio.to_thread(_hash_password, password)).decode()
+        doc = {"_id": check_user_name(user), "password_hash": hashed, "admin": admin, "groups": list(groups),
+               "created_ms": now_ms()}
+
+        async def insert() -> bool:
+            try:
+                await self._users.insert_one(doc)
+            except DuplicateKeyError:  # someone's, or this request's own try that the restart cut off
+                stored = await self._users.find_one({"_id": user}, {"password_hash": 1})
+                return stored is not None and stored.get("password_hash") == hashed
+            return True
+
+        if not await idempotent(insert, "create a user"):
+            raise ApiError("ConflictUserError", f"user {user} already exists")
         log.info("user created", user=user, admin=admin)
 
     async def update(self, user: str, *, password: str | None, admin: bool | None,
@@ -123,9 +133,9 @@ class Users:
             raise ApiError("RemoveAdminError", f"user {user} is the last admin; make another user an admin first "
                                                "(the platform always keeps one)")
         if changes:
-            await self._users.update_one({"_id": user}, {"$set": changes})
-        if password is not None:
-            await self._tokens.delete_many({"user": user})  # a new password ends old sessions
+            await idempotent(lambda: self._users.update_one({"_id": user}, {"$set": changes}), "update a user")
+        if password is not None:  # a new password ends old sessions
+            await idempotent(lambda: self._tokens.delete_many({"user": user}), "end a user's sessions")
         log.info("user updated", user=user, password_changed=password is not None, admin=admin)
 
     async def exists(self, user: str) -> bool:
@@ -146,13 +156,22 @@ class Users:
         the last admin: the platform cannot be locked out this way. The filter makes the check and the
         removal one step, so a user made admin meanwhile stays.
         """
-        if (await self._users.delete_one({"_id": user, "admin": {"$ne": True}})).deleted_count == 0:
+        tries = 0
+
+        async def remove() -> bool:
+            nonlocal tries
+            tries += 1
+            return (await self._users.delete_one({"_id": user, "admin": {"$ne": True}})).deleted_count == 1
+
+        if not await idempotent(remove, "delete a user"):
             if await self.exists(user):
                 raise ApiError("RemoveAdminError", f"user {user} is an admin, and admins may not be removed "
                                                    "(so the platform always keeps one)")
-            raise ApiError("NoUserError", f"user {user} does not exist")
+            if tries == 1:  # gone after a try the restart cut off: that try removed them
+                raise ApiError("NoUserError", f"user {user} does not exist")
         # principal() already refuses tokens whose user is gone; this also drops them from the store
-        return int((await self._tokens.delete_many({"user": user})).deleted_count)
+        return int((await idempotent(lambda: self._tokens.delete_many({"user": user}), "end a user's sessions"))
+                   .deleted_count)
 
     async def count(self) -> int:
         return await self._users.count_documents({})
@@ -170,8 +189,13 @@ class Users:
     async def issue_token(self, user: str, admin: bool, expiration_s: int) -> str:
         token = secrets.token_urlsafe(32)
         expires = datetime.now(UTC) + timedelta(seconds=expiration_s)
-        await self._tokens.insert_one({"_id": _digest(token), "user": user, "admin": admin, "expires_at": expires,
-                                       "created_ms": now_ms()})
+        doc = {"_id": _digest(token), "user": user, "admin": admin, "expires_at": expires, "created_ms": now_ms()}
+
+        async def insert() -> None:
+            with contextlib.suppress(DuplicateKeyError):  # only this request's own earlier try has this id
+                await self._tokens.insert_one(doc)
+
+        await idempotent(insert, "issue a token")
         log.info("token issued", user=user, expires_at=expires.isoformat())
         return token
 

@@ -147,3 +147,25 @@ async def test_a_call_that_hangs_fails_at_the_drivers_deadline_as_an_outage(stor
     assert is_outage(caught.value), caught.value
     off(faulty_server)
     await store.ping()  # and the client still works
+
+
+async def test_user_writes_whose_connection_dies_are_done_once_and_answered_as_done(
+        store: Store, faulty_server: str) -> None:
+    """Create, token, update and delete of a user, each with its first write's connection dropped: none
+    answers a conflict or "no such user" for what its own cut-off try did."""
+    from services.submit.users import Users
+    users = Users(store)
+    name = unique("u")
+    fail(faulty_server, ["insert"], 1, closeConnection=True)
+    await users.create(name, "a-long-enough-password", admin=False)
+    assert await users.exists(name)
+    fail(faulty_server, ["insert"], 1, closeConnection=True)
+    token, _ = await users.login(name, "a-long-enough-password", 3600)
+    assert (await users.principal(token)) is not None
+    fail(faulty_server, ["update"], 1, closeConnection=True)
+    await users.update(name, password=None, admin=None, groups=("cv",))
+    info = await users.get(name)
+    assert info is not None and "cv" in str(info)
+    fail(faulty_server, ["delete"], 1, closeConnection=True)
+    await users.delete(name)
+    assert not await users.exists(name)
