@@ -21,7 +21,8 @@ PUBLISHERS = {
     "job.submitted": "submit", "job.scheduled": "scheduler", "job.waiting": "scheduler",
     "job.completed": "status", "job.retrying": "status", "job.requeued": "status",
     "job.stop_requested": "submit", "node.launch": "scheduler", "task.started": "launcher",
-    "task.progress": "launcher", "task.exited": "launcher", "node.registered": "launcher",
+    "task.progress": "launcher", "task.exited": "launcher (scheduler: a lost node's tasks, -1001)",
+    "node.registered": "launcher",
     "job.preempted": "scheduler", "node.stop": "status", "task.gpu_idle": "launcher",
 }
 ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop"}
