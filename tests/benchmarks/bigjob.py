@@ -1,6 +1,7 @@
 """Benchmark: one big job from its POST to every task's launch command, through the real RabbitMQ.
 
     .venv/bin/python tests/benchmarks/bigjob.py [--sizes 250,500,1000,2000,4000] [--mongo-uri URI] [--keep]
+        [--profile FILE] [--smoke]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate processes
 over RabbitMQ, as tests/infra.py's ``start_platform("separate", ...)`` does; the launcher's node declares
@@ -16,6 +17,8 @@ Earlier jobs stay placed (nothing runs them), as in a busy cluster.
 
 Prints a table, then, as its last line, one JSON object: ``seconds_at_2000``, ``growth_exponent`` (the
 least-squares slope of log seconds over log tasks), ``bytes_per_task_at_2000`` and every size's figures.
+
+``--smoke``: jobs of 10 and 20 tasks, and the refused one (seconds: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -66,7 +69,10 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
     p.add_argument("--profile", metavar="FILE",
                    help="record the scheduler with py-spy during the measured jobs (raw, collapsed stacks)")
+    p.add_argument("--smoke", action="store_true", help="a small run: jobs of 10 and 20 tasks")
     a = p.parse_args(argv)
+    if a.smoke:
+        a.sizes = "10,20"
     sizes = tuple(int(s) for s in a.sizes.split(",") if s.strip())
     return Options(sizes=sizes, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri, timeout_s=a.timeout, keep=a.keep,
                    profile=a.profile)

@@ -1,7 +1,7 @@
 """Benchmark: bursts of submissions, and single jobs, behind a standing queue that never fits.
 
     .venv/bin/python tests/benchmarks/burst.py [--standing 5000 --bursts 250,500,1000,2000 --singles 30
-        --concurrency 32 --reconcile-seconds 10] [--mongo-uri URI] [--profile FILE] [--keep]
+        --concurrency 32 --reconcile-seconds 10] [--mongo-uri URI] [--profile FILE] [--keep] [--smoke]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate processes
 over the real RabbitMQ (tests/infra.py's ``start_platform("separate", ...)``), the launcher's node declared
@@ -22,6 +22,9 @@ Prints a table (each phase's CPU seconds per process, scheduler passes and their
 last line, one JSON object: ``burst_exponent`` (least-squares slope of log seconds over log burst size; 1
 is linear), ``single_p50_s``, ``single_p99_s``, ``burst_seconds`` and the CPU seconds of each process.
 With --profile FILE the scheduler is recorded with py-spy (raw, collapsed stacks) over singles and bursts.
+
+``--smoke``: 50 standing jobs, 3 singles, bursts of 10 and 20 (8 in flight), PAIQ_RECONCILE_SECONDS 1
+(seconds: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -90,7 +93,10 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a burst's job.scheduled")
     p.add_argument("--profile", metavar="FILE", help="record the scheduler with py-spy (raw) meanwhile")
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
+    p.add_argument("--smoke", action="store_true", help="a small run: 50 standing jobs, bursts of 10 and 20")
     a = p.parse_args(argv)
+    if a.smoke:
+        a.standing, a.bursts, a.singles, a.concurrency, a.reconcile_seconds = 50, "10,20", 3, 8, 1
     return Options(standing=a.standing, bursts=tuple(int(s) for s in a.bursts.split(",") if s.strip()),
                    singles=a.singles, concurrency=a.concurrency, reconcile_s=a.reconcile_seconds,
                    amqp_url=a.amqp_url, mongo_uri=a.mongo_uri, timeout_s=a.timeout, profile=a.profile, keep=a.keep)
@@ -247,7 +253,7 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> tuple[float
                 print(f"  single {i}: POST {posted * 1000:.0f} ms, scheduled {singles[-1]:.3f} s", file=sys.stderr)
             phases.append(meter.phase("singles", o.singles, sum(singles), 0.0, before))
             for size in o.bursts:
-                await asyncio.sleep(3)  # the passes after the previous phase end
+                await asyncio.sleep(min(3, o.reconcile_s))  # the passes after the previous phase end
                 names = [f"b{size}-{i}" for i in range(size)]
                 before = meter.start()
                 t0 = time.monotonic()

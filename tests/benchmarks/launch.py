@@ -1,6 +1,6 @@
 """Launch latency: from a task's launch command to its container running, against the engine's own time.
 
-    python tests/benchmarks/launch.py [--runs 20] [--tasks 1] [--bus rabbitmq|memory] [--image IMAGE]
+    python tests/benchmarks/launch.py [--runs 20] [--tasks 1] [--bus rabbitmq|memory] [--image IMAGE] [--smoke]
 
 Three ways of starting the same container (image, command, limits, environment), interleaved round by
 round on the same engine:
@@ -15,7 +15,11 @@ at once (one launch command with K tasks; K concurrent creates; K concurrent ``d
 
 It prints a table and, as its last line, one JSON object of the figures (milliseconds).
 The image is tagged ``local/busybox:bench`` by default: a ``latest`` tag would add a registry refresh
-to each paiq launch by policy (PAIQ_PULL_LATEST), which is not what is measured here.
+to each paiq launch by policy (PAIQ_PULL_LATEST), which is not what is measured here. RabbitMQ is
+--amqp-url, by default PAIQ_TEST_AMQP_URL (set by tests/run.sh) or the machine's broker.
+
+``--smoke``: one warm-up and two measured rounds of two tasks, no pause (seconds: that the benchmark runs,
+not its figures).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -51,7 +56,7 @@ from shared.embedded_mongo import embedded_mongo  # noqa: E402
 from shared.events import LaunchTasks, LaunchTasksData  # noqa: E402
 from shared.launchspec import container_name, task_specs  # noqa: E402
 from shared.logstore import LogStore  # noqa: E402
-from shared.records import JobRecord, TaskRecord, TaskSpec, now_ms  # noqa: E402
+from shared.records import JobRecord, SubState, TaskRecord, TaskSpec, now_ms  # noqa: E402
 from shared.runtime import open_bus  # noqa: E402
 from shared.settings import Settings  # noqa: E402
 from shared.store import Store, open_store  # noqa: E402
@@ -137,7 +142,7 @@ async def placed_job(store: Store, settings: Settings, image: str, tasks: int) -
         {"name": "main", "taskNumber": tasks, "cpuNumber": 1, "memoryMB": 128, "command": COMMAND}]})
     assert isinstance(result, Accepted)
     job = JobRecord(id=f"bench~{name}", user="bench", name=name, virtual_cluster="default", config=result.config,
-                    raw_config=result.raw, created_ms=now_ms(), sub_state="launching",
+                    raw_config=result.raw, created_ms=now_ms(), sub_state=SubState.STARTING,
                     tasks=tuple(TaskRecord(role="main", index=i, node_id=settings.node.node_id, ip="127.0.0.1")
                                 for i in range(tasks)))
     await store.insert_job(job)
@@ -178,7 +183,7 @@ async def launcher(settings: Settings, mongo_uri: str) -> AsyncIterator[tuple[Bu
 
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"p50": statistics.median(ordered), "p90": ordered[max(0, int(len(ordered) * 0.9) - 1)],
+    return {"p50": statistics.median(ordered), "p90": ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))],
             "mean": statistics.fmean(ordered), "min": ordered[0], "max": ordered[-1]}
 
 
@@ -261,11 +266,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="rounds run first and not counted (default 2)")
     p.add_argument("--tasks", type=int, default=1, help="containers per round and per launch command (default 1)")
     p.add_argument("--bus", choices=["rabbitmq", "memory"], default="rabbitmq")
-    p.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     p.add_argument("--mongodb-uri", help="default: a private in-memory SecantusDB")
     p.add_argument("--image", default=BENCH_IMAGE)
     p.add_argument("--pause", type=float, default=0.3, help="seconds between rounds (default 0.3)")
+    p.add_argument("--smoke", action="store_true", help="a small run: 1 warm-up and 2 measured rounds of 2 tasks")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.runs, args.warmup, args.tasks, args.pause = 2, 1, 2, 0.0
     import logging
 
     import structlog

@@ -28,7 +28,7 @@ async def separate_platform(name: str, mongo_uri: str | None, amqp_url: str, *, 
     async with contextlib.AsyncExitStack() as stack:
         uri = mongo_uri if mongo_uri else str(await stack.enter_async_context(embedded_mongo(None, cache_size="1G")))
         platform = await asyncio.to_thread(start_platform, "separate", workdir, mongo_uri=uri, amqp_url=amqp_url,
-                                           **env)
+                                           new_session=False, **env)
         try:
             yield platform, uri
         finally:

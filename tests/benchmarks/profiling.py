@@ -1,6 +1,6 @@
 """What profiling costs the launcher: CPU time of its sampling rounds as running tasks grow.
 
-    python tests/benchmarks/profiling.py [--tasks 10,25,50] [--rounds 6] [--interval 10]
+    python tests/benchmarks/profiling.py [--tasks 10,25,50] [--rounds 6] [--interval 10] [--smoke]
 
 Starts busybox containers labelled as one node's running tasks (``sleep``), then, at each size, runs the
 launcher's real sampler (services/launcher/sampling.Sampler: one listing, every container's stats from the
@@ -12,6 +12,8 @@ counted (it is not the launcher's). The target (issue 15): 50 tasks under 5% of 
 
 It prints a table and, as its last line, one JSON object: per size the CPU ms per round, the wall time
 per round and the percent of a core at the interval, and the exponent of CPU per round against tasks.
+
+``--smoke``: 2 and 4 tasks, one measured round each (seconds: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,7 @@ from shared.embedded_mongo import embedded_mongo  # noqa: E402
 from shared.logstore import LogStore  # noqa: E402
 from shared.settings import Settings  # noqa: E402
 from shared.store import open_store  # noqa: E402
+from tests.benchmarks.growth import exponent  # noqa: E402
 
 TARGET_PERCENT = 5.0
 TARGET_TASKS = 50
@@ -58,13 +60,6 @@ def start_containers(client: docker.DockerClient, node: str, first: int, count: 
                                   name=f"{node}-{i}", network_mode="none", mem_limit="64m")
         ids.append(str(c.id))
     return ids
-
-
-def exponent(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """The least-squares slope of log y against log x (y ~ x^k)."""
-    lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-9)) for y in ys]
-    mx, my = statistics.fmean(lx), statistics.fmean(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum((a - mx) ** 2 for a in lx)
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -133,7 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=6, help="measured rounds per size (default 6)")
     p.add_argument("--interval", type=int, default=10, help="the sampling interval the cost is spread over (s)")
     p.add_argument("--mongodb-uri", help="default: a private in-memory SecantusDB (its own process)")
+    p.add_argument("--smoke", action="store_true", help="a small run: 2 and 4 tasks, one measured round each")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.tasks, args.rounds = "2,4", 1
     figures = asyncio.run(bench(args))
     print(table(figures))
     print(json.dumps(figures))

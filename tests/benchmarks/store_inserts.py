@@ -1,14 +1,18 @@
 """Benchmark: what a job insert costs the MongoDB-wire server as the history grows, and which of paiq's
 indexes and document sizes cost the most.
 
-    .venv/bin/python tests/benchmarks/store_inserts.py [--jobs 20000 --batch 500 --mongo-uri URI]
+    .venv/bin/python tests/benchmarks/store_inserts.py [--jobs 20000 --batch 500 --window 2000 --mongo-uri URI]
+        [--smoke]
 
 For each variant, a fresh database gets --jobs ended jobs (2 tasks each, like a typical history row)
 inserted in batches through the project's own store (``Store.insert_jobs``), and the insert rate is
-measured over the first and over the last 2,000 jobs: the ratio says how the server degrades with
-size. Variants: paiq's indexes as they are; no secondary index at all; each secondary index left out
+measured over the first and over the last --window (2,000) jobs: the ratio says how the server degrades
+with size. Variants: paiq's indexes as they are; no secondary index at all; each secondary index left out
 in turn (which one costs most); and paiq's indexes with 8-task jobs whose tasks carry stderr tails
 (document size). Prints a table and, last, one JSON line of the figures.
+
+``--smoke``: 200 jobs in batches of 50, windows of 100, every variant (seconds: that the benchmark runs,
+not its figures).
 """
 
 from __future__ import annotations
@@ -35,8 +39,6 @@ from shared.records import JobRecord, JobState, TaskState, initial_tasks
 from shared.store import Store
 from tests.unit.factories import make_config, role_dict
 
-WINDOW = 2000
-
 
 @dataclass(frozen=True)
 class Result:
@@ -62,8 +64,8 @@ def ended(i: int, tasks: int, diagnostics: str) -> JobRecord:
                      state=JobState.FAILED, sub_state="completed", tasks=done, exit_code=1)
 
 
-async def run_variant(uri: str, name: str, jobs: int, batch: int, *, drop: list[str] | None, tasks: int,
-                      diagnostics: str) -> Result:
+async def run_variant(uri: str, name: str, jobs: int, batch: int, window: int, *, drop: list[str] | None,
+                      tasks: int, diagnostics: str) -> Result:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
     store = Store(client, f"bench_{name.replace(' ', '_').replace('-', '_')}_{os.getpid()}")
     await store.ensure_indexes()
@@ -84,7 +86,7 @@ async def run_variant(uri: str, name: str, jobs: int, batch: int, *, drop: list[
         return (b - a) and (b - a) / (marks[b] - marks[a])
 
     size = len(bson.encode(records[0].to_document()))
-    return Result(name, size, rate(0, WINDOW), rate(jobs - WINDOW, jobs))
+    return Result(name, size, rate(0, window), rate(jobs - window, jobs))
 
 
 @asynccontextmanager
@@ -107,15 +109,17 @@ async def run(a: argparse.Namespace) -> list[Result]:
         variants += [(f"without {ix}", [ix], 2, "") for ix in secondary]
         variants.append(("paiq's, 8 tasks with stderr tails", [], 8, "Traceback ...\n" * 16))
         for name, drop, tasks, diag in variants:
-            results.append(await run_variant(uri, name, a.jobs, a.batch, drop=drop, tasks=tasks, diagnostics=diag))
+            results.append(await run_variant(uri, name, a.jobs, a.batch, a.window, drop=drop, tasks=tasks,
+                                             diagnostics=diag))
             r = results[-1]
             print(f"  {name}: {r.first_per_s:.0f} -> {r.last_per_s:.0f} jobs/s", file=sys.stderr)
     return results
 
 
-def table(results: list[Result], jobs: int) -> str:
-    lines = [f"{'variant':45} {'doc bytes':>9} {'jobs/s first 2k':>16} {f'jobs/s last 2k of {jobs}':>22} {'ratio':>6}"]
-    lines += [f"{r.variant:45} {r.doc_bytes:>9} {r.first_per_s:>16.0f} {r.last_per_s:>22.0f} {r.ratio:>6.2f}"
+def table(results: list[Result], jobs: int, window: int) -> str:
+    first, last = f"jobs/s first {window:,}", f"jobs/s last {window:,} of {jobs:,}"
+    lines = [f"{'variant':45} {'doc bytes':>9} {first:>18} {last:>26} {'ratio':>6}"]
+    lines += [f"{r.variant:45} {r.doc_bytes:>9} {r.first_per_s:>18.0f} {r.last_per_s:>26.0f} {r.ratio:>6.2f}"
               for r in results]
     return "\n".join(lines)
 
@@ -126,14 +130,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
+    p.add_argument("--window", type=int, default=2000, help="jobs over which the first and last rates are taken")
+    p.add_argument("--smoke", action="store_true", help="a small run: 200 jobs, windows of 100")
     a = p.parse_args(argv)
-    if a.jobs < 2 * WINDOW:
-        p.error(f"--jobs must be at least {2 * WINDOW}")
+    if a.smoke:
+        a.jobs, a.batch, a.window = 200, 50, 100
+    if a.jobs < 2 * a.window:
+        p.error(f"--jobs must be at least twice --window ({2 * a.window})")
     results = asyncio.run(run(a))
-    print(table(results, a.jobs))
+    print(table(results, a.jobs, a.window))
     base = results[0]
     print(json.dumps({
-        "jobs": a.jobs, "load_average": [round(x, 2) for x in os.getloadavg()],
+        "jobs": a.jobs, "window": a.window, "load_average": [round(x, 2) for x in os.getloadavg()],
         "insert_per_s_first": round(base.first_per_s), "insert_per_s_last": round(base.last_per_s),
         "degradation_ratio": round(base.ratio, 2),
         "variants": {r.variant: {"doc_bytes": r.doc_bytes, "first_per_s": round(r.first_per_s),

@@ -1,6 +1,7 @@
 """Benchmark: submit -> scheduled, through the real RabbitMQ and a MongoDB-wire server.
 
-    .venv/bin/python tests/benchmarks/submit_to_scheduled.py [--jobs 500 --concurrency 32]
+    .venv/bin/python tests/benchmarks/submit_to_scheduled.py [--jobs 500 --concurrency 32] [--with-launches]
+        [--mongo-uri URI] [--keep] [--smoke]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate
 processes over RabbitMQ, as tests/infra.py's ``start_platform("separate", ...)`` does; the launcher's
@@ -12,7 +13,9 @@ until the end, so no container starts during the measurement: the figure is the 
 (submit, bus, scheduler, store), not Docker's; --with-launches lets the containers run.
 
 Prints a table (with each process's CPU seconds during the run, which names the bottleneck), then, as
-its last line, one JSON object of the figures.
+its last line, one JSON object of the figures; exits 1 when some job was not scheduled in --timeout.
+
+``--smoke``: 20 jobs, 4 in flight (seconds: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -68,7 +71,10 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--with-launches", action="store_true", help="let the launcher start the containers meanwhile")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every job.scheduled")
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
+    p.add_argument("--smoke", action="store_true", help="a small run: 20 jobs, 4 in flight")
     a = p.parse_args(argv)
+    if a.smoke:
+        a.jobs, a.concurrency = 20, 4
     return Options(jobs=a.jobs, concurrency=a.concurrency, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri,
                    with_launches=a.with_launches, timeout_s=a.timeout, keep=a.keep)
 
@@ -318,11 +324,12 @@ def table(f: Figures) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     figures = asyncio.run(run(parse(argv)))
     print(table(figures))
     print(json.dumps(asdict(figures)))
+    return 0 if figures.scheduled == figures.jobs else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
