@@ -11,7 +11,8 @@ server copies without looking inside; paiq decodes it (:meth:`shared.records.Job
 Only what no query reads is packed: ``config``, ``raw_config`` and ``tasks`` (no filter, sort or index
 looks inside them; every field that one does stays plain). The queue's one projection into the config,
 the priority class, is kept beside the packed configs as a stub ``config`` holding that class alone
-(:func:`shared.records.config_stub`).
+(:func:`shared.records.config_stub`). The validated config's top-level fields that are exactly as
+submitted (``extras``: up to a megabyte) are packed once, in the raw config.
 
 A part is packed only when it is large (``PACK_MIN_BYTES`` of JSON) and its blob, with what stays plain
 beside it, is no larger than the part as BSON, so a packed document is never larger than its plain form

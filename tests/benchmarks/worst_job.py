@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/benchmarks/worst_job.py [--sizes 64,256,1024] [--kinds allowed,tasks,...]
                                                    [--rounds 16] [--refused-rounds 20] [--concurrency 4]
-                                                   [--linger 2] [--mongo-uri URI] [--keep]
+                                                   [--linger 2] [--mongo-uri URI] [--keep] [--smoke]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate processes
 over RabbitMQ, as the other control-plane benchmarks do (tests/benchmarks/platform_run.py). Every job
@@ -40,6 +40,9 @@ detail: with ``_allowed`` and ``_refused``, over those bursts), ``rss_growth_mb`
 RSS after the last burst less before the first), ``rss_growth_mb_refused`` (what the bursts of refused
 bodies added to it, summed), the submit process's CPU seconds per burst, and ``growth_ratio`` per kind
 (POST p50 at the largest size / at the smallest, with the ratio of the sizes beside it).
+
+``--smoke``: every kind once at 32 KB, 2 bodies a burst, 2 in flight, reads timed 0.5 s after (seconds:
+that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -99,11 +102,14 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
+    p.add_argument("--smoke", action="store_true", help="a small run: every kind at 32 KB, 2 bodies a burst")
     p.add_argument("--probe", help=argparse.SUPPRESS)  # internal: run as the latency prober of this URL
     a = p.parse_args(argv)
     if a.probe:
         asyncio.run(probe(json.loads(a.probe)))
         sys.exit(0)
+    if a.smoke:
+        a.sizes, a.rounds, a.refused_rounds, a.concurrency, a.linger = "32", 2, 2, 2, 0.5  # values: refused from ~30 KB
     sizes = tuple(int(s) for s in a.sizes.split(",") if s.strip())
     if not sizes or max(sizes) > 1024 or min(sizes) < 16:
         p.error("--sizes: body sizes of 16-1024 KB")

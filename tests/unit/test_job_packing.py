@@ -158,3 +158,18 @@ def test_an_archived_attempt_reads_back_exactly_as_written_now_or_before(name: s
     assert AttemptRecord.from_document(doc) == attempt
     before = {"_id": f"{job.id}/2", "job_id": job.id, **attempt.model_dump(mode="json")}  # as written before
     assert AttemptRecord.from_document(before) == attempt
+
+
+def test_what_the_config_keeps_as_submitted_is_stored_once_and_read_back_with_its_types() -> None:
+    job = JOBS["1 MB of random extras"][0]
+    doc = job.to_document()
+    assert len(doc[PACKED_CONFIG]) < len(bson.encode({"extras": job.raw_config["extras"]})), "extras once, not twice"
+    # A field equal in Python but not as JSON (1 == 1.0 == True) is kept twice, each as it was.
+    pad = [_random_text(100) for _ in range(400)]
+    raw = {**job.raw_config, "extras": {"a": 1, "b": [1.0, None], "pad": pad}}
+    config = job.config.model_copy(update={"extras": {"a": True, "b": [1, None], "pad": pad}})
+    typed = job.model_copy(update={"config": config, "raw_config": raw})
+    again = JobRecord.from_document(bson.decode(bson.encode(typed.to_document())))
+    assert PACKED_CONFIG in typed.to_document() and again == typed
+    assert again.config.extras["a"] is True and again.raw_config["extras"]["a"] == 1
+    assert type(again.raw_config["extras"]["a"]) is int and type(again.config.extras["b"][0]) is int
