@@ -9,6 +9,7 @@ history: see :mod:`shared.schema` for the index behind each query.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import Counter
@@ -23,7 +24,7 @@ import structlog
 from bson.raw_bson import RawBSONDocument
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError
+from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
 
 from shared.dbretry import WINDOW_SECONDS, idempotent
 from shared.errors import JobExistsError, LeaseLostError, StoreError, SubmitOutcomeUnknownError
@@ -133,6 +134,7 @@ class Store:
         ``DUPLICATE``: the idempotency record says an earlier request stored this submission already."""
         deadline = time.monotonic() + WINDOW_SECONDS
         delay = 0.1
+        maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
         while True:
             try:
                 await self._submit_once(job, document, key, idempotency)
@@ -146,7 +148,9 @@ class Store:
             except PyMongoError as e:
                 if not _outcome_unknown(e):
                     raise
-                if await self._settle(job.id, e, last=time.monotonic() + delay >= deadline):
+                maybe_sent |= not isinstance(e, ServerSelectionTimeoutError)
+                if await self._settle(job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
+                                      maybe_sent=maybe_sent):
                     return Submitted.STORED
                 log.info("the database went away while a job was stored; trying again", job_id=job.id,
                          error=type(e).__name__)
@@ -174,17 +178,23 @@ class Store:
                 await self.idempotency.insert_one(idempotency.to_document(), session=session)
             await self.jobs.insert_one(document, session=session)
 
-    async def _settle(self, job_id: str, error: PyMongoError, *, last: bool) -> bool:
-        """After a try whose outcome is unknown: True when the job is stored; False to try again; on the
-        ``last`` try, raise ``error`` when it is surely not stored (its key removed where no transaction
-        took it along), or SubmitOutcomeUnknownError when the database cannot tell."""
-        stored = await self._stored_or_none(job_id)
+    async def _settle(self, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
+                      maybe_sent: bool) -> bool:
+        """After a failed try: True when the job is stored; False to try again; on the ``last`` try, raise
+        ``error`` when it is surely not stored (no try reached a server, or the job is not there; its key
+        removed where no transaction took it along), or SubmitOutcomeUnknownError when a try may have
+        reached the server and the database cannot tell."""
+        stored: bool | None = False
+        if maybe_sent:
+            with pymongo.timeout(max(1.0, deadline - time.monotonic())):
+                stored = await self._stored_or_none(job_id)
         if stored or not last:
             return bool(stored)
         if stored is None:
             raise SubmitOutcomeUnknownError(job_id) from error
-        if not await self.supports_transactions():
-            await self.delete_job_key(job_id)
+        if self._transactions is False:  # the key went on its own, before the job: take it back if we can
+            with contextlib.suppress(PyMongoError):
+                await self.job_keys.delete_one({"_id": job_id})
         raise error
 
     async def _stored(self, job_id: str) -> bool:

@@ -169,3 +169,4 @@ async def test_user_writes_whose_connection_dies_are_done_once_and_answered_as_d
     fail(faulty_server, ["delete"], 1, closeConnection=True)
     await users.delete(name)
     assert not await users.exists(name)
+

@@ -67,3 +67,33 @@ def test_a_key_is_per_user_and_remembers_the_body() -> None:
     assert a.id != b.id
     assert a.body_sha256 == b.body_sha256
     assert IdempotencyRecord.from_document(a.to_document()) == a
+
+
+async def test_a_submission_no_try_of_which_reached_a_server_is_refused_as_not_stored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No server selected on any try: nothing can have been stored, so the answer is the plain outage (503,
+    nothing stored), not "whether it was stored is unknown" (and the database is not asked)."""
+    from pymongo import AsyncMongoClient
+
+    from shared import store as store_module
+    from shared.errors import SubmitOutcomeUnknownError
+    from shared.store import Store
+    from tests.unit.factories import make_job
+
+    monkeypatch.setattr(store_module, "WINDOW_SECONDS", 0.2)
+    tries: list[int] = []
+
+    class Unreachable(Store):
+        async def _submit_once(self, *args: object) -> None:
+            tries.append(1)
+            raise ServerSelectionTimeoutError("no server")
+
+        async def _stored(self, job_id: str) -> bool:
+            raise AssertionError("asked the database whether a job that was never sent is stored")
+
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient("mongodb://127.0.0.1:9", connect=False)
+    job = make_job()
+    with pytest.raises(ServerSelectionTimeoutError) as caught:
+        await Unreachable(client, "x").submit_job(job, None, None)  # type: ignore[arg-type]
+    assert not isinstance(caught.value, SubmitOutcomeUnknownError)
+    assert len(tries) > 1, "tried again within the window"
