@@ -12,7 +12,7 @@ Only what no query reads is packed: ``config``, ``raw_config`` and ``tasks`` (no
 looks inside them; every field that one does stays plain). The queue's one projection into the config,
 the priority class, is kept beside the packed configs as a stub ``config`` holding that class alone
 (:func:`shared.records.config_stub`). The validated config's top-level fields that are exactly as
-submitted (``extras``: up to a megabyte) are packed once, in the raw config.
+submitted (``extras``: up to a megabyte) are packed once, in the raw config (:func:`configs_once`).
 
 A part is packed only when it is large (``PACK_MIN_BYTES`` of JSON) and its blob, with what stays plain
 beside it, is no larger than the part as BSON, so a packed document is never larger than its plain form
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 PACK_MIN_BYTES = 16 * 1024  # JSON text of a part: below this it stays plain (a job of up to ~60 tasks)
 ZLIB_JSON = b"\x01"  # a blob's first byte: its format (zlib-compressed UTF-8 JSON)
@@ -57,3 +58,36 @@ def unpack(blob: bytes) -> bytes:
         return zlib.decompress(blob[1:])
     except zlib.error as e:
         raise PackingError(f"a packed job part is damaged: {e}") from e
+
+
+AS_SUBMITTED = "as_submitted"  # packed configs: the config's top-level fields stored once, as the raw config's
+
+
+def configs_once(plain: dict[str, Any]) -> dict[str, Any]:
+    """The two configs with each top-level field the validated config keeps exactly as submitted (``extras``:
+    up to a megabyte of free-form JSON) written once, in the raw config (zlib's window, 32 KB, does not
+    reach back a megabyte to find the copy)."""
+    config, raw = plain["config"], plain["raw_config"]
+    same = [key for key, value in config.items() if key in raw and _same_json(value, raw[key])]
+    if not same:
+        return plain
+    return {"config": {k: v for k, v in config.items() if k not in same}, "raw_config": raw, AS_SUBMITTED: same}
+
+
+def configs_whole(parts: dict[str, Any]) -> dict[str, Any]:
+    """The two configs as :func:`configs_once` wrote them, the validated one whole again."""
+    same = parts.pop(AS_SUBMITTED, [])
+    raw = parts["raw_config"]
+    parts["config"] = {**parts["config"], **{key: raw[key] for key in same}}
+    return parts
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON, types included (Python's ``==`` holds ``1 == 1.0 == True``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from shared.jobconfig import JobConfig, TaskRole
 from shared.joblimits import bson_bytes
-from shared.jobpacking import pack, unpack
+from shared.jobpacking import configs_once, configs_whole, pack, unpack
 from shared.priority import FIELD_PATH, priority_class_of
 
 
@@ -252,7 +252,7 @@ class JobRecord(_Record):
             return cls.model_validate(doc)
         doc = dict(doc)
         if configs is not None:
-            doc.update(_with_copies(json.loads(unpack(configs))))
+            doc.update(configs_whole(json.loads(unpack(configs))))
         if tasks is not None:
             doc["tasks"] = _TASKS.validate_json(unpack(tasks))
         return cls.model_validate(doc)
@@ -275,41 +275,9 @@ def config_fields(config: JobConfig, raw: dict[str, Any], *, packed: bool = True
     plain = {"config": config.model_dump(mode="json", by_alias=True), "raw_config": raw}
     if not packed:
         return plain
-    text = json.dumps(_without_copies(plain), separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(configs_once(plain), separators=(",", ":"), ensure_ascii=False).encode()
     blob = pack(text, lambda: bson_bytes(plain))
     return plain if blob is None else {PACKED_CONFIG: blob, "config": config_stub(config)}
-
-
-AS_SUBMITTED = "as_submitted"  # packed configs: the config's top-level fields stored once, as the raw config's
-
-
-def _without_copies(plain: dict[str, Any]) -> dict[str, Any]:
-    """The two configs with each top-level field the validated config keeps exactly as submitted (``extras``,
-    ``jobEnvs``: a megabyte of free-form JSON) written once, in the raw config (zlib's window, 32 KB, does
-    not reach back a megabyte to find the copy)."""
-    config, raw = plain["config"], plain["raw_config"]
-    same = [key for key, value in config.items() if key in raw and _same_json(value, raw[key])]
-    if not same:
-        return plain
-    return {"config": {k: v for k, v in config.items() if k not in same}, "raw_config": raw, AS_SUBMITTED: same}
-
-
-def _with_copies(parts: dict[str, Any]) -> dict[str, Any]:
-    same = parts.pop(AS_SUBMITTED, [])
-    raw = parts["raw_config"]
-    parts["config"] = {**parts["config"], **{key: raw[key] for key in same}}
-    return parts
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    """Equal as JSON, types included (Python's ``==`` holds ``1 == 1.0 == True``)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same_json(v, b[k]) for k, v in a.items())
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def config_stub(config: JobConfig) -> dict[str, Any]:
