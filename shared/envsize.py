@@ -34,12 +34,12 @@ from shared.envvars import (
     task_variables,
 )
 from shared.jobconfig import JobConfig, TaskRole, env_name
+from shared.joblimits import MAX_ARG_STRLEN  # one "NAME=value" string, its NUL included (Linux: 32 pages)
 from shared.joblimits import digits_below as digits_below
 from shared.placement import TaskPlacement
 from shared.records import job_id_of
 from shared.validation import ConfigProblem
 
-MAX_ARG_STRLEN = 32 * 4096  # one "NAME=value" string, its NUL included (Linux: 32 pages)
 ENV_BUDGET = 1024 * 1024  # one task's whole environment, as exec counts it
 POINTER = 8  # exec also counts a pointer per string
 WORST_IP = "255.255.255.255"

@@ -100,7 +100,7 @@ def parse_job_json(body: bytes | str, limits: JobLimits = DEFAULT_LIMITS) -> dic
     if values > limits.max_json_values:
         return _too_many_values(data_bytes, values, limits)
     try:
-        data = json.loads(body, parse_constant=_no_constant)
+        data = json.loads(body, parse_constant=no_json_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return _reject("(body)", f"is not valid JSON ({e})")
     except RecursionError:
@@ -130,7 +130,8 @@ def _too_many_values(body: bytes, values: int, limits: JobLimits) -> Rejected:
     return Rejected(problems=tuple(problems))
 
 
-def _no_constant(name: str) -> object:
+def no_json_constant(name: str) -> object:
+    """``json.loads``'s ``parse_constant``: NaN and Infinity are not JSON numbers (Python accepts them)."""
     raise ValueError(f"{name} is not a JSON number")
 
 

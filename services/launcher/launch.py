@@ -36,6 +36,11 @@ from shared.records import TaskSpec
 log = structlog.get_logger("paiq.launcher")
 
 
+async def launch_and_report(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
+    """Start one task in the background (a launch command's, or reconcile's relaunch) and publish what came of it."""
+    await deps.publish(await launch_task(deps, spec, job_env))
+
+
 async def launch_task(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> list[CloudEvent]:
     """Start one task; ``job_env`` is its launch's shared environment (``spec.env`` holds the task's own)."""
     name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)

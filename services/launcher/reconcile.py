@@ -13,21 +13,19 @@ Work that can take long (pulls, stops, log catch-up) runs in the background; the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import structlog
 
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerInfo
 from services.launcher.finish import exited_event, finish, run_key, started_event, watch
-from services.launcher.launch import launch_task
+from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from services.launcher.tasklabels import TaskLabels
 from shared.launchspec import JobLaunch, container_name, job_launch
 from shared.logstore import RunKey
 from shared.placement import Plan, TaskPlacement
-from shared.records import JobRecord, TaskSpec, now_ms
+from shared.records import JobRecord, now_ms
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -99,7 +97,7 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
                 return
             log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
                      index=task.index)
-            deps.work.spawn(f"relaunch-{name}", _launch_and_publish(deps, launch.spec(task.role, task.index),
+            deps.work.spawn(f"relaunch-{name}", launch_and_report(deps, launch.spec(task.role, task.index),
                                                                     launch.job_env))
 
 
@@ -109,6 +107,3 @@ def _launch_of(job: JobRecord, default_fs_uri: str) -> JobLaunch | None:
     plan = plan_of(job)
     return None if plan is None else job_launch(job, plan, default_fs_uri)
 
-
-async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
-    await deps.publish(await launch_task(deps, spec, job_env))

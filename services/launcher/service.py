@@ -7,7 +7,7 @@ while down, stops containers of jobs that are over and launches placed tasks tha
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 
 import structlog
@@ -15,7 +15,7 @@ import structlog
 from services.launcher.deps import LauncherDeps
 from services.launcher.finish import finish
 from services.launcher.gpureader import GpuReader
-from services.launcher.launch import launch_task
+from services.launcher.launch import launch_and_report
 from services.launcher.reconcile import reconcile
 from services.launcher.sampling import Sampler
 from services.launcher.stopping import stop_job_containers
@@ -31,7 +31,7 @@ from shared.events import (
     StopTasks,
 )
 from shared.launchspec import container_name
-from shared.records import GpuInfo, NodeRecord, TaskSpec, now_ms
+from shared.records import GpuInfo, NodeRecord, now_ms
 from shared.settings import NodeSettings
 from shared.vitals import Vitals
 
@@ -44,12 +44,9 @@ async def on_launch(evt: LaunchTasks, deps: LauncherDeps) -> list[CloudEvent]:
     tasks without a container and launches them; a launch that arrives twice starts one container."""
     for spec in evt.data.tasks:
         name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
-        deps.work.spawn(f"launch-{name}", _launch_and_publish(deps, spec, evt.data.job_env))
+        deps.work.spawn(f"launch-{name}", launch_and_report(deps, spec, evt.data.job_env))
     return []
 
-
-async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
-    await deps.publish(await launch_task(deps, spec, job_env))
 
 
 async def _ignored(_: CloudEvent) -> Sequence[CloudEvent]:

@@ -21,6 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
+from shared.validation import no_json_constant
 
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 # The routes that take forms read at most six fields, each a name, a password or a number.
@@ -77,7 +78,7 @@ async def read_json(request: web.Request) -> Any:
     except UnicodeDecodeError as e:
         raise _invalid(f"the body is not valid UTF-8 (at byte {e.start})") from e
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=no_json_constant)
     except json.JSONDecodeError as e:
         raise _invalid(f"the body is not valid JSON (line {e.lineno}, column {e.colno})") from e
     except RecursionError as e:
@@ -89,10 +90,6 @@ async def read_json(request: web.Request) -> Any:
         raise _invalid("the body's JSON holds an unpaired UTF-16 surrogate escape (such as \\udfff); "
                        "strings must be valid Unicode")
     return data
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(name)
 
 
 def _has_lone_surrogate(value: object) -> bool:
