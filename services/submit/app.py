@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import structlog
 from aiohttp import web
 
-from services.submit.access import add_access_routes, optional_principal
+from services.submit.access import add_access_routes
 from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
 from services.submit.errors import ApiError, for_status, shown
@@ -21,7 +21,7 @@ from services.submit.portal import add_portal_routes
 from services.submit.profiles import add_profile_routes
 from services.submit.protocol import ApiRunner
 from services.submit.ssh import add_ssh_routes
-from services.submit.throttle import LIGHT_JOBS, Budget, is_heavy
+from services.submit.throttle import heavy_read_budget
 from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.credentials import credentials_path, write_credentials
@@ -72,36 +72,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _failure(request, e)
 
 
-HEAVY_READS = web.AppKey("heavy_reads", Budget)  # anonymous callers' heavy reads, all together
-
-
-@web.middleware
-async def heavy_read_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A heavy read without a valid token waits for the anonymous budget (services.submit.throttle):
-    429 TooManyRequestsError with Retry-After beyond it, before the database is asked anything."""
-    resource = request.match_info.route.resource
-    route = resource.canonical if resource is not None else ""
-    if (request.method not in {"GET", "HEAD"} or not is_heavy(route, request.query)
-            or await optional_principal(request) is not None):
-        return await handler(request)
-    budget = request.app[HEAVY_READS]
-    wait = budget.take()
-    if wait is not None:
-        return ApiError("TooManyRequestsError", f"without a token, everyone together may make "
-                        f"{budget.rate:g} heavy reads a second (a list page past the first {LIGHT_JOBS} jobs, a "
-                        f"job's whole profile); try again in {wait} s, or send a token (POST /api/v1/token)"
-                        ).response({"Retry-After": str(wait)})
-    try:
-        return await handler(request)
-    finally:
-        budget.done()
-
-
-async def _heavy_reads_budget(app: web.Application) -> AsyncIterator[None]:
-    app[HEAVY_READS] = Budget(app[DEPS].settings.anonymous_heavy_reads)
-    yield
-
-
 def _failure(request: web.Request, error: Exception) -> web.Response:
     """A request that failed on paiq's side: 503 for an outage (the store's server selection, 30 s, or the
     broker's confirm, 10 s, waited out), else 500 with the details in the log only."""
@@ -130,9 +100,9 @@ async def api_root(request: web.Request) -> web.Response:
 
 
 def create_app(deps: SubmitDeps) -> web.Application:
-    app = web.Application(middlewares=[error_middleware, heavy_read_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
-    app.cleanup_ctx.append(_heavy_reads_budget)
+    app.cleanup_ctx.append(heavy_read_budget)  # anonymous heavy reads (services.submit.throttle)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/livez", livez)
     app.router.add_get("/metrics", metrics)

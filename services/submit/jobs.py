@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -22,6 +23,7 @@ from services.submit.lookup import job_or_404, path_user
 from services.submit.profiles import job_usage_of
 from services.submit.requests import ExecutionTypeChange
 from services.submit.ssh import new_job_key, requested_user_keys
+from services.submit.throttle import heavy_read, is_heavy_page
 from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary
 from shared.configproblems import shown
@@ -365,8 +367,10 @@ def _state_filter(request: web.Request) -> str | None:
 async def _list(request: web.Request, user: str | None) -> web.Response:
     """A page of summaries, newest first; ``X-Next-Cursor`` (and a ``Link`` rel=next) when more follow."""
     limit, offset, cursor = _page(request)
-    page = await request.app[DEPS].store.list_jobs(user=user, state=_state_filter(request), limit=limit,
-                                                   offset=offset, cursor=cursor)
+    state = _state_filter(request)
+    async with heavy_read(request) if is_heavy_page(limit, offset) else nullcontext():
+        page = await request.app[DEPS].store.list_jobs(user=user, state=state, limit=limit, offset=offset,
+                                                       cursor=cursor)
     headers = {}
     if page.next_cursor:
         query = {k: v for k, v in request.query.items() if k not in {"cursor", "offset"}}

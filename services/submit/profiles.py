@@ -21,6 +21,7 @@ from services.submit.deps import DEPS
 from services.submit.errors import ApiError, error_responses, shown
 from services.submit.logs import MAX_NUMBER, _int_query, _number
 from services.submit.lookup import job_or_404
+from services.submit.throttle import heavy_read
 from shared.logstore import RunKey
 from shared.profilestore import ProfileStore, TaskProfile
 from shared.profiling.totals import job_usage
@@ -93,7 +94,8 @@ def _interval(profiles: list[TaskProfile]) -> float | None:
 async def get_job_profile(request: web.Request) -> web.Response:
     job = await job_or_404(request)
     attempt = _attempt(request, job)
-    profiles = await _profiles(request).of_job(job.id, attempt)
+    async with heavy_read(request):  # every task's profile: 429 beyond the anonymous budget
+        profiles = await _profiles(request).of_job(job.id, attempt)
     return answer(answers.JobProfile(name=job.name, attempt=attempt, interval_seconds=_interval(profiles),
                                      usage=usage_view(profiles), tasks=tuple(task_view(p) for p in profiles)))
 

@@ -1,42 +1,51 @@
 """What callers without a valid token may ask of the database: heavy reads within one shared budget.
 
 Reads need no token (as in OpenPAI), so anyone who can reach the API could keep the database busy with
-requests that each read a lot. Those requests, when they come without a valid token, are *heavy reads*
-(:func:`is_heavy`): a list page past the first :data:`LIGHT_JOBS` jobs (an ``offset``, or a ``limit`` over
-it) and a whole job's profile (every task's series). Together, all anonymous callers get
-``PAIQ_ANONYMOUS_HEAVY_READS`` of them a second (a token bucket holding as many, so a second's worth may
-come at once) and at most :data:`IN_FLIGHT` at a time; beyond that the answer is 429
-TooManyRequestsError with ``Retry-After``, before the database is asked anything. A caller with a token
-is not limited here: it is known, and its reads are its own (paging by cursor costs a page anyway).
+requests that each read a lot. Those requests, when they come without a valid token, are *heavy reads*:
+a list page past the first :data:`LIGHT_JOBS` jobs (an ``offset``, or a ``limit`` over it: OpenPAI's
+default page of 1,000 too) and a whole job's profile (every task's series). Together, all anonymous
+callers get ``PAIQ_ANONYMOUS_HEAVY_READS`` of them a second (a token bucket holding as many, so a second's
+worth may come at once) and at most :data:`IN_FLIGHT` at a time; beyond that the answer is 429
+TooManyRequestsError with ``Retry-After``. The handlers ask (:func:`heavy_read`) once the request is
+valid and before they read what makes it heavy, so a refused request costs nothing and a request that is
+refused for its parameters (400) costs nothing of the budget. A caller with a token is not limited here:
+it is known, and its reads are its own (paging by cursor costs a page anyway).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+from aiohttp import web
+
+from services.submit.access import optional_principal
+from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 
 LIGHT_JOBS = 100  # a first list page of at most this many jobs is not a heavy read
 IN_FLIGHT = 2  # anonymous heavy reads answered at once, at most
-LIST_ROUTES = frozenset({"/api/v1/jobs", "/api/v1/user/{user}/jobs"})
-WHOLE_JOB_ROUTES = frozenset({"/api/v1/user/{user}/jobs/{job}/profile"})
 
 
-def is_heavy(route: str, query: Mapping[str, str]) -> bool:
-    """Whether an anonymous request of ``route`` (the route's pattern) with ``query`` is a heavy read. A
-    number that is not one is not heavy: the route refuses it (400) without reading anything."""
-    if route in WHOLE_JOB_ROUTES:
-        return True
-    if route not in LIST_ROUTES:
-        return False
-    return _number(query.get("offset"), 0) > 0 or _number(query.get("limit"), 1000) > LIGHT_JOBS
+def is_heavy_page(limit: int, offset: int) -> bool:
+    """Whether a list page (valid already) is a heavy read when it comes without a token."""
+    return offset > 0 or limit > LIGHT_JOBS
 
 
-def _number(raw: str | None, default: int) -> int:
-    if raw is None:
-        return default
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 7 else 0
+class TooManyRequestsError(ApiError):
+    """429 with the seconds to wait, which the answer carries as ``Retry-After``."""
+
+    def __init__(self, wait_s: int, rate: float) -> None:
+        super().__init__("TooManyRequestsError", f"without a token, everyone together may make {rate:g} heavy reads "
+                         f"a second (a list page past the first {LIGHT_JOBS} jobs, a job's whole profile); try again "
+                         f"in {wait_s} s, or send a token (POST /api/v1/token)")
+        self.wait_s = wait_s
+
+    def response(self, headers: Mapping[str, str] | None = None) -> web.Response:
+        return super().response({**(headers or {}), "Retry-After": str(self.wait_s)})
 
 
 @dataclass
@@ -74,3 +83,29 @@ class Budget:
 
     def done(self) -> None:
         self.in_flight = max(0, self.in_flight - 1)
+
+
+HEAVY_READS = web.AppKey("heavy_reads", Budget)  # the anonymous callers' budget, all together
+
+
+async def heavy_read_budget(app: web.Application) -> AsyncIterator[None]:
+    """The app's budget (a ``cleanup_ctx``), from the settings."""
+    app[HEAVY_READS] = Budget(app[DEPS].settings.anonymous_heavy_reads)
+    yield
+
+
+@asynccontextmanager
+async def heavy_read(request: web.Request) -> AsyncIterator[None]:
+    """Around what makes a request heavy: nothing for a caller with a valid token; for another, a read of
+    the shared budget, or :class:`TooManyRequestsError` (429) when it is spent."""
+    if await optional_principal(request) is not None:
+        yield
+        return
+    budget = request.app[HEAVY_READS]
+    wait = budget.take()
+    if wait is not None:
+        raise TooManyRequestsError(wait, budget.rate)
+    try:
+        yield
+    finally:
+        budget.done()

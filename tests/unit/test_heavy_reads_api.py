@@ -47,6 +47,9 @@ async def test_beyond_the_budget_an_anonymous_deep_page_is_the_documented_429(cl
     assert (await client.get("/api/v1/user/alice/jobs/failed")).status == 200
     assert (await client.get(DEEP, headers={"Authorization": "Bearer bob-token"})).status == 200
     assert (await client.get(DEEP, headers={"Authorization": "Bearer not-a-token"})).status == 429
+    # a request refused for its parameters costs nothing of the budget, and is refused as it is
+    for bad in ("/api/v1/jobs?offset=100001", "/api/v1/jobs?state=DONE", "/api/v1/user/alice/jobs?limit=0"):
+        assert (await client.get(bad)).status == 400, bad
 
 
 @pytest.mark.parametrize(("query", "name"), [

@@ -4,30 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from services.submit.throttle import IN_FLIGHT, LIGHT_JOBS, Budget, is_heavy
+from services.submit.throttle import IN_FLIGHT, LIGHT_JOBS, Budget, is_heavy_page
 
 pytestmark = pytest.mark.unit
 
-JOBS, USER_JOBS = "/api/v1/jobs", "/api/v1/user/{user}/jobs"
-
-
-@pytest.mark.parametrize(("route", "query", "heavy"), [
-    (JOBS, {}, True),  # OpenPAI's default page: 1,000 jobs
-    (JOBS, {"limit": str(LIGHT_JOBS)}, False),
-    (JOBS, {"limit": str(LIGHT_JOBS + 1)}, True),
-    (JOBS, {"limit": "20", "offset": "1"}, True),
-    (JOBS, {"limit": "20", "offset": "0"}, False),
-    (JOBS, {"limit": "20", "cursor": "abc"}, False),  # a cursor page costs a page
-    (USER_JOBS, {"limit": "20", "offset": "50000"}, True),
-    (USER_JOBS, {"limit": "\u0661\u0660\u0660\u0660"}, False),  # refused (400) before anything is read
-    (JOBS, {"limit": "20", "offset": "9" * 5000}, False),
-    ("/api/v1/user/{user}/jobs/{job}/profile", {}, True),
-    ("/api/v1/user/{user}/jobs/{job}", {}, False),
-    ("/api/v1/virtual-clusters", {"limit": "5000"}, False),
+@pytest.mark.parametrize(("limit", "offset", "heavy"), [
+    (1000, 0, True),  # OpenPAI's default page
+    (LIGHT_JOBS, 0, False),
+    (LIGHT_JOBS + 1, 0, True),
+    (20, 1, True),
+    (20, 0, False),  # a first page, or a cursor's page: a page
+    (20, 50_000, True),
 ])
-def test_heavy_reads_are_lists_past_the_first_page_and_whole_profiles(route: str, query: dict[str, str],
-                                                                      heavy: bool) -> None:
-    assert is_heavy(route, query) is heavy
+def test_heavy_pages_are_those_past_the_first_hundred_jobs(limit: int, offset: int, heavy: bool) -> None:
+    assert is_heavy_page(limit, offset) is heavy
 
 
 class Clock:
