@@ -13,11 +13,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import structlog
 
 from services import launcher, scheduler, status, submit
-from shared.embedded_mongo import embedded_mongo
-from shared.runtime import Starter, open_bus, watch_dependencies
-from shared.settings import Settings
-from shared.store import Store, open_store
-from shared.vitals import Vitals
+from shared.db.embedded import embedded_mongo
+from shared.db.store import Store, open_store
+from shared.runtime.service import Starter, open_bus, watch_dependencies
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.platform")
 

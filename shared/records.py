@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from shared.jobconfig import JobConfig, TaskRole
-from shared.joblimits import bson_bytes
-from shared.jobpacking import configs_once, configs_whole, pack, unpack
-from shared.priority import FIELD_PATH, priority_class_of
+from shared.db.packing import configs_once, configs_whole, pack, unpack
+from shared.jobconfig.limits import bson_bytes
+from shared.jobconfig.model import JobConfig, TaskRole
+from shared.scheduling.priority import FIELD_PATH, priority_class_of
 
 
 def now_ms() -> int:
@@ -216,11 +216,11 @@ class JobRecord(_Record):
     retry_counts: RetryCounts = RetryCounts()
     retry_at_ms: int | None = None
     # Attempts in a row that ended within the retry backoff's cap of their launch: the exponent of the
-    # next retry's delay. An attempt that ran longer resets it (shared.lifecycle.RetryPolicy).
+    # next retry's delay. An attempt that ran longer resets it (shared.lifecycle.transitions.RetryPolicy).
     backoff_streak: int = 0
     # Attempts in a row that ended because the engine could not start a task's container, with the same
     # error each time (the last one's is ``exit_reason``); at a bound the job fails instead of retrying
-    # (shared.lifecycle.RetryPolicy.max_start_failures).
+    # (shared.lifecycle.transitions.RetryPolicy.max_start_failures).
     start_failures: int = 0
     queued_ms: int | None = None  # when the current attempt joined the queue (created_ms for the first)
     placement_id: str | None = None  # which scheduler commit placed the current attempt
@@ -229,11 +229,11 @@ class JobRecord(_Record):
     parked: bool = False
     exit_phrase: str = ""
     exit_type: str = ""
-    # Whether the job's final state is in the per-VC counters (see shared/tallies.py); the store sets it.
+    # Whether the job's final state is in the per-VC counters (see shared/db/tallies.py); the store sets it.
     counted: bool = False
 
     def to_document(self, *, packed: bool = True) -> dict[str, Any]:
-        """The job as stored: a big job's configs and tasks packed (:mod:`shared.jobpacking`; ``packed=False``:
+        """The job as stored: a big job's configs and tasks packed (:mod:`shared.db.packing`; ``packed=False``:
         its plain form, which is never smaller), the fields queries read plain, with the derived ones (what
         it holds, its counts)."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"archived", "config", "raw_config", "tasks"})

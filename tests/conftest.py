@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import docker
 import pytest
 
-from shared.embedded_mongo import embedded_mongo
+from shared.db.embedded import embedded_mongo
 
 
 @contextlib.asynccontextmanager

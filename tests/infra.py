@@ -22,7 +22,7 @@ from typing import Any, Self
 import docker
 import docker.errors
 
-from shared.embedded_mongo import free_port
+from shared.db.embedded import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -165,7 +165,7 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
     api = f"http://127.0.0.1:{env['PAIQ_API_PORT']}"
     platform = Platform(shape=shape, api=api, node_id=node_id, env=env, workdir=workdir)
     if shape == "all-in-one":
-        commands = {"paiq-up": [PYTHON, "-m", "services.cli", "up"]}
+        commands = {"paiq-up": [PYTHON, "-m", "services.cli.main", "up"]}
     else:
         assert mongo_uri and amqp_url
         prefix = unique("paiqtest-")

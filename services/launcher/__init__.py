@@ -12,10 +12,10 @@ from services.launcher.docker_driver import DockerDriver
 from services.launcher.gpus import discover
 from services.launcher.service import start_launcher
 from shared.bus.base import Bus
-from shared.logstore import LogStore
-from shared.settings import Settings
-from shared.store import Store
-from shared.vitals import Vitals
+from shared.db.logs import LogStore
+from shared.db.store import Store
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
 
 
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:

@@ -1,6 +1,6 @@
 """OpenPAI's registry auth file: three lines, registry server, username, password.
 
-It is read from the default file system only (see :mod:`shared.storagepath`), just before the pull
+It is read from the default file system only (see :mod:`shared.jobconfig.storagepath`), just before the pull
 that needs it; the password lives in a ``SecretStr`` from then on and no message ever quotes the file.
 """
 
@@ -11,9 +11,9 @@ import os
 from pydantic import SecretStr
 
 from services.launcher.driver import RegistryAuth
-from shared import exitcodes
 from shared.errors import DriverError
-from shared.storagepath import StorageRefusal, is_within, resolve_in_storage, storage_root
+from shared.jobconfig.storagepath import StorageRefusal, is_within, resolve_in_storage, storage_root
+from shared.lifecycle import exitcodes
 
 DOCKER_HUB = "https://index.docker.io/v1/"
 MAX_AUTH_FILE_BYTES = 64 * 1024

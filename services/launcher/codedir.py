@@ -1,6 +1,6 @@
 """A job's ``codeDir`` checked on the node's file system before it is mounted read-only at /pai/code.
 
-The lexical rules are :mod:`shared.storagepath`'s; here the path is resolved for real (symlinks
+The lexical rules are :mod:`shared.jobconfig.storagepath`'s; here the path is resolved for real (symlinks
 followed), checked again against the real root, and measured. What is mounted is the resolved path,
 so the engine is never handed a symlink to follow.
 """
@@ -12,7 +12,7 @@ import stat
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.storagepath import StorageRefusal, is_within, resolve_in_storage, storage_root
+from shared.jobconfig.storagepath import StorageRefusal, is_within, resolve_in_storage, storage_root
 
 
 class CodeDir(BaseModel):

@@ -120,7 +120,7 @@ def container_state(info: ContainerInfo | ContainerExit | None) -> ContainerStat
 
 
 def run_seen(run: object | None) -> RunSeen | None:
-    """A stored run (:class:`shared.logstore.TaskRun`) as :class:`Seen` holds it."""
+    """A stored run (:class:`shared.db.logs.TaskRun`) as :class:`Seen` holds it."""
     return None if run is None else RunSeen.model_validate(run)
 
 

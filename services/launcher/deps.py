@@ -10,12 +10,12 @@ import structlog
 from services.launcher.driver import ContainerDriver
 from services.launcher.inflight import InFlight
 from shared.bus.base import Bus
+from shared.db.logs import LogStore
+from shared.db.profiles import ProfileStore
+from shared.db.store import Store
 from shared.errors import BusError
 from shared.events import CloudEvent
-from shared.logstore import LogStore
-from shared.profilestore import ProfileStore
-from shared.settings import LauncherSettings, NodeSettings, Settings
-from shared.store import Store
+from shared.settings.model import LauncherSettings, NodeSettings, Settings
 
 log = structlog.get_logger("paiq.launcher")
 

@@ -35,9 +35,9 @@ from services.launcher.driver import (
 )
 from services.launcher.enginestats import Counters, counters, engine_time_ns
 from services.launcher.tasklabels import TaskLabels
-from shared import exitcodes
-from shared.envvars import CODE_MOUNT
 from shared.errors import DriverError
+from shared.lifecycle import exitcodes
+from shared.tasks.envvars import CODE_MOUNT
 
 log = structlog.get_logger("paiq.launcher.docker")
 

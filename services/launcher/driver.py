@@ -8,8 +8,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
 
 from services.launcher.enginestats import Counters
-from shared import exitcodes
 from shared.errors import DriverError
+from shared.lifecycle import exitcodes
 
 
 class RegistryAuth(BaseModel):

@@ -26,7 +26,7 @@ import signal
 
 from pydantic import BaseModel, ConfigDict
 
-from shared import exitcodes
+from shared.lifecycle import exitcodes
 from shared.profiling.usage import Usage
 
 MIB = 1024 * 1024

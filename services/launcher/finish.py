@@ -19,10 +19,10 @@ from services.launcher.exits import classify_exit, memory_before_oom
 from services.launcher.recorder import LogRecorder
 from services.launcher.taskcontainer import parse_debug_marker
 from services.launcher.tasklabels import TaskLabels
-from shared import exitcodes
+from shared.db.logs import RunKey
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
-from shared.launchspec import container_name
-from shared.logstore import RunKey
+from shared.lifecycle import exitcodes
+from shared.tasks.launchspec import container_name
 
 log = structlog.get_logger("paiq.launcher")
 

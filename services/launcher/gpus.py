@@ -1,5 +1,5 @@
 """The GPUs a launcher offers: found through NVML, or declared by the operator (``PAIQ_NODE_GPUS``, which
-always wins), decided by :func:`shared.gpuinventory.choose` and said once in the log."""
+always wins), decided by :func:`shared.scheduling.gpuinventory.choose` and said once in the log."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 import structlog
 
 from services.launcher.nvml import NvmlGpus
-from shared.gpuinventory import NodeGpus, NvmlDevice, choose
-from shared.settings import Settings
+from shared.scheduling.gpuinventory import NodeGpus, NvmlDevice, choose
+from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.launcher")
 

@@ -2,7 +2,7 @@
 at once.
 
 Nothing here must survive a crash: Docker (containers, by label and deterministic name) and MongoDB
-(jobs, and the task runs of :mod:`shared.logstore`) hold what does, and the reconcile pass finds it
+(jobs, and the task runs of :mod:`shared.db.logs`) hold what does, and the reconcile pass finds it
 again. Each kind of work is keyed so that a second request joins the first.
 """
 

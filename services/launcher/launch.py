@@ -1,7 +1,7 @@
 """Starting a task's container, at most once however often the launch arrives.
 
 Three things make a launch idempotent: the container's name is derived from the task
-(``shared.launchspec.container_name``), so the engine itself refuses a second one; a launch already in
+(``shared.tasks.launchspec.container_name``), so the engine itself refuses a second one; a launch already in
 flight in this process is joined, not repeated; and the task's run in MongoDB (claimed before the
 container is created) says whether the task already ran here, so a task whose container ended and
 was removed is never started again by a late or replayed launch.
@@ -24,14 +24,14 @@ from services.launcher.finish import exited_event, started_event, watch
 from services.launcher.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.stopping import stop_container
 from services.launcher.taskcontainer import container_spec, wants_pull
-from shared import exitcodes
+from shared.db.logs import RunKey
 from shared.errors import DriverError
 from shared.events import CloudEvent, TaskProgress, TaskProgressData
-from shared.jobkeys import JobKey
-from shared.launchspec import container_name
-from shared.logstore import RunKey
-from shared.metrics import LAUNCH
+from shared.lifecycle import exitcodes
 from shared.records import TaskSpec
+from shared.runtime.metrics import LAUNCH
+from shared.tasks.jobkeys import JobKey
+from shared.tasks.launchspec import container_name
 
 log = structlog.get_logger("paiq.launcher")
 

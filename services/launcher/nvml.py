@@ -14,7 +14,7 @@ import importlib
 from typing import Protocol, cast
 
 from services.launcher.enginestats import GpuReading
-from shared.gpuinventory import NvmlDevice
+from shared.scheduling.gpuinventory import NvmlDevice
 
 # NVML's return codes (nvml.h) that explain why it cannot be used on this node.
 _WHY = {

@@ -22,10 +22,10 @@ from services.launcher.finish import exited_event, finish, run_key, started_even
 from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from services.launcher.tasklabels import TaskLabels
-from shared.launchspec import JobLaunch, container_name, job_launch
-from shared.logstore import RunKey
-from shared.placement import Plan, TaskPlacement
+from shared.db.logs import RunKey
 from shared.records import JobRecord, now_ms
+from shared.scheduling.placement import Plan, TaskPlacement
+from shared.tasks.launchspec import JobLaunch, container_name, job_launch
 
 log = structlog.get_logger("paiq.launcher")
 

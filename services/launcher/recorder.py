@@ -15,7 +15,7 @@ from collections.abc import Callable
 import structlog
 
 from services.launcher.driver import ContainerDriver, LogLine
-from shared.logstore import LogChunk, LogLineRecord, LogStore, RunKey
+from shared.db.logs import LogChunk, LogLineRecord, LogStore, RunKey
 
 log = structlog.get_logger("paiq.launcher.logs")
 

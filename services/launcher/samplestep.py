@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from services.launcher.enginestats import Counters, GpuReading, usage_between
 from services.launcher.tasklabels import TaskLabels
-from shared.logstore import RunKey
-from shared.profilestore import ProfileWrite, TaskProfile
+from shared.db.logs import RunKey
+from shared.db.profiles import ProfileWrite, TaskProfile
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy, watch
 from shared.profiling.series import add
 

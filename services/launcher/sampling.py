@@ -21,9 +21,11 @@ from services.launcher.enginestats import Counters, GpuReading
 from services.launcher.gpureader import GpuReader
 from services.launcher.samplestep import advance, new_profile
 from services.launcher.tasklabels import TaskLabels
+from shared.db.logs import RunKey
+from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
 from shared.events import CloudEvent, TaskGpuIdle, TaskGpuIdleData
-from shared.logstore import RunKey
-from shared.metrics import (
+from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy
+from shared.runtime.metrics import (
     GPU_IDLE_TASKS,
     GPU_IDLE_TOTAL,
     NODE_CPU_USED,
@@ -37,8 +39,6 @@ from shared.metrics import (
     VC_GPU_SECONDS_HELD,
     VC_GPU_SECONDS_USED,
 )
-from shared.profilestore import ProfileStore, ProfileWrite, TaskProfile
-from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy
 
 log = structlog.get_logger("paiq.launcher.sampling")
 

@@ -30,10 +30,10 @@ from shared.events import (
     NodeRegisteredData,
     StopTasks,
 )
-from shared.launchspec import container_name
 from shared.records import GpuInfo, NodeRecord, now_ms
-from shared.settings import NodeSettings
-from shared.vitals import Vitals
+from shared.runtime.vitals import Vitals
+from shared.settings.model import NodeSettings
+from shared.tasks.launchspec import container_name
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -87,7 +87,7 @@ def follow_exits(deps: LauncherDeps, vitals: Vitals, name: str) -> Callable[[], 
 
 
 def node_record(node: NodeSettings, gpus: tuple[GpuInfo, ...] | None = None) -> NodeRecord:
-    """The node as it registers: its settings, and its GPUs as discovered (shared.gpuinventory.choose), else
+    """The node as it registers: its settings, and its GPUs as discovered (shared.scheduling.gpuinventory.choose), else
     as declared."""
     return NodeRecord(
         id=node.node_id, ip=node.ip, cpus=node.cpus, memory_mb=node.memory_mb,

@@ -21,7 +21,7 @@ import shlex
 from pydantic import SecretBytes
 
 from services.launcher.driver import ContainerFile
-from shared.jobkeys import JobKey
+from shared.tasks.jobkeys import JobKey
 
 KEY_DIR = "/root/.ssh"
 SCRIPT = "/pai/bootstrap/paiq-ssh.sh"

@@ -18,10 +18,10 @@ from types import MappingProxyType
 from services.launcher.driver import ContainerSpec
 from services.launcher.sshsetup import COMMAND_PREFIX, ssh_files
 from services.launcher.tasklabels import TaskLabels
-from shared.envvars import task_environment
-from shared.jobkeys import JobKey
 from shared.records import TaskSpec
-from shared.settings import LauncherSettings
+from shared.settings.model import LauncherSettings
+from shared.tasks.envvars import task_environment
+from shared.tasks.jobkeys import JobKey
 
 DEBUG_WRAPPER = (
     '/bin/sh -c "$1"; code=$?; '

@@ -9,9 +9,9 @@ from contextlib import AsyncExitStack
 
 from services.scheduler.service import SchedulerDeps, start_scheduler
 from shared.bus.base import Bus
-from shared.settings import Settings
-from shared.store import Store
-from shared.vitals import Vitals
+from shared.db.store import Store
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
 
 
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:

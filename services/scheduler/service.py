@@ -1,4 +1,4 @@
-"""The scheduler: I/O around the pure queue decision (:mod:`shared.queueing`) and placement.
+"""The scheduler: I/O around the pure queue decision (:mod:`shared.scheduling.queueing`) and placement.
 
 One scheduler decides at a time: instances compete for a lease in MongoDB, the holder runs the passes,
 the others stand by and take over when the lease expires. A pass rebuilds its view of the cluster from
@@ -24,9 +24,8 @@ import pymongo
 import structlog
 from pymongo.errors import PyMongoError
 
-from shared import exitcodes
-from shared.borrowing import borrowed_and_lent, quota_usage
 from shared.bus.base import Bus, Router
+from shared.db.store import Fence, Store
 from shared.errors import LeaseLostError
 from shared.events import (
     CloudEvent,
@@ -46,8 +45,9 @@ from shared.events import (
     TaskExited,
     TaskExitedData,
 )
-from shared.launchspec import job_launch, placed_tasks
-from shared.metrics import (
+from shared.lifecycle import exitcodes
+from shared.records import JobRecord, PreemptedBy, TaskSpec, holds_resources, now_ms
+from shared.runtime.metrics import (
     NODE_GPUS,
     NODES_SILENT,
     PREEMPTION_DECISION,
@@ -60,11 +60,13 @@ from shared.metrics import (
     VC_GPUS,
     VC_LENT,
 )
-from shared.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
-from shared.placement import ClusterSnapshot, Plan
-from shared.preemption.rounds import candidates_of, lineage_after, preemption_round
-from shared.priority import priority_name, priority_of
-from shared.queueing import (
+from shared.runtime.vitals import Vitals, backoff, describe
+from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
+from shared.scheduling.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
+from shared.scheduling.placement import ClusterSnapshot, Plan
+from shared.scheduling.preemption.rounds import candidates_of, lineage_after, preemption_round
+from shared.scheduling.priority import priority_name, priority_of
+from shared.scheduling.queueing import (
     QueueDecision,
     Share,
     Shares,
@@ -76,11 +78,9 @@ from shared.queueing import (
     usage_by_vc,
     user_shares,
 )
-from shared.records import JobRecord, PreemptedBy, TaskSpec, holds_resources, now_ms
-from shared.settings import Settings
-from shared.store import Fence, Store
-from shared.vclusters import Resources, VirtualCluster, with_default
-from shared.vitals import Vitals, backoff, describe
+from shared.scheduling.vclusters import Resources, VirtualCluster, with_default
+from shared.settings.model import Settings
+from shared.tasks.launchspec import job_launch, placed_tasks
 
 log = structlog.get_logger("paiq.scheduler")
 
@@ -153,7 +153,7 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
 async def _preempt(deps: SchedulerDeps, snapshot: ClusterSnapshot, queued: list[JobRecord], holding: list[JobRecord],
                    vcs: dict[str, VirtualCluster], used: dict[str, Resources], decision: QueueDecision,
                    shares: Shares, now: int) -> list[CloudEvent]:
-    """The pass's preemption round (pure, :mod:`shared.preemption.rounds`) over the jobs still waiting, in
+    """The pass's preemption round (pure, :mod:`shared.scheduling.preemption.rounds`) over the jobs still waiting, in
     the queue's order across VCs; the victims are marked on their records (fenced by the lease) and
     announced with ``job.preempted``: the status service ends their attempts. The waiting jobs' reasons
     say what was decided for them."""
@@ -283,7 +283,7 @@ async def _gauge_queues(deps: SchedulerDeps) -> None:
 async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
     """Nodes silent for longer than the timeout are lost: their tasks end with -1001 (node lost, retried
     without using retryCount) and their capacity leaves the cluster until their launcher registers again.
-    Which silent nodes are lost is judged by :func:`shared.nodeliveness.judge_nodes`, against this
+    Which silent nodes are lost is judged by :func:`shared.scheduling.nodeliveness.judge_nodes`, against this
     scheduler's own view of the database: silence while nobody could write is no proof of death.
 
     Level-triggered: every pass reports again the exits of tasks that still hold resources on a lost

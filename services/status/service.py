@@ -1,4 +1,4 @@
-"""Folds task events into MongoDB through the pure state machine of :mod:`shared.lifecycle`.
+"""Folds task events into MongoDB through the pure state machine of :mod:`shared.lifecycle.transitions`.
 
 For each event: read the job, compute the transition (pure), write it over the version read. A
 concurrent writer makes the write miss, and the event is applied again to the job as it now is; one
@@ -15,17 +15,17 @@ from pathlib import Path
 
 import structlog
 
-from shared import lifecycle
 from shared.bus.base import Bus, Router
-from shared.completion import decide_completion
+from shared.db.store import Store
 from shared.events import CloudEvent, JobPreempted, JobStopRequested, TaskExited, TaskProgress, TaskStarted
-from shared.exitspec import load_table
-from shared.lifecycle import Change, RetryPolicy
-from shared.metrics import JOBS
+from shared.lifecycle import transitions as lifecycle
+from shared.lifecycle.completion import decide_completion
+from shared.lifecycle.exitspec import load_table
+from shared.lifecycle.transitions import Change, RetryPolicy
 from shared.records import JobRecord, SubState, now_ms
-from shared.settings import Settings
-from shared.store import Store
-from shared.vitals import Vitals
+from shared.runtime.metrics import JOBS
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.status")
 

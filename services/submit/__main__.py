@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from services.submit import start
-from shared.runtime import run_service
+from shared.runtime.service import run_service
 
 if __name__ == "__main__":
     run_service("submit", start, os.environ)

@@ -21,7 +21,7 @@ from services.submit.users import (
     password_problem,
 )
 from services.submit.views import user_view
-from shared.vclusters import with_default
+from shared.scheduling.vclusters import with_default
 
 log = structlog.get_logger("paiq.submit.access")
 

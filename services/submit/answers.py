@@ -18,8 +18,8 @@ from pydantic.alias_generators import to_camel
 
 from services.submit.errors import Error
 from shared.records import JobState, SubState, TaskState
-from shared.vclusters import Quota
-from shared.vitals import HealthReport
+from shared.runtime.vitals import HealthReport
+from shared.scheduling.vclusters import Quota
 
 
 class Answer(BaseModel):
@@ -358,7 +358,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (Error, Message, Token, Whoami, User, Use
                                         TaskProfile)
 
 
-# What a handler may answer with (an error leaves as ApiError.response(), health as shared.metrics'
+# What a handler may answer with (an error leaves as ApiError.response(), health as shared.runtime.metrics'
 # health_response(), the job config as it was submitted).
 Body = Answer | JobList | UserList | VirtualClusters
 

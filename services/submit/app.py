@@ -9,6 +9,7 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from services.cli.credentials import credentials_path, write_credentials
 from services.submit.access import add_access_routes
 from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
@@ -17,20 +18,19 @@ from services.submit.feed import add_feed_routes
 from services.submit.jobs import add_job_routes
 from services.submit.logs import add_log_routes
 from services.submit.openapi import add_openapi_route
-from services.submit.portal import add_portal_routes
+from services.submit.pages import add_portal_routes
 from services.submit.profiles import add_profile_routes
 from services.submit.protocol import ApiRunner
 from services.submit.ssh import add_ssh_routes
 from services.submit.throttle import heavy_read_budget
 from services.submit.users import Users
 from shared.bus.base import Bus
-from shared.credentials import credentials_path, write_credentials
-from shared.metrics import health_response, metrics
-from shared.settings import Settings
-from shared.store import Store
-from shared.validation import MAX_CONFIG_BYTES
-from shared.vclusters import load_config
-from shared.vitals import Vitals, describe, is_outage
+from shared.db.store import Store
+from shared.jobconfig.validation import MAX_CONFIG_BYTES
+from shared.runtime.metrics import health_response, metrics
+from shared.runtime.vitals import Vitals, describe, is_outage
+from shared.scheduling.vclusters import load_config
+from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.submit")
 

@@ -21,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
-from shared.validation import no_json_constant
+from shared.jobconfig.validation import no_json_constant
 
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 # The routes that take forms read at most six fields, each a name, a password or a number.

@@ -12,11 +12,11 @@ from services.submit.answers import Message, answer
 from services.submit.bodies import read_json
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
-from shared.borrowing import borrowed_and_lent, quota_usage
-from shared.priority import priority_name
-from shared.queueing import NO_SHARE, queue_positions, usage_by_vc
 from shared.records import JobState
-from shared.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
+from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
+from shared.scheduling.priority import priority_name
+from shared.scheduling.queueing import NO_SHARE, queue_positions, usage_by_vc
+from shared.scheduling.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
 
 # pydantic's error types, said in this API's words (its own messages are not passed on).
 _RULES = {
@@ -90,7 +90,7 @@ async def get_virtual_cluster(request: web.Request) -> web.Response:
 
 
 async def get_queue(request: web.Request) -> web.Response:
-    """A VC's queued jobs in the order the scheduler decides in (:func:`shared.queueing.queue_key`), each
+    """A VC's queued jobs in the order the scheduler decides in (:func:`shared.scheduling.queueing.queue_key`), each
     with its priority class, its user's share and why it waits."""
     name = request.match_info["vc"]
     store = request.app[DEPS].store

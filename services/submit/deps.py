@@ -9,9 +9,9 @@ from aiohttp import web
 
 from services.submit.users import Users
 from shared.bus.base import Bus
-from shared.settings import Settings
-from shared.store import Store
-from shared.vitals import Vitals
+from shared.db.store import Store
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
 from shared.errors import PaiqError
-from shared.validation import MAX_CONFIG_BYTES
+from shared.jobconfig.validation import MAX_CONFIG_BYTES
 
 ErrorCode = Literal[
     "InvalidParametersError", "NoUserError", "UnauthorizedUserError", "ForbiddenUserError", "NoJobError",

@@ -26,25 +26,25 @@ from services.submit.ssh import new_job_key, requested_user_keys
 from services.submit.throttle import heavy_read, is_heavy_page
 from services.submit.users import Principal, check_user_name
 from services.submit.views import job_detail, job_summary
-from shared.configproblems import shown
-from shared.envsize import env_size_problems
-from shared.envvars import resolve_paths
+from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
+from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
+from shared.db.paging import Cursor, CursorError
+from shared.db.store import Store, encoded_job
 from shared.errors import BusError, JobExistsError, SubmitOutcomeUnknownError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
-from shared.idempotency import HEADER as IDEMPOTENCY_HEADER
-from shared.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
-from shared.jobconfig import JobConfig
-from shared.joblimits import JobLimits, printable
-from shared.joblist import Cursor, CursorError
-from shared.priority import FIELD_PATH as PRIORITY_FIELD
-from shared.priority import PriorityClass, priority_class_of
-from shared.queueing import queue_positions
+from shared.jobconfig.envsize import env_size_problems
+from shared.jobconfig.limits import JobLimits, printable
+from shared.jobconfig.model import JobConfig
+from shared.jobconfig.problems import shown
+from shared.jobconfig.storagepath import StorageRefusal, resolve_in_storage, storage_root
+from shared.jobconfig.validation import Accepted, parse_job_json, validate_job_config
 from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, SubState, initial_tasks, new_job_id, now_ms
-from shared.settings import Settings
-from shared.storagepath import StorageRefusal, resolve_in_storage, storage_root
-from shared.store import Store, encoded_job
-from shared.validation import Accepted, parse_job_json, validate_job_config
-from shared.vclusters import VirtualCluster, with_default
+from shared.scheduling.priority import FIELD_PATH as PRIORITY_FIELD
+from shared.scheduling.priority import PriorityClass, priority_class_of
+from shared.scheduling.queueing import queue_positions
+from shared.scheduling.vclusters import VirtualCluster, with_default
+from shared.settings.model import Settings
+from shared.tasks.envvars import resolve_paths
 
 log = structlog.get_logger("paiq.submit")
 
@@ -111,7 +111,7 @@ class Prepared:
 
 def prepare_job(body: bytes, path_name: str | None, user: str, settings: Settings) -> Prepared:
     """Everything a submission costs in CPU, in the order that keeps it cheap: the body's limits first
-    (shared.joblimits, before any model), then the config, its paths, every task's environment (still
+    (shared.jobconfig.limits, before any model), then the config, its paths, every task's environment (still
     O(roles)), and only then the record with one entry per task. Pure, for a worker thread; raises
     :class:`ApiError` (400) for what it refuses."""
     result = _accepted(body, path_name, settings.job_limits)

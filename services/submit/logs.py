@@ -1,7 +1,7 @@
 """A task's stdout and stderr, while it runs and after its container is gone.
 
 ``GET /api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/log`` answers ``text/plain``, line by line as
-the launcher stored them (see :mod:`shared.logstore`):
+the launcher stored them (see :mod:`shared.db.logs`):
 
 - ``tail=N``: only the last N lines (default: all that was kept);
 - ``follow=true``: keep the answer open and send new lines as they are stored, until the task's log is
@@ -24,7 +24,7 @@ from services.submit.access import principal_of
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, error_responses, shown
 from services.submit.users import check_user_name
-from shared.logstore import LogLineRecord, LogStore, RunKey
+from shared.db.logs import LogLineRecord, LogStore, RunKey
 
 FOLLOW_POLL_SECONDS = 0.3
 LOG_ROUTE = "/api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/log"

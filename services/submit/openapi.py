@@ -3,7 +3,7 @@
 Its schemas are generated from the models the service reads and answers with: the answers
 (:mod:`services.submit.answers`, which every handler answers through) and the error
 (:class:`services.submit.errors.Error`), the request bodies (:mod:`services.submit.requests`), the job
-config (:mod:`services.submit.jobschema`) and the virtual cluster (:mod:`shared.vclusters`), all with one
+config (:mod:`services.submit.configschema`) and the virtual cluster (:mod:`shared.scheduling.vclusters`), all with one
 ref template. Every route lists every status it answers with; an error's ``code`` is one of those OpenPAI
 answers that status with (:data:`services.submit.errors.STATUS_OF`). Tests check that every route of the
 app is described here (and nothing else), that every model is, that the handlers' answers match their
@@ -20,14 +20,14 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from services.submit.answers import ANSWERS
+from services.submit.configschema import REF, job_config_schemas, named_by_path
 from services.submit.errors import error_responses as _errors
-from services.submit.jobschema import REF, job_config_schemas, named_by_path
 from services.submit.logs import LOG_PATHS
-from services.submit.portal import PORTAL_PATHS
+from services.submit.pages import PORTAL_PATHS
 from services.submit.profiles import PROFILE_PATHS
 from services.submit.requests import REQUESTS, USER_NAME_SCHEMA
 from shared.records import JobState
-from shared.vclusters import VirtualCluster
+from shared.scheduling.vclusters import VirtualCluster
 
 
 def _ref(name: str) -> dict[str, str]:

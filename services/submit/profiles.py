@@ -22,8 +22,8 @@ from services.submit.errors import ApiError, error_responses, shown
 from services.submit.logs import MAX_NUMBER, _int_query, _number
 from services.submit.lookup import job_or_404
 from services.submit.throttle import heavy_read
-from shared.logstore import RunKey
-from shared.profilestore import ProfileStore, TaskProfile
+from shared.db.logs import RunKey
+from shared.db.profiles import ProfileStore, TaskProfile
 from shared.profiling.totals import job_usage
 from shared.profiling.usage import Usage
 from shared.records import JobRecord

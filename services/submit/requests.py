@@ -1,5 +1,5 @@
-"""What the API reads from request bodies (other than a job config, :mod:`shared.jobconfig`, and a virtual
-cluster, :mod:`shared.vclusters`), as models: the OpenAPI document's request schemas are generated from
+"""What the API reads from request bodies (other than a job config, :mod:`shared.jobconfig.model`, and a virtual
+cluster, :mod:`shared.scheduling.vclusters`), as models: the OpenAPI document's request schemas are generated from
 them (:mod:`services.submit.openapi`).
 
 Each route checks its body first, field by field, with OpenPAI's words for each refusal
@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, WithJsonSchema
 
-from services.submit.jobschema import integer_pattern
+from services.submit.configschema import integer_pattern
 from services.submit.users import (
     DEFAULT_TOKEN_SECONDS,
     MAX_PASSWORD_BYTES,

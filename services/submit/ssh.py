@@ -1,7 +1,7 @@
 """SSH into a job's tasks, as OpenPAI offered it: a key pair made for each job at submit, the job's
 SSH info (``GET .../ssh``, OpenPAI's shape), and the key files (``GET .../ssh/{file}``: the private
 key only for the job's owner or an admin). The private key is never logged, never in an event, a job
-document or a list answer (:mod:`shared.jobkeys`).
+document or a list answer (:mod:`shared.tasks.jobkeys`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from services.submit.answers import KeyPair, SshContainer, SshInfo, answer
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
 from services.submit.lookup import job_or_404
-from shared.jobconfig import JobConfig
-from shared.jobkeys import USER_KEY_VARIABLE, JobKey, user_keys
-from shared.launchspec import container_name
+from shared.jobconfig.model import JobConfig
 from shared.records import JobRecord, TaskState, now_ms
+from shared.tasks.jobkeys import USER_KEY_VARIABLE, JobKey, user_keys
+from shared.tasks.launchspec import container_name
 
 
 def requested_user_keys(config: JobConfig) -> tuple[str, ...]:

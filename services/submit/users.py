@@ -20,9 +20,9 @@ from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
 from services.submit.errors import ApiError, shown
-from shared.dbretry import idempotent
+from shared.db.retry import idempotent
+from shared.db.store import Store
 from shared.records import now_ms
-from shared.store import Store
 
 log = structlog.get_logger("paiq.submit.users")
 

@@ -7,10 +7,10 @@ from typing import Literal
 
 from services.submit import answers
 from services.submit.users import UserInfo
-from shared.joblist import JobSummary
-from shared.queueing import shown_reason
+from shared.db.paging import JobSummary
 from shared.records import AttemptRecord, JobRecord, SubState, TaskRecord
-from shared.vclusters import VirtualCluster
+from shared.scheduling.queueing import shown_reason
+from shared.scheduling.vclusters import VirtualCluster
 
 
 def user_view(user: UserInfo, vcs: Iterable[VirtualCluster]) -> answers.User:
@@ -47,7 +47,7 @@ def _execution_type(job: JobRecord | JobSummary) -> Literal["START", "STOP"]:
 
 
 def _position(job: JobRecord | JobSummary, positions: Mapping[str, int]) -> int | None:
-    """A queued job's place in its queue (derived when read, :func:`shared.queueing.queue_positions`)."""
+    """A queued job's place in its queue (derived when read, :func:`shared.scheduling.queueing.queue_positions`)."""
     return positions.get(job.id) if job.sub_state == SubState.QUEUED else None
 
 

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, AfterFailure, Outages, Router, after_failure, said_failure
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event, parse_event
-from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
+from shared.runtime.metrics import DEAD_LETTERED, EVENTS_HANDLED
 
 log = structlog.get_logger("paiq.bus")
 

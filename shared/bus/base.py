@@ -10,8 +10,8 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from shared.events import CloudEvent
-from shared.metrics import DEAD_LETTERED
-from shared.vitals import backoff, describe, is_outage
+from shared.runtime.metrics import DEAD_LETTERED
+from shared.runtime.vitals import backoff, describe, is_outage
 
 _log = structlog.get_logger("paiq.bus")
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from shared.bus.base import AfterFailure, Outages, Router, after_failure, said_failure, topic_matches
 from shared.events import CloudEvent, dump_event, parse_event
-from shared.metrics import DEAD_LETTERED, EVENTS_HANDLED
+from shared.runtime.metrics import DEAD_LETTERED, EVENTS_HANDLED
 
 log = structlog.get_logger("paiq.bus")
 

@@ -49,11 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aio_pika
 
-from shared.client import PaiqClient, paiq_client
-from shared.jobconfig import JobConfig
+from services.cli.client import PaiqClient, paiq_client
+from shared.db.store import open_store
+from shared.jobconfig.model import JobConfig
 from shared.records import JobRecord, initial_tasks, now_ms
-from shared.settings import Settings
-from shared.store import open_store
+from shared.settings.model import Settings
 from tests.benchmarks.bigjob import login, profiling
 from tests.benchmarks.growth import exponent
 from tests.benchmarks.platform_run import separate_platform

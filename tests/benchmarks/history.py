@@ -55,11 +55,11 @@ import aiohttp
 import docker
 
 from services.scheduler.service import SchedulerDeps, schedule_pass
-from shared import exitcodes
 from shared.bus.memory import MemoryBus
-from shared.embedded_mongo import embedded_mongo
-from shared.jobconfig import JobConfig
-from shared.logsetup import configure_logging
+from shared.db.embedded import embedded_mongo
+from shared.db.store import Store, open_store
+from shared.jobconfig.model import JobConfig
+from shared.lifecycle import exitcodes
 from shared.records import (
     AttemptRecord,
     JobRecord,
@@ -71,8 +71,8 @@ from shared.records import (
     initial_tasks,
     now_ms,
 )
-from shared.settings import Settings
-from shared.store import Store, open_store
+from shared.runtime.logsetup import configure_logging
+from shared.settings.model import Settings
 from tests.benchmarks.submit_to_scheduled import cpu_seconds, pid_listening_on
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform
 

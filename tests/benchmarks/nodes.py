@@ -50,10 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import aio_pika
 
 from shared.bus.amqp import AmqpBus
+from shared.db.store import Store, open_store
 from shared.events import NodeRegistered, NodeRegisteredData
 from shared.records import GpuInfo, NodeRecord, now_ms
-from shared.settings import Settings
-from shared.store import Store, open_store
+from shared.settings.model import Settings
 from tests.benchmarks.burst import pass_metrics
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import _pct, cpu_seconds, processes

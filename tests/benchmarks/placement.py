@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from shared.jobconfig import JobConfig
-from shared.placement import ClusterSnapshot, Plan, Strategy, place
+from shared.jobconfig.model import JobConfig
 from shared.records import GpuInfo, NodeRecord
+from shared.scheduling.placement import ClusterSnapshot, Plan, Strategy, place
 
 # GPUs per task of a role, and how often: most tasks take one GPU, some a whole node, some none.
 GPU_CHOICES = (0, 1, 2, 4, 8)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import docker
 
-from shared.embedded_mongo import embedded_mongo
+from shared.db.embedded import embedded_mongo
 from tests.benchmarks.submit_to_scheduled import cleanup_broker
 from tests.infra import Platform, start_platform, stop_platform
 

@@ -41,10 +41,10 @@ from services.launcher.docker_driver import DockerDriver  # noqa: E402
 from services.launcher.sampling import Sampler  # noqa: E402
 from services.launcher.tasklabels import TaskLabels  # noqa: E402
 from shared.bus.memory import MemoryBus  # noqa: E402
-from shared.embedded_mongo import embedded_mongo  # noqa: E402
-from shared.logstore import LogStore  # noqa: E402
-from shared.settings import Settings  # noqa: E402
-from shared.store import open_store  # noqa: E402
+from shared.db.embedded import embedded_mongo  # noqa: E402
+from shared.db.logs import LogStore  # noqa: E402
+from shared.db.store import open_store  # noqa: E402
+from shared.settings.model import Settings  # noqa: E402
 from tests.benchmarks.growth import exponent  # noqa: E402
 
 TARGET_PERCENT = 5.0

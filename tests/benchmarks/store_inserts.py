@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import bson
 from pymongo import AsyncMongoClient
 
-from shared.embedded_mongo import embedded_mongo
+from shared.db.embedded import embedded_mongo
+from shared.db.store import Store
 from shared.records import JobRecord, JobState, TaskState, initial_tasks
-from shared.store import Store
 from tests.unit.factories import make_config, role_dict
 
 

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import aio_pika
 import docker
 
-from shared.client import PaiqClient, paiq_client
-from shared.embedded_mongo import embedded_mongo
+from services.cli.client import PaiqClient, paiq_client
+from shared.db.embedded import embedded_mongo
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, unique
 
 IMAGE = "local/busybox:latest"

@@ -22,7 +22,7 @@ from pathlib import Path
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from shared.embedded_mongo import free_port
+from shared.db.embedded import free_port
 
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 START_LIMIT_S = 60.0

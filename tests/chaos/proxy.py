@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from shared.embedded_mongo import free_port
+from shared.db.embedded import free_port
 
 CHUNK = 65536
 

@@ -17,7 +17,7 @@ t     fault                                                down for
 
 The database stays down 15 s, within the 30 s a request waits for it (PyMongo's server selection): a
 request made meanwhile is answered once it is back, never refused, and a write whose connection died with
-the server is tried again (shared.dbretry, Store.submit_job). Longer outages: tests/chaos/outages.py.
+the server is tried again (shared.db.retry, Store.submit_job). Longer outages: tests/chaos/outages.py.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import aiohttp
 import docker
 import docker.errors
 
-from shared.embedded_mongo import free_port
+from shared.db.embedded import free_port
 from tests.chaos.backends import DiskDatabase, PrivateBroker, log_tail
 from tests.chaos.observers import Api, ContainerWatch, HealthProbe, HealthSample, TaskKey, reported_role
 from tests.chaos.supervisor import SelfExit, ServiceProcess, Supervisor

@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 from docker.models.containers import Container
 
-from shared.embedded_mongo import free_port
+from shared.db.embedded import free_port
 from tests.infra import unique
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import docker
 import pytest
 
-from shared.client import PaiqClient, paiq_client
+from services.cli.client import PaiqClient, paiq_client
 from tests.deploy.compose import ComposeStack, build_images, stack_settings
 from tests.infra import unique
 

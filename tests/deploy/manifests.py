@@ -117,5 +117,5 @@ def compose_paiq_names(env: dict[str, str]) -> dict[str, set[str]]:
 
 
 def settings_names() -> set[str]:
-    """Every PAIQ_* name shared/settings.py reads."""
+    """Every PAIQ_* name shared/settings/model.py reads."""
     return set(PAIQ_NAME.findall(SETTINGS.read_text()))

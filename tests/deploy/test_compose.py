@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.client import PaiqClient, paiq_client
+from services.cli.client import PaiqClient, paiq_client
 from tests.deploy.compose import REPO, SERVICES, ComposeStack
 from tests.infra import unique, wait_final
 

@@ -1,4 +1,4 @@
-"""docker-compose.yml and k8s/ configure paiq with the same names, the ones shared/settings.py reads,
+"""docker-compose.yml and k8s/ configure paiq with the same names, the ones shared/settings/model.py reads,
 and take every secret from outside the repository."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import aiohttp
 import docker
 import pytest
 
-from shared.client import PaiqClient, paiq_client
+from services.cli.client import PaiqClient, paiq_client
 from tests.infra import (
     ADMIN_PASSWORD,
     ADMIN_USER,

@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from services.cli.client import ApiCallError, PaiqClient
 from services.submit.openapi import document
-from shared.client import ApiCallError, PaiqClient
 from tests.e2e.conftest import job_config, logged_in, raw
 from tests.infra import Platform, unique, wait_final
 

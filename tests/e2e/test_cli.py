@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import ADMIN_PASSWORD, REPO, Platform
 
@@ -22,7 +22,7 @@ async def paiq(platform: Platform, home: Path, *args: str, stdin: str = "") -> s
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env.update({"PAIQ_DATA_DIR": str(home), "PAIQ_API": platform.api})
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "services.cli", *args], input=stdin, env=env, cwd=REPO,
+        subprocess.run, [sys.executable, "-m", "services.cli.main", *args], input=stdin, env=env, cwd=REPO,
         capture_output=True, text=True, timeout=120)
 
 
@@ -91,7 +91,7 @@ async def test_paiq_events_tails_one_jobs_lifecycle(platform: Platform, admin: P
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env.update({"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_API": platform.api})
     tail = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli", "events", "--job", "tailed", env=env, cwd=REPO,
+        sys.executable, "-m", "services.cli.main", "events", "--job", "tailed", env=env, cwd=REPO,
         stdout=asyncio.subprocess.PIPE)
     try:
         await asyncio.sleep(1.0)  # connected before the job exists

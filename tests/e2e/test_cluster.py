@@ -12,7 +12,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from shared.client import ApiCallError, PaiqClient, paiq_client
+from services.cli.client import ApiCallError, PaiqClient, paiq_client
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import (
     ADMIN_PASSWORD,

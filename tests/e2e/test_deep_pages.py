@@ -21,10 +21,10 @@ import aiohttp
 import docker
 import pytest
 
-from shared.embedded_mongo import embedded_mongo
+from shared.db.embedded import embedded_mongo
+from shared.db.store import Store, open_store
 from shared.records import now_ms
-from shared.settings import Settings
-from shared.store import Store, open_store
+from shared.settings.model import Settings
 from tests.benchmarks.history import history_job
 from tests.e2e.conftest import raw
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform

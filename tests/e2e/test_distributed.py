@@ -8,7 +8,7 @@ import json
 import docker
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import EnvSink, Platform, wait_final
 

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from aiohttp import web
 
-from shared.client import PaiqClient, paiq_client
+from services.cli.client import PaiqClient, paiq_client
 from shared.eventdocs import SCHEMA_DIR
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, REPO, Platform, start_platform, stop_platform, unique, wait_final

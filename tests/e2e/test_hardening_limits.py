@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config, raw
 from tests.infra import Platform
 

@@ -21,12 +21,12 @@ import docker
 import pytest
 from pymongo import AsyncMongoClient
 
+from services.cli.client import ApiCallError, PaiqClient
 from services.launcher.reconcile import plan_of
 from shared.bus.amqp import open_amqp_bus
-from shared.client import ApiCallError, PaiqClient
 from shared.events import LaunchTasks, LaunchTasksData
-from shared.launchspec import task_specs
 from shared.records import JobRecord
+from shared.tasks.launchspec import task_specs
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import (
     PYTHON,
@@ -73,7 +73,7 @@ def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry
 async def paiq_cli(platform: Platform, home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env.update({"PAIQ_DATA_DIR": str(home), "PAIQ_API": platform.api})
-    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "services.cli", *args], input=stdin,
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "services.cli.main", *args], input=stdin,
                                    env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 

@@ -2,7 +2,7 @@
 
 ``<user>~<jobName>`` is then 320 bytes, past Linux's 255-byte limit on a file name: the job's key files
 were named so, and every attempt ended 125 (``open /root/.ssh/...: file name too long``), retried
-without end. The key name is now bounded (shared/filenames.py); the task finds its key under the name the
+without end. The key name is now bounded (shared/tasks/filenames.py); the task finds its key under the name the
 API gives, its ssh config points at it, and the job succeeds.
 """
 
@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from shared.client import PaiqClient
-from shared.jobkeys import key_name
+from services.cli.client import PaiqClient
+from shared.tasks.jobkeys import key_name
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import unique, wait_final
 

@@ -11,7 +11,7 @@ import aiohttp
 import docker
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import Platform, start_platform, stop_platform, wait_final
 

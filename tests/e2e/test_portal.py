@@ -30,9 +30,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.submit.portal import PORTAL_DIR
-from shared.client import PaiqClient
-from shared.validation import Rejected, parse_job_json, validate_job_config
+from services.cli.client import PaiqClient
+from services.submit.pages import PORTAL_DIR
+from shared.jobconfig.validation import Rejected, parse_job_json, validate_job_config
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import FINAL, REPO, Platform, unique, wait_final
 

@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import pytest
 
-from shared.client import PaiqClient, paiq_client
+from services.cli.client import PaiqClient, paiq_client
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, wait_final
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared.client import ApiCallError, PaiqClient
+from services.cli.client import ApiCallError, PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import ADMIN_USER, REPO, Platform, wait_final
 
@@ -71,8 +71,9 @@ async def test_paiq_queue_prints_the_order_and_the_reasons(
     await _until_queued(api, vc, ["regular", "urgent"], share=1.0)  # the holder: all of the VC's one CPU
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env["PAIQ_API"] = platform.api
-    done = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.cli", "queue", vc, env=env, cwd=REPO,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    done = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.cli.main", "queue", vc, env=env,
+                                                cwd=REPO, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
     out, err = await done.communicate()
     assert done.returncode == 0, err.decode()
     lines = out.decode().splitlines()

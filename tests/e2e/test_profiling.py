@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config, logged_in
 from tests.e2e.test_cli import paiq
 from tests.infra import Platform, unique, wait_final

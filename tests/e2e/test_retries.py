@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import HostListener, wait_final
 

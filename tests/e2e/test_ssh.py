@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from shared.client import ApiCallError, PaiqClient
+from services.cli.client import ApiCallError, PaiqClient
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import REPO, Platform, unique, wait_final
 
@@ -94,7 +94,7 @@ def cli_home(tmp_path: Path) -> Iterator[Path]:
 def paiq_cli(platform: Platform, home: Path, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env.update({"PAIQ_API": platform.api, "PAIQ_TOKEN": token, "PAIQ_DATA_DIR": str(home)})
-    return subprocess.run([sys.executable, "-m", "services.cli", *args], env=env, cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "services.cli.main", *args], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=60, check=False)
 
 

@@ -3,7 +3,7 @@
 The test node declares 32 CPUs (tests/infra.py); a task asking for all of them on a machine with fewer is
 refused by the engine at create, the same way every time (``Range of CPUs is from 0.01 to N.00, as there
 are only N CPUs available``): exit 125, a platform failure, retried twice, then the job fails with the
-engine's words (shared/lifecycle.py: the same refusal in 3 attempts in a row).
+engine's words (shared/lifecycle/transitions.py: the same refusal in 3 attempts in a row).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from shared.client import PaiqClient
+from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import unique, wait_final
 

@@ -13,8 +13,8 @@ import aiohttp
 import jsonschema
 import pytest
 
+from services.cli.client import PaiqClient
 from services.submit.openapi import document
-from shared.client import PaiqClient
 from tests.e2e.conftest import job_config, raw
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique, wait_final
 

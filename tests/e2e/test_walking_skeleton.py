@@ -7,7 +7,7 @@ import json
 import docker
 import pytest
 
-from shared.client import ApiCallError, PaiqClient
+from services.cli.client import ApiCallError, PaiqClient
 from tests.e2e.conftest import job_config
 from tests.infra import EnvSink, wait_final
 

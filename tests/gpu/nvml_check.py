@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from services.launcher.gpus import discover
 from services.launcher.nvml import NvmlGpus
-from shared.settings import Settings
+from shared.settings.model import Settings
 
 
 def sample(reader: NvmlGpus, seconds: float) -> dict[int, tuple[float, int]]:

@@ -24,14 +24,14 @@ from services.launcher.reconcile import plan_of
 from services.launcher.service import start_launcher
 from shared.bus.base import Router
 from shared.bus.memory import MemoryBus
+from shared.db.logs import LogStore, RunKey
+from shared.db.store import Store, open_store
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
-from shared.launchspec import task_specs
-from shared.logstore import LogStore, RunKey
+from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import JobRecord, SubState, TaskRecord, TaskSpec, job_id_of, now_ms
-from shared.settings import Settings
-from shared.store import Store, open_store
-from shared.validation import Accepted, validate_job_config
-from shared.vitals import Vitals
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
+from shared.tasks.launchspec import task_specs
 from tests.infra import unique
 
 E = TypeVar("E", bound=CloudEvent)

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import bson
 import pytest
 
+from shared.db.store import Store, encoded_job, open_store
+from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import PACKED_CONFIG, PACKED_TASKS, JobRecord, TaskState, initial_tasks
-from shared.settings import Settings
-from shared.store import Store, encoded_job, open_store
-from shared.validation import Accepted, validate_job_config
+from shared.settings.model import Settings
 from tests.infra import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

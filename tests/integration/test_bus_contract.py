@@ -10,7 +10,6 @@ import pytest
 from aio_pika.abc import AbstractChannel
 from pymongo.errors import ServerSelectionTimeoutError
 
-from shared import vitals
 from shared.bus.amqp import open_amqp_bus
 from shared.bus.base import MAX_HANDLER_ATTEMPTS, Bus, Router
 from shared.bus.memory import MemoryBus
@@ -24,6 +23,7 @@ from shared.events import (
     NodeRegistered,
     NodeRegisteredData,
 )
+from shared.runtime import vitals
 from tests.infra import rabbitmqctl, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -14,7 +14,7 @@ from services.launcher.docker_driver import DockerDriver, create_args
 from services.launcher.driver import ContainerExit, ContainerSpec
 from services.launcher.sshsetup import COMMAND_PREFIX, SSHD_PATHS, ssh_files
 from shared.errors import DriverError
-from shared.jobkeys import JobKey
+from shared.tasks.jobkeys import JobKey
 from tests.infra import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]

@@ -22,12 +22,12 @@ from services.launcher.driver import RegistryAuth
 from services.launcher.service import on_launch
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
-from shared.embedded_mongo import free_port
+from shared.db.embedded import free_port
+from shared.db.logs import RunPhase
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
-from shared.logstore import RunPhase
-from shared.metrics import EVENTS_HANDLED
 from shared.records import now_ms
-from shared.runtime import open_bus
+from shared.runtime.metrics import EVENTS_HANDLED
+from shared.runtime.service import open_bus
 from tests.infra import rabbitmqctl, unique
 from tests.integration.launcher_harness import Harness, harness, running_launcher
 

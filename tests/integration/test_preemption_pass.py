@@ -11,12 +11,12 @@ import pytest
 from services.scheduler.service import SchedulerDeps, schedule_pass
 from services.status.service import StatusDeps, on_preempted, on_task_exited, reconcile, retry_policy
 from shared.bus.memory import MemoryBus
+from shared.db.store import Store, open_store
 from shared.events import CloudEvent, JobPreempted, JobScheduled, StopTasks, TaskExited, TaskExitedData
-from shared.exitcodes import PREEMPTED
+from shared.lifecycle.exitcodes import PREEMPTED
 from shared.records import JobRecord, JobState, SubState, TaskState, initial_tasks, now_ms
-from shared.settings import Settings
-from shared.store import Store, open_store
-from shared.vclusters import Quota, VirtualCluster
+from shared.scheduling.vclusters import Quota, VirtualCluster
+from shared.settings.model import Settings
 from tests.infra import unique
 from tests.unit.factories import make_config, make_node, role_dict
 

@@ -17,8 +17,8 @@ import pytest
 from services.launcher.enginestats import GpuReading
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
+from shared.db.profiles import ProfileStore, TaskProfile
 from shared.events import TaskExited, TaskGpuIdle
-from shared.profilestore import ProfileStore, TaskProfile
 from shared.records import JobRecord
 from tests.integration.launcher_harness import Harness, harness, running_launcher
 

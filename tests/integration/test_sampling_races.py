@@ -26,10 +26,10 @@ from services.launcher.docker_driver import DockerDriver
 from services.launcher.sampling import Sampler
 from services.launcher.service import start_launcher
 from services.launcher.tasklabels import TaskLabels
+from shared.db.logs import RunKey
+from shared.db.profiles import ProfileStore
 from shared.events import TaskExited
-from shared.logstore import RunKey
-from shared.profilestore import ProfileStore
-from shared.vitals import Vitals
+from shared.runtime.vitals import Vitals
 from tests.integration.launcher_harness import Harness, harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

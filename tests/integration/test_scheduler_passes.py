@@ -13,10 +13,9 @@ import pytest
 from services.scheduler.service import SchedulerDeps, detect_lost_nodes, schedule_pass, start_scheduler
 from services.status.service import StatusDeps, on_task_exited, retry_policy
 from shared.bus.memory import MemoryBus
+from shared.db.store import Fence, Store, open_store
 from shared.errors import LeaseLostError
 from shared.events import JobSubmitted, JobSubmittedData, TaskExited
-from shared.metrics import SCHEDULER_PASS
-from shared.nodeliveness import DatabaseWatch
 from shared.records import (
     JobRecord,
     JobState,
@@ -28,8 +27,9 @@ from shared.records import (
     initial_tasks,
     now_ms,
 )
-from shared.settings import Settings
-from shared.store import Fence, Store, open_store
+from shared.runtime.metrics import SCHEDULER_PASS
+from shared.scheduling.nodeliveness import DatabaseWatch
+from shared.settings.model import Settings
 from tests.infra import unique
 from tests.unit.factories import make_config, role_dict
 

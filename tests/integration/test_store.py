@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from shared.db.store import Store, open_store
 from shared.errors import JobExistsError
-from shared.queueing import QueueEntry, Share
+from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import JobRecord, JobState, PreemptedBy, SubState, initial_tasks, job_id_of
-from shared.store import Store, open_store
-from shared.validation import Accepted, validate_job_config
+from shared.scheduling.queueing import QueueEntry, Share
 from tests.infra import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

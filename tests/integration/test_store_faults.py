@@ -14,11 +14,11 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 from secantus import SecantusDBServer
 
-from shared.idempotency import IdempotencyRecord, Submitted
+from shared.db.idempotency import IdempotencyRecord, Submitted
+from shared.db.store import Store, encoded_job, open_store
 from shared.records import JobRecord, initial_tasks, new_job_id, now_ms
-from shared.store import Store, encoded_job, open_store
-from shared.vclusters import VirtualCluster
-from shared.vitals import is_outage
+from shared.runtime.vitals import is_outage
+from shared.scheduling.vclusters import VirtualCluster
 from tests.infra import unique
 from tests.unit.factories import make_config
 

@@ -21,18 +21,18 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from services.status.service import StatusDeps, remove_expired, retry_policy
-from shared import lifecycle
 from shared.bus.memory import MemoryBus
+from shared.db.logs import RunKey
+from shared.db.paging import Cursor
+from shared.db.profiles import TaskProfile
+from shared.db.store import Store
 from shared.events import TaskExitedData, TaskStartedData
-from shared.joblist import Cursor
-from shared.lifecycle import RetryPolicy
-from shared.logstore import RunKey
-from shared.profilestore import TaskProfile
+from shared.lifecycle import transitions as lifecycle
+from shared.lifecycle.transitions import RetryPolicy
 from shared.profiling.series import Series, add
 from shared.profiling.usage import Usage
 from shared.records import JobRecord, JobState, NodeRecord, PreemptedBy, TaskState, initial_tasks, now_ms
-from shared.settings import Settings
-from shared.store import Store
+from shared.settings.model import Settings
 from tests.conftest import mongo_server
 from tests.infra import unique
 from tests.unit.factories import make_config, role_dict
@@ -290,7 +290,7 @@ async def test_a_2000_task_job_retried_10_times_stays_under_2_mb(mongo_uri: str)
         job = await _run_attempt(store, job, attempt, policy)
     size = len(bson.encode(await store.jobs.find_one({"_id": job.id}) or {}))
     assert job.state is JobState.FAILED and job.retry_counts.user == 10
-    plain = len(bson.encode(job.to_document(packed=False)))  # packed (shared/jobpacking.py), it is far smaller
+    plain = len(bson.encode(job.to_document(packed=False)))  # packed (shared/db/packing.py), it is far smaller
     assert size <= plain < 2 * 1024 * 1024, f"the job document is {size} bytes, {plain} written plain"
     archived = [len(bson.encode(d)) async for d in store.attempts.find({"job_id": job.id})]
     assert len(archived) == 10 and max(archived) < 2 * 1024 * 1024

@@ -1,6 +1,6 @@
 """OpenPAI v0.14's container script (rest-server ``src/templates/yarnContainerScript.mustache`` and
 ``dockerContainerScript.mustache``), transcribed line by line for one task, as the reference the O(tasks)
-builder of :mod:`shared.envvars` is tested against (tests/unit/test_envvars.py).
+builder of :mod:`shared.tasks.envvars` is tested against (tests/unit/test_envvars.py).
 
 The script appended ``NAME=value`` lines to an env file in this order and Docker read it (a later line
 wins); jobEnvs came last. It is kept naive on purpose: every task rebuilds every role's table and finds
@@ -11,9 +11,9 @@ list has no trailing ``;``. paiq's own additions are marked ``# paiq``.
 
 from __future__ import annotations
 
-from shared.envvars import JobPaths
-from shared.jobconfig import JobConfig, TaskRole, env_name, env_value
-from shared.placement import Plan, TaskPlacement
+from shared.jobconfig.model import JobConfig, TaskRole, env_name, env_value
+from shared.scheduling.placement import Plan, TaskPlacement
+from shared.tasks.envvars import JobPaths
 
 
 def _count(value: int | None) -> str:

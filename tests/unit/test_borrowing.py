@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.borrowing import (
+from shared.records import JobRecord, JobState, TaskState
+from shared.scheduling.borrowing import (
     Admission,
     admit,
     borrowed,
@@ -20,8 +21,7 @@ from shared.borrowing import (
     lenders,
     quota_usage,
 )
-from shared.records import JobRecord, JobState, TaskState
-from shared.vclusters import Quota, Resources, VirtualCluster, with_default
+from shared.scheduling.vclusters import Quota, Resources, VirtualCluster, with_default
 from tests.unit.factories import make_config, make_job, make_task, role_dict
 
 pytestmark = pytest.mark.unit

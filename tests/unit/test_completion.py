@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from shared.completion import Completion, decide_completion
-from shared.jobconfig import JobConfig
+from shared.jobconfig.model import JobConfig
+from shared.lifecycle.completion import Completion, decide_completion
 from shared.records import JobState, TaskRecord, TaskState
 from tests.unit import seed_configs
 from tests.unit.factories import load_seed_config, make_config, make_job, make_task, role_dict

@@ -1,13 +1,13 @@
-"""shared.dbretry and shared.idempotency: writes tried again across a restart, keys checked."""
+"""shared.db.retry and shared.db.idempotency: writes tried again across a restart, keys checked."""
 
 from __future__ import annotations
 
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure, ServerSelectionTimeoutError
 
-from shared import dbretry
-from shared.dbretry import idempotent
-from shared.idempotency import IdempotencyRecord, key_problem
+from shared.db import retry as dbretry
+from shared.db.idempotency import IdempotencyRecord, key_problem
+from shared.db.retry import idempotent
 
 pytestmark = pytest.mark.unit
 
@@ -75,9 +75,9 @@ async def test_a_submission_no_try_of_which_reached_a_server_is_refused_as_not_s
     nothing stored), not "whether it was stored is unknown" (and the database is not asked)."""
     from pymongo import AsyncMongoClient
 
-    from shared import store as store_module
+    from shared.db import store as store_module
+    from shared.db.store import Store
     from shared.errors import SubmitOutcomeUnknownError
-    from shared.store import Store
     from tests.unit.factories import make_job
 
     monkeypatch.setattr(store_module, "WINDOW_SECONDS", 0.2)

@@ -20,7 +20,7 @@ from services.launcher.enginestats import Counters, GpuReading, counters, engine
 from services.launcher.exits import memory_before_oom
 from services.launcher.samplestep import MIB, Step, advance, new_profile
 from services.launcher.tasklabels import TaskLabels
-from shared.profilestore import TaskProfile
+from shared.db.profiles import TaskProfile
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy, IdleState
 from shared.profiling.usage import Usage
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.envsize import (
+from shared.jobconfig.envsize import (
     CONTAINER_NAME_MAX,
     ENV_BUDGET,
     MAX_ARG_STRLEN,
@@ -20,10 +20,10 @@ from shared.envsize import (
     string_bytes,
     worst_app_id,
 )
-from shared.envvars import build_task_env, resolve_paths
-from shared.jobconfig import JobConfig
-from shared.launchspec import container_name
-from shared.placement import Plan, TaskPlacement
+from shared.jobconfig.model import JobConfig
+from shared.scheduling.placement import Plan, TaskPlacement
+from shared.tasks.envvars import build_task_env, resolve_paths
+from shared.tasks.launchspec import container_name
 from tests.unit.factories import make_config, make_plan, port_dict, role_dict
 
 pytestmark = pytest.mark.unit
@@ -166,4 +166,4 @@ def test_the_estimate_is_quick_for_the_largest_job_the_model_allows() -> None:
 def test_the_estimate_is_a_pure_core() -> None:
     from tests.unit.test_pure_cores import test_pure_core_imports_no_io
 
-    test_pure_core_imports_no_io("shared.envsize")
+    test_pure_core_imports_no_io("shared.jobconfig.envsize")

@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.envvars import (
+from shared.jobconfig.model import JobConfig
+from shared.jobconfig.validation import Accepted, validate_job_config
+from shared.scheduling.placement import ClusterSnapshot, Plan, place
+from shared.tasks.envvars import (
     JobPaths,
     build_task_env,
     env_name,
@@ -18,10 +21,7 @@ from shared.envvars import (
     substitute,
     task_environment,
 )
-from shared.jobconfig import JobConfig
-from shared.launchspec import container_name, job_launch, placed_tasks, task_specs
-from shared.placement import ClusterSnapshot, Plan, place
-from shared.validation import Accepted, validate_job_config
+from shared.tasks.launchspec import container_name, job_launch, placed_tasks, task_specs
 from tests.unit import seed_configs
 from tests.unit.envvars_reference import script_task_env
 from tests.unit.factories import (
@@ -399,7 +399,7 @@ def test_task_specs_substitute_paths_and_carry_the_debug_flag() -> None:
     config = make_config(authFile="$PAI_DEFAULT_FS_URI/auth.txt", codeDir="$PAI_DEFAULT_FS_URI/code/$PAI_JOB_NAME",
                          jobEnvs={"isDebug": True})
     spec = task_specs(make_job(config), make_plan(placement("main", 0, N1)), "file:///srv/fs")[0]
-    # The URIs as substituted; the launcher resolves them under its storage root (shared/storagepath).
+    # The URIs as substituted; the launcher resolves them under its storage root (shared/jobconfig/storagepath.py).
     assert spec.auth_file == "file:///srv/fs/auth.txt"
     assert spec.code_dir == "file:///srv/fs/code/job1"
     assert spec.is_debug is True

@@ -15,9 +15,9 @@ from structlog.testing import capture_logs
 from services.launcher.gpureader import GpuReader
 from services.launcher.gpus import NOT_OPENED, discover
 from services.launcher.nvml import NvmlGpus, load_pynvml, why_not
-from shared.gpuinventory import NodeGpus, NvmlDevice, choose, gpu_type, inventory
 from shared.records import GpuInfo
-from shared.settings import Settings
+from shared.scheduling.gpuinventory import NodeGpus, NvmlDevice, choose, gpu_type, inventory
+from shared.settings.model import Settings
 
 pytestmark = pytest.mark.unit
 

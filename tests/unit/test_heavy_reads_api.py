@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from services.submit.app import create_app
 from services.submit.deps import SubmitDeps
 from shared.bus.memory import MemoryBus
-from shared.settings import Settings
+from shared.settings.model import Settings
 from tests.unit.test_openapi_answers import DOC, FakeStore, FakeUsers
 
 pytestmark = pytest.mark.unit

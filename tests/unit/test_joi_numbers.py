@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.jobconfig import JobConfig
-from shared.validation import MAX_SAFE_INTEGER, joi_integer
+from shared.jobconfig.model import JobConfig
+from shared.jobconfig.validation import MAX_SAFE_INTEGER, joi_integer
 from tests.unit.factories import config_dict, port_dict, role_dict
 from tests.unit.test_validation import PROPERTY, accepted, rejected
 

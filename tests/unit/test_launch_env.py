@@ -1,6 +1,6 @@
 """From the scheduler's launch commands to each container's environment: the job's shared variables
 once per node, each task's own, merged by the launcher into exactly the environment of
-:func:`shared.launchspec.task_specs` (which test_envvars holds to the first builder)."""
+:func:`shared.tasks.launchspec.task_specs` (which test_envvars holds to the first builder)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from services.launcher.reconcile import _launch_of, plan_of
 from services.launcher.taskcontainer import container_spec
 from services.scheduler.service import _scheduled
 from shared.events import CloudEvent, JobScheduled, LaunchTasks, dump_event, parse_event
-from shared.launchspec import container_name, task_specs
-from shared.placement import Plan
-from shared.settings import LauncherSettings
+from shared.scheduling.placement import Plan
+from shared.settings.model import LauncherSettings
+from shared.tasks.launchspec import container_name, task_specs
 from tests.unit.factories import (
     make_config,
     make_job,

@@ -15,7 +15,7 @@ from services.launcher.taskcontainer import (
     wants_pull,
 )
 from shared.records import TaskSpec
-from shared.settings import LauncherSettings
+from shared.settings.model import LauncherSettings
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from services.launcher.decide import (
     stopped_by_user,
 )
 from services.launcher.driver import ContainerExit, ContainerInfo
-from shared.logstore import RunPhase, TaskRun
+from shared.db.logs import RunPhase, TaskRun
 from shared.records import JobRecord, JobState, TaskState
 from tests.unit.factories import make_job, make_task
 from tests.unit.test_pure_cores import IO, _closure

@@ -1,10 +1,11 @@
-"""Where a job's codeDir and authFile may point (shared.storagepath): a table of accepted and refused values."""
+"""Where a job's codeDir and authFile may point (shared.jobconfig.storagepath): a table of accepted and refused
+values."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.storagepath import StoragePath, StorageRefusal, is_within, resolve_in_storage, storage_root
+from shared.jobconfig.storagepath import StoragePath, StorageRefusal, is_within, resolve_in_storage, storage_root
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from shared import lifecycle
 from shared.events import (
     JobCompleted,
     JobRequeued,
@@ -14,8 +13,9 @@ from shared.events import (
     TaskProgressData,
     TaskStartedData,
 )
-from shared.exitspec import ExitType, Reaction, load_table, parse_table
-from shared.lifecycle import RetryPolicy
+from shared.lifecycle import transitions as lifecycle
+from shared.lifecycle.exitspec import ExitType, Reaction, load_table, parse_table
+from shared.lifecycle.transitions import RetryPolicy
 from shared.records import JobRecord, JobState, SubState, TaskState
 from tests.unit.factories import make_config, make_job, role_dict
 

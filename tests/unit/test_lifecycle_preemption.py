@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from shared import lifecycle
 from shared.events import JobRequeued, JobRetrying, StopTasks
-from shared.exitcodes import PREEMPTED
-from shared.exitspec import load_table
-from shared.jobconfig import RETRY_ALWAYS, RETRY_UNLIMITED
-from shared.lifecycle import RetryPolicy
+from shared.jobconfig.model import RETRY_ALWAYS, RETRY_UNLIMITED
+from shared.lifecycle import transitions as lifecycle
+from shared.lifecycle.exitcodes import PREEMPTED
+from shared.lifecycle.exitspec import load_table
+from shared.lifecycle.transitions import RetryPolicy
 from shared.records import JobRecord, JobState, PreemptedBy, RetryCounts, SubState, TaskState
 from tests.unit.factories import make_config, make_job, make_task, role_dict
 

@@ -1,4 +1,4 @@
-"""The limits of one job submission (shared.joblimits): each at, below and above its value, nesting no
+"""The limits of one job submission (shared.jobconfig.limits): each at, below and above its value, nesting no
 recursion can survive, text MongoDB and the engine cannot hold, and refusals worded by paiq alone."""
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ import pytest
 from hypothesis import given, settings
 from pydantic_core import core_schema
 
-from shared.configproblems import rule_for
-from shared.docsize import job_document_bytes, role_shapes, worst_task_record
 from shared.errors import SettingsError
-from shared.joblimits import LIMIT_SETTINGS, JobLimits, bson_bytes, count_values, nesting_depth, walk
-from shared.records import JobRecord
-from shared.settings import Settings
-from shared.validation import (
+from shared.jobconfig.docsize import job_document_bytes, role_shapes, worst_task_record
+from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits, bson_bytes, count_values, nesting_depth, walk
+from shared.jobconfig.problems import rule_for
+from shared.jobconfig.validation import (
     MAX_WARNINGS,
     Accepted,
     Rejected,
@@ -27,6 +25,8 @@ from shared.validation import (
     parse_job_json,
     validate_job_config,
 )
+from shared.records import JobRecord
+from shared.settings.model import Settings
 from tests.unit import seed_configs
 from tests.unit.factories import config_dict, load_seed_config, port_dict, role_dict
 from tests.unit.test_validation import JSON_VALUES, PROPERTY, REFUSALS

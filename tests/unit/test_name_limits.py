@@ -10,11 +10,11 @@ from pydantic import SecretStr
 
 from services.launcher.sshsetup import ssh_files, ssh_script
 from services.submit.users import check_user_name
-from shared.filenames import NAME_MAX, fitted
-from shared.jobkeys import KEY_NAME_MAX, JobKey, key_name
-from shared.launchspec import container_name
+from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import new_job_id
-from shared.validation import Accepted, validate_job_config
+from shared.tasks.filenames import NAME_MAX, fitted
+from shared.tasks.jobkeys import KEY_NAME_MAX, JobKey, key_name
+from shared.tasks.launchspec import container_name
 
 pytestmark = pytest.mark.unit
 

@@ -1,10 +1,10 @@
-"""Which silent nodes are lost (shared.nodeliveness): the database's outage is not the nodes' death."""
+"""Which silent nodes are lost (shared.scheduling.nodeliveness): the database's outage is not the nodes' death."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
+from shared.scheduling.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
 
 pytestmark = pytest.mark.unit
 

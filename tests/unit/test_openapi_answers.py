@@ -28,18 +28,18 @@ from services.submit.requests import REQUESTS
 from services.submit.ssh import new_job_key
 from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
-from shared.idempotency import Submitted
-from shared.jobkeys import JobKey
-from shared.joblist import JobPage, JobSummary
-from shared.logstore import RunKey
-from shared.profilestore import TaskProfile
+from shared.db.idempotency import Submitted
+from shared.db.logs import RunKey
+from shared.db.paging import JobPage, JobSummary
+from shared.db.profiles import TaskProfile
 from shared.profiling.idle import IdleState
 from shared.profiling.series import add
 from shared.profiling.usage import Usage
-from shared.queueing import QueueEntry, Share, entry_of
 from shared.records import AttemptRecord, JobRecord, JobState, NodeRecord, SubState, TaskState
-from shared.settings import Settings
-from shared.vclusters import Quota, VirtualCluster
+from shared.scheduling.queueing import QueueEntry, Share, entry_of
+from shared.scheduling.vclusters import Quota, VirtualCluster
+from shared.settings.model import Settings
+from shared.tasks.jobkeys import JobKey
 from tests.unit.factories import config_dict, make_config, make_job, make_node, make_task, port_dict, role_dict
 
 pytestmark = pytest.mark.unit

@@ -17,12 +17,12 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from services.submit.app import create_app
+from services.submit.configschema import BOUNDED_BY, NO_NUL, integer_pattern
 from services.submit.errors import STATUS_OF
 from services.submit.jobs import named_by_path
-from services.submit.jobschema import BOUNDED_BY, NO_NUL, integer_pattern
 from services.submit.openapi import document
-from shared.jobconfig import IMAGE_PATTERN, JobConfig, PortSpec, TaskRole
-from shared.validation import Accepted, Rejected, validate_job_config
+from shared.jobconfig.model import IMAGE_PATTERN, JobConfig, PortSpec, TaskRole
+from shared.jobconfig.validation import Accepted, Rejected, validate_job_config
 from tests.unit.factories import config_dict, role_dict
 
 pytestmark = pytest.mark.unit

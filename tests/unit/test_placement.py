@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.jobconfig import JobConfig
-from shared.placement import ClusterSnapshot, Plan, Unplaceable, place
-from shared.placement.snapshot import Claim
+from shared.jobconfig.model import JobConfig
 from shared.records import NodeRecord, TaskState
+from shared.scheduling.placement import ClusterSnapshot, Plan, Unplaceable, place
+from shared.scheduling.placement.snapshot import Claim
 from tests.unit.factories import make_config, make_node, placed_job, port_dict, role_dict
 
 pytestmark = pytest.mark.unit

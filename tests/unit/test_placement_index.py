@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.jobconfig import JobConfig, TaskRole
-from shared.placement import ClusterSnapshot, NodeUsage, Plan, Unplaceable, place
-from shared.placement.checks import Ask
-from shared.placement.order import candidates
+from shared.jobconfig.model import JobConfig, TaskRole
 from shared.records import NodeRecord
+from shared.scheduling.placement import ClusterSnapshot, NodeUsage, Plan, Unplaceable, place
+from shared.scheduling.placement.checks import Ask
+from shared.scheduling.placement.order import candidates
 from tests.unit.factories import make_config, make_node, make_nodes, port_dict, role_dict
 
 pytestmark = pytest.mark.unit

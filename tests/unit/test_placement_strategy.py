@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from shared.jobconfig import JobConfig
-from shared.placement import ClusterSnapshot, Plan, default_strategy, place
+from shared.jobconfig.model import JobConfig
 from shared.records import NodeRecord
+from shared.scheduling.placement import ClusterSnapshot, Plan, default_strategy, place
 from tests.unit.factories import make_config, make_node, make_nodes, placed_job, port_dict, role_dict
 
 pytestmark = pytest.mark.unit

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from shared.borrowing import quota_usage
-from shared.placement import ClusterSnapshot
-from shared.preemption import Preemption
-from shared.preemption.rounds import Round, candidates_of, lineage_after, preemption_round
-from shared.queueing import capacity_of
 from shared.records import LINEAGE_MAX, JobRecord, JobState, NodeRecord, PreemptedBy, SubState, TaskState
-from shared.vclusters import Quota, VirtualCluster, with_default
+from shared.scheduling.borrowing import quota_usage
+from shared.scheduling.placement import ClusterSnapshot
+from shared.scheduling.preemption import Preemption
+from shared.scheduling.preemption.rounds import Round, candidates_of, lineage_after, preemption_round
+from shared.scheduling.queueing import capacity_of
+from shared.scheduling.vclusters import Quota, VirtualCluster, with_default
 from tests.unit.factories import make_config, make_job, make_node, make_task, role_dict
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from shared.priority import (
+from shared.jobconfig.validation import Rejected, validate_job_config
+from shared.scheduling.priority import (
     DEFAULT_CLASS,
     FIELD_PATH,
     PRIORITIES,
@@ -18,7 +19,6 @@ from shared.priority import (
     priority_name,
     priority_of,
 )
-from shared.validation import Rejected, validate_job_config
 from tests.unit.factories import config_dict, make_config
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""A task's profile as its document (shared.profilestore), and the write contract: the operations the
+"""A task's profile as its document (shared.db.profiles), and the write contract: the operations the
 launcher sends, applied to the stored document one after another, keep it equal to the launcher's profile.
 
 The update operators are simulated here in a few lines ($set; $push with $each and a negative $slice, as
@@ -18,7 +18,7 @@ from pymongo import InsertOne, UpdateOne
 
 from services.launcher.enginestats import Counters, GpuReading
 from services.launcher.samplestep import advance
-from shared.profilestore import LEVEL_FIELDS, Doc, ProfileWrite, TaskProfile
+from shared.db.profiles import LEVEL_FIELDS, Doc, ProfileWrite, TaskProfile
 from shared.profiling.idle import GpuIdlePolicy, IdleState
 from shared.profiling.series import LEVELS, Added, Level, Series, add
 from shared.profiling.totals import TaskTotals

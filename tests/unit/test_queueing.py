@@ -8,10 +8,11 @@ from typing import NamedTuple
 
 import pytest
 
-from shared.borrowing import quota_usage
 from shared.errors import SettingsError
-from shared.placement import ClusterSnapshot
-from shared.queueing import (
+from shared.records import JobRecord, JobState, SubState, TaskState
+from shared.scheduling.borrowing import quota_usage
+from shared.scheduling.placement import ClusterSnapshot
+from shared.scheduling.queueing import (
     QueueDecision,
     QueueEntry,
     Share,
@@ -26,8 +27,7 @@ from shared.queueing import (
     usage_by_vc,
     user_shares,
 )
-from shared.records import JobRecord, JobState, SubState, TaskState
-from shared.vclusters import (
+from shared.scheduling.vclusters import (
     Quota,
     Resources,
     VirtualCluster,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from shared import lifecycle
 from shared.events import JobCompleted, JobRetrying
-from shared.exitspec import load_table
-from shared.lifecycle import RetryPolicy
+from shared.lifecycle import transitions as lifecycle
+from shared.lifecycle.exitspec import load_table
+from shared.lifecycle.transitions import RetryPolicy
 from shared.records import JobRecord, JobState, RetryCounts, SubState, TaskState
 from tests.unit.test_lifecycle import NOW, exited, one_task_job, placed, started
 

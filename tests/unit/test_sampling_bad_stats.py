@@ -25,10 +25,10 @@ from services.launcher.enginestats import Counters, counters
 from services.launcher.sampling import Sampler
 from services.launcher.tasklabels import TaskLabels
 from shared.bus.memory import MemoryBus
-from shared.logstore import LogStore, RunKey
-from shared.profilestore import ProfileStore, ProfileWrite, TaskProfile
-from shared.settings import Settings
-from shared.store import Store
+from shared.db.logs import LogStore, RunKey
+from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
+from shared.db.store import Store
+from shared.settings.model import Settings
 from tests.unit.test_engine_stats import V1_BUSY_1, V1_BUSY_2
 
 pytestmark = pytest.mark.unit

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from shared.errors import SettingsError
-from shared.joblimits import LIMIT_SETTINGS, JobLimits
-from shared.settings import PaiqEnv, Settings, parse_gpus
-from shared.settings_source import bounds, settings_error, variables
-from shared.settings_syntax import node_id_of_host
+from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits
+from shared.settings.model import PaiqEnv, Settings, parse_gpus
+from shared.settings.source import bounds, settings_error, variables
+from shared.settings.syntax import node_id_of_host
 
 pytestmark = pytest.mark.unit
 

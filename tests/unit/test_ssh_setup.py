@@ -11,8 +11,8 @@ from pydantic import SecretStr
 from services.launcher.docker_driver import create_args, files_archive
 from services.launcher.sshsetup import COMMAND_PREFIX, SCRIPT, SSHD_PATHS, ssh_files, ssh_script
 from services.launcher.taskcontainer import DEBUG_WRAPPER, container_spec
-from shared.jobkeys import MAX_USER_KEYS, JobKey, key_name, user_keys
-from shared.settings import LauncherSettings
+from shared.settings.model import LauncherSettings
+from shared.tasks.jobkeys import MAX_USER_KEYS, JobKey, key_name, user_keys
 from tests.unit.test_launcher_container import make_spec
 
 pytestmark = pytest.mark.unit

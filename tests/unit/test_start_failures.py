@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared import lifecycle
 from shared.events import JobCompleted, TaskExitedData, TaskStartedData
-from shared.exitcodes import ENGINE_FAILURE
-from shared.exitspec import load_table
-from shared.lifecycle import RetryPolicy, error_shape, start_failures
+from shared.lifecycle import transitions as lifecycle
+from shared.lifecycle.exitcodes import ENGINE_FAILURE
+from shared.lifecycle.exitspec import load_table
+from shared.lifecycle.transitions import RetryPolicy, error_shape, start_failures
 from shared.records import JobRecord, JobState, SubState
 from tests.unit.factories import make_config, make_job
 
@@ -128,7 +128,7 @@ def test_error_shape(a: str, b: str, same: bool) -> None:
 
 
 def test_only_failures_count() -> None:
-    from shared.completion import Completion
+    from shared.lifecycle.completion import Completion
     job = make_job(make_config(), state=JobState.WAITING)
     for outcome in (Completion(state=JobState.SUCCEEDED, exit_code=0, reason="done"),
                     Completion(state=JobState.STOPPED, exit_code=-210, reason="stopped"),

@@ -15,7 +15,7 @@ from services.submit.errors import ApiError
 from services.submit.jobs import MAX_WARNING_HEADER, warning_header
 from services.submit.users import check_user_name
 from shared.errors import BusError, StoreError
-from shared.validation import Accepted, validate_job_config
+from shared.jobconfig.validation import Accepted, validate_job_config
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""``paiq top``'s screen (services.top.render), from answers shaped as the API sends them."""
+"""``paiq top``'s screen (services.cli.top.render), from answers shaped as the API sends them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from services.top import rate, render, size
+from services.cli.top import rate, render, size
 
 pytestmark = pytest.mark.unit
 

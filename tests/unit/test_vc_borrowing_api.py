@@ -20,14 +20,14 @@ import jsonschema
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from services import cli
+from services.cli import main as cli
 from services.submit.app import create_app
 from services.submit.deps import SubmitDeps
 from services.submit.openapi import document
 from shared.bus.memory import MemoryBus
 from shared.records import JobRecord, NodeRecord
-from shared.settings import Settings
-from shared.vclusters import Quota, VirtualCluster
+from shared.scheduling.vclusters import Quota, VirtualCluster
+from shared.settings.model import Settings
 from tests.unit.factories import make_config, make_job, make_node, make_task, role_dict
 from tests.unit.test_openapi_answers import FakeStore, FakeUsers
 

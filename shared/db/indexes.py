@@ -1,0 +1,141 @@
+"""The database's shape: every index the services' queries use, and the migration of older data.
+
+Each index names the queries it serves; a query that no index serves is a bug (tests/integration/
+test_store_queries.py asks the server's ``explain`` for every query the services run). ``meta.schema``
+records the version of the documents' shape; a database of an older version is migrated once, by the
+first service to start, under a lease, while the others wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pymongo import ASCENDING, DESCENDING
+
+from shared.db.idempotency import KEEP_SECONDS
+from shared.errors import StoreError
+from shared.records import JobRecord
+
+if TYPE_CHECKING:
+    from shared.db.store import Store
+
+log = structlog.get_logger("paiq.store")
+
+SCHEMA_VERSION = 3
+MIGRATION_LEASE_MS = 60_000
+OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_1_created_ms_1")
+Doc = dict[str, Any]
+
+
+async def ensure_schema(store: Store) -> None:
+    fresh = "jobs" not in await store.jobs.database.list_collection_names()
+    await _create_indexes(store)
+    await _migrate(store, fresh)
+
+
+async def _create_indexes(store: Store) -> None:
+    jobs = store.jobs
+    # find_job, and a name is unique per user
+    await jobs.create_index([("user", ASCENDING), ("name", ASCENDING)], unique=True)
+    # the lists, newest first: all jobs, one user's, one state's (and the active states' passes)
+    await jobs.create_index([("created_ms", DESCENDING), ("_id", ASCENDING)])
+    await jobs.create_index([("user", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)])
+    await jobs.create_index([("state", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)])
+    # one user's jobs in one state (?username=U&state=S, /user/U/jobs?state=S): without it the server reads
+    # all of the user's jobs in each window and keeps those in the state, a cost that grows with their history
+    await jobs.create_index([("user", ASCENDING), ("state", ASCENDING), ("created_ms", DESCENDING),
+                             ("_id", ASCENDING)], name="user_state_created")
+    # the scheduler's pass: the queue without the jobs parked as never fitting (all equality, so the
+    # server reads only those documents)
+    await jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("parked", ASCENDING)], name="queue")
+    # what holds resources (the scheduler's pass, VC usage) and what is on a node (reconcile, node lost):
+    # partial, so an ended job is not even in them
+    await jobs.create_index([("holds", ASCENDING)], name="holding", partialFilterExpression={"holds": True})
+    await jobs.create_index([("hold_nodes", ASCENDING)], name="holding_by_node",
+                            partialFilterExpression={"holds": True})
+    # jobs not yet in the tallies: the active ones, and an ended one for the moment its count is written
+    await jobs.create_index([("counted", ASCENDING)], name="uncounted", partialFilterExpression={"counted": False})
+    # retention: ended jobs by completion time
+    await jobs.create_index([("completed_ms", ASCENDING)])
+    await store.attempts.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
+    await store.profiles.ensure_indexes()  # an attempt's task profiles (job detail, profile API, job removal)
+    await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+    # submissions by Idempotency-Key (read by _id), kept a day (shared.db.idempotency)
+    await store.idempotency.create_index([("created_at", ASCENDING)], expireAfterSeconds=KEEP_SECONDS)
+    # a user's tokens, ended when their password changes or they are removed
+    await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")
+    # whether an admin is left when one is demoted (services/submit/users.py)
+    await store.users.create_index([("admin", ASCENDING)], name="users_by_admin")
+    existing = {str(ix["name"]) async for ix in await jobs.list_indexes()}
+    for name in OBSOLETE_INDEXES:
+        if name in existing:
+            await jobs.drop_index(name)
+
+
+async def _migrate(store: Store, fresh: bool) -> None:
+    doc = await store.meta.find_one({"_id": "schema"})
+    if doc is not None and int(doc.get("version", 0)) >= SCHEMA_VERSION:
+        return
+    if doc is None and fresh:
+        await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
+        return
+    me = f"{socket.gethostname()}-{os.getpid()}"
+    if not await store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS):
+        await _wait_for_migration(store)
+        return
+    try:
+        version = int(doc.get("version", 1)) if doc is not None else 1
+        if version < 2:
+            await _migrate_jobs(store, me)
+        await _count_positions(store, me)
+        await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
+    finally:
+        await store.release_lease("schema-migration", me)
+
+
+async def _migrate_jobs(store: Store, me: str) -> None:
+    """Version 1 -> 2: earlier attempts out of the job documents, the indexed fields of active work and
+    of lists added, and the tallies of ended jobs counted (once, over the whole history)."""
+    log.warning("migrating job documents to schema version 2; services wait for it", schema=SCHEMA_VERSION)
+    counts: Counter[tuple[str, str]] = Counter()
+    done = 0
+    async for doc in store.jobs.find({}).sort([("_id", ASCENDING)]):
+        for past in doc.pop("attempts", None) or []:
+            await store.attempts.replace_one({"_id": f"{doc['_id']}/{past['attempt']}"},
+                                             {"job_id": doc["_id"], **past}, upsert=True)
+        job = JobRecord.from_document(doc)
+        if job.state.is_final:
+            counts[(job.virtual_cluster, job.state.value)] += 1
+        new = job.model_copy(update={"counted": job.state.is_final}).to_document()
+        await store.jobs.replace_one({"_id": job.id}, new)
+        done += 1
+        if done % 1000 == 0:
+            await store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS)
+            log.info("migrating job documents", done=done)
+    await store.tallies.set_counts(counts)
+    log.warning("job documents migrated to schema version 2", jobs=done)
+
+
+async def _count_positions(store: Store, me: str) -> None:
+    """Version 2 -> 3: the counts of ended jobs by creation time behind deep pages (shared.db.listcounts),
+    counted once over the whole history."""
+    log.warning("counting the stored jobs for deep pages (schema version 3); services wait for it")
+    counted = await store.list_counts.recount(lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))
+    log.warning("stored jobs counted for deep pages", jobs=counted)
+
+
+async def _wait_for_migration(store: Store, limit_s: float = 1800) -> None:
+    log.warning("another service is migrating the job documents; waiting for it")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while loop.time() < deadline:
+        doc = await store.meta.find_one({"_id": "schema"})
+        if doc is not None and int(doc.get("version", 0)) >= SCHEMA_VERSION:
+            return
+        await asyncio.sleep(1)
+    raise StoreError(f"the job documents were not migrated to schema version {SCHEMA_VERSION} within {limit_s:.0f}s")

@@ -1,0 +1,619 @@
+"""MongoDB, the source of truth, through PyMongo's async API.
+
+Every state change is a conditional update: the filter carries the state (and the attempt, or the
+version) the change expects, so a duplicated or late event changes nothing. Every periodic pass and
+every request reads active work (what holds resources, what waits) or the page asked for, never the
+history: see :mod:`shared.db.indexes` for the index behind each query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import bson
+import pymongo
+import structlog
+from bson.raw_bson import RawBSONDocument
+from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
+
+from shared.db.idempotency import IdempotencyRecord, Submitted
+from shared.db.indexes import ensure_schema
+from shared.db.listcounts import ListCounts
+from shared.db.logs import LogStore
+from shared.db.paging import Cursor, JobPage, list_page
+from shared.db.profiles import ProfileStore
+from shared.db.retry import WINDOW_SECONDS, idempotent
+from shared.db.tallies import Tallies
+from shared.errors import JobExistsError, LeaseLostError, StoreError, SubmitOutcomeUnknownError
+from shared.records import (
+    ACTIVE_JOB_STATES,
+    PACKED_CONFIG,
+    PACKED_TASKS,
+    AttemptRecord,
+    JobRecord,
+    JobState,
+    NodeRecord,
+    PreemptedBy,
+    SubState,
+    TaskRecord,
+    holding_fields,
+    now_ms,
+    tasks_update,
+)
+from shared.runtime.vitals import CHECK_SECONDS
+from shared.scheduling.priority import class_of_extras
+from shared.scheduling.queueing import QueueEntry, Share
+from shared.scheduling.vclusters import VirtualCluster
+from shared.tasks.jobkeys import JobKey
+
+Doc = dict[str, Any]
+log = structlog.get_logger("paiq.store")
+CLOSE_SECONDS = 3
+SCHEMA_SECONDS = 3600  # index builds and a migration, once at start
+MAX_IDLE_MS = 60_000  # well under a server's idle limit (SecantusDB closes connections idle for 300 s)
+
+
+def _outcome_unknown(error: PyMongoError) -> bool:
+    """Whether a failed write may have been applied or may be tried again: the connection went away, the
+    deadline passed, or the server says the transaction failed transiently or its commit is unknown."""
+    return (isinstance(error, AutoReconnect) or error.timeout
+            or error.has_error_label("TransientTransactionError")
+            or error.has_error_label("UnknownTransactionCommitResult"))
+
+
+def encoded_job(job: JobRecord) -> RawBSONDocument:
+    """The job's document as :meth:`Store.insert_job` stores it, encoded: pure CPU, for a worker thread."""
+    return RawBSONDocument(bson.encode(job.to_document()))
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Writes allowed only while ``holder`` holds the lease ``lease``."""
+
+    lease: str
+    holder: str
+
+
+QUEUE_SHARES = "queue_shares"  # meta document: the users' shares of the scheduler's last pass
+
+
+class Store:
+    def __init__(self, client: AsyncMongoClient[Doc], database: str) -> None:
+        self._client = client
+        db = client[database]
+        self.jobs: AsyncCollection[Doc] = db["jobs"]
+        self.nodes: AsyncCollection[Doc] = db["nodes"]
+        self.users: AsyncCollection[Doc] = db["users"]
+        self.vcs: AsyncCollection[Doc] = db["virtual_clusters"]
+        self.leases: AsyncCollection[Doc] = db["leases"]
+        self.tokens: AsyncCollection[Doc] = db["tokens"]
+        self.attempts: AsyncCollection[Doc] = db["job_attempts"]
+        self.meta: AsyncCollection[Doc] = db["meta"]
+        self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.tasks.jobkeys: never in a job document
+        self.idempotency: AsyncCollection[Doc] = db["idempotency"]  # submissions by Idempotency-Key, a day
+        self.tallies = Tallies(db)
+        self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.db.listcounts)
+        self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
+        self._transactions: bool | None = None
+
+    async def ensure_indexes(self) -> None:
+        # Index builds and a migration read the whole history once: a deadline of their own, not a call's.
+        with pymongo.timeout(SCHEMA_SECONDS):
+            await ensure_schema(self)
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    async def insert_job(self, job: JobRecord, document: RawBSONDocument | None = None) -> None:
+        """Store a new job; ``document`` is ``encoded_job(job)`` where the caller made it off the event loop
+        (a job of thousands of tasks is ~15 ms of dumping and encoding)."""
+        try:
+            await self.jobs.insert_one(document if document is not None else job.to_document())
+        except DuplicateKeyError as e:
+            raise JobExistsError(job.id) from e
+
+    async def submit_job(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
+                         idempotency: IdempotencyRecord | None = None) -> Submitted:
+        """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
+        or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
+        goes first and is removed again when the job was refused).
+
+        A connection error on the way (a database restarting) is tried again within the server-selection
+        window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
+        back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
+        is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
+        ``DUPLICATE``: the idempotency record says an earlier request stored this submission already."""
+        deadline = time.monotonic() + WINDOW_SECONDS
+        delay = 0.1
+        maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
+        while True:
+            try:
+                await self._submit_once(job, document, key, idempotency)
+                return Submitted.STORED
+            except DuplicateKeyError as e:
+                if await self._stored(job.id):
+                    return Submitted.STORED  # an earlier try of this request committed
+                if idempotency is not None and await self.idempotency.find_one({"_id": idempotency.id}) is not None:
+                    return Submitted.DUPLICATE  # another request with this key stored its job first
+                raise JobExistsError(job.id) from e
+            except PyMongoError as e:
+                if not _outcome_unknown(e):
+                    raise
+                maybe_sent |= not isinstance(e, ServerSelectionTimeoutError)
+                if await self._settle(job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
+                                      maybe_sent=maybe_sent):
+                    return Submitted.STORED
+                log.info("the database went away while a job was stored; trying again", job_id=job.id,
+                         error=type(e).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _submit_once(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
+                           idempotency: IdempotencyRecord | None) -> None:
+        if not await self.supports_transactions():  # a standalone mongod: key, job, then the record
+            await self.put_job_key(key)
+            try:
+                await self.jobs.insert_one(document)
+            except DuplicateKeyError:
+                if not await self._stored(job.id):
+                    await self.delete_job_key(job.id)
+                raise
+            if idempotency is not None:
+                await idempotent(lambda: self.idempotency.replace_one({"_id": idempotency.id},
+                                                                      idempotency.to_document(), upsert=True),
+                                 "store an idempotency record")
+            return
+        async with self._client.start_session() as session, await session.start_transaction():
+            await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
+            if idempotency is not None:
+                await self.idempotency.insert_one(idempotency.to_document(), session=session)
+            await self.jobs.insert_one(document, session=session)
+
+    async def _settle(self, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
+                      maybe_sent: bool) -> bool:
+        """After a failed try: True when the job is stored; False to try again; on the ``last`` try, raise
+        ``error`` when it is surely not stored (no try reached a server, or the job is not there; its key
+        removed where no transaction took it along), or SubmitOutcomeUnknownError when a try may have
+        reached the server and the database cannot tell."""
+        stored: bool | None = False
+        if maybe_sent:
+            with pymongo.timeout(max(1.0, deadline - time.monotonic())):
+                stored = await self._stored_or_none(job_id)
+        if stored or not last:
+            return bool(stored)
+        if stored is None:
+            raise SubmitOutcomeUnknownError(job_id) from error
+        if self._transactions is False:  # the key went on its own, before the job: take it back if we can
+            with contextlib.suppress(PyMongoError):
+                await self.job_keys.delete_one({"_id": job_id})
+        raise error
+
+    async def _stored(self, job_id: str) -> bool:
+        return await self.jobs.find_one({"_id": job_id}, {"_id": 1}) is not None
+
+    async def _stored_or_none(self, job_id: str) -> bool | None:
+        """Whether the job is stored; None when the database cannot be asked."""
+        try:
+            return await self._stored(job_id)
+        except PyMongoError:
+            return None
+
+    async def idempotent_submission(self, user: str, key: str) -> IdempotencyRecord | None:
+        """The submission an ``Idempotency-Key`` already made (kept a day)."""
+        doc = await self.idempotency.find_one({"_id": IdempotencyRecord.id_of(user, key)})
+        return IdempotencyRecord.from_document(doc) if doc else None
+
+    async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
+        """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
+        are counted in the tallies."""
+        finished = Counter((j.virtual_cluster, j.state.value) for j in jobs if j.state.is_final)
+        docs = [j.model_copy(update={"counted": j.state.is_final}).to_document() for j in jobs]
+        attempts = [a.to_document(j.id) for j in jobs for a in j.archived]
+        if attempts:
+            await self.attempts.insert_many(attempts, ordered=False)
+        if docs:
+            await self.jobs.insert_many(docs, ordered=False)
+        await self.tallies.add_counts(finished)
+        await self.list_counts.add((j.created_ms, j.user, j.state.value) for j in jobs if j.state.is_final)
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        doc = await self.jobs.find_one({"_id": job_id})
+        return JobRecord.from_document(doc) if doc else None
+
+    async def find_job(self, user: str, name: str) -> JobRecord | None:
+        doc = await self.jobs.find_one({"user": user, "name": name})
+        return JobRecord.from_document(doc) if doc else None
+
+    async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
+                        offset: int = 0, cursor: Cursor | None = None) -> JobPage:
+        """A page of job summaries, newest first (see :mod:`shared.db.paging`)."""
+        return await list_page(self.jobs, now_ms=now_ms(), limit=limit, offset=offset, cursor=cursor,
+                               user=user, state=state, counts=self.list_counts)
+
+    async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
+        """The job's earlier attempts, oldest first."""
+        cursor = self.attempts.find({"job_id": job_id}).sort([("job_id", ASCENDING), ("attempt", ASCENDING)])
+        return [AttemptRecord.from_document(d) async for d in cursor]
+
+    async def queued_jobs(self) -> list[JobRecord]:
+        """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False})
+        jobs = [JobRecord.from_document(d) async for d in cursor]
+        return sorted(jobs, key=lambda j: (j.created_ms, j.id))
+
+    async def unpark_queued(self) -> int:
+        """Give every parked job another look (the cluster changed); how many there were."""
+        result = await self.jobs.update_many(
+            {"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": True},
+            {"$set": {"parked": False}, "$inc": {"version": 1}})
+        return result.modified_count
+
+    async def queue_lengths(self) -> dict[str, int]:
+        """Queued jobs per VC, parked ones included (active work: the queue, never the history)."""
+        lengths: dict[str, int] = {}
+        for entry in await self.queue_order():
+            lengths[entry.vc] = lengths.get(entry.vc, 0) + 1
+        return lengths
+
+    async def queue_order(self) -> list[QueueEntry]:
+        """Every queued job as its queue place is decided from (:class:`shared.scheduling.queueing.QueueEntry`): the
+        fields projected, the priority class read from the stored config (documents of any age)."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value},
+                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1,
+                                 "config.extras.hivedScheduler.jobPriorityClass": 1})
+        return [_entry(d) async for d in cursor]
+
+    async def queue_of_vc(self, vc: str) -> list[tuple[QueueEntry, str, str]]:
+        """A VC's queued jobs, parked ones included: each one's queue entry, name and waiting reason."""
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
+                                 "virtual_cluster": vc},
+                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1, "name": 1,
+                                 "reason": 1, "config.extras.hivedScheduler.jobPriorityClass": 1})
+        return [(_entry(d), str(d.get("name", "")), str(d.get("reason", ""))) async for d in cursor]
+
+    async def queue_shares(self) -> dict[str, dict[str, Share]]:
+        """The users' shares the scheduler's last pass ordered its queues by (see :meth:`set_queue_shares`)."""
+        doc = await self.meta.find_one({"_id": QUEUE_SHARES})
+        shares: dict[str, dict[str, Share]] = {}
+        for row in (doc or {}).get("shares", []):
+            shares.setdefault(str(row["vc"]), {})[str(row["user"])] = Share(float(row["dominant"]), float(row["gpus"]))
+        return shares
+
+    async def set_queue_shares(self, shares: Mapping[str, Mapping[str, Share]]) -> None:
+        """One small document (users x VCs with running jobs), written by the scheduler when it changed."""
+        rows = [{"vc": vc, "user": user, "dominant": share.dominant, "gpus": share.gpus}
+                for vc, users in sorted(shares.items()) for user, share in sorted(users.items())]
+        await self.meta.replace_one({"_id": QUEUE_SHARES}, {"_id": QUEUE_SHARES, "shares": rows}, upsert=True)
+
+    async def placed_jobs(self) -> list[JobRecord]:
+        """Active jobs that hold a placement."""
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)},
+                                 "sub_state": {"$ne": SubState.QUEUED.value}})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def jobs_holding_resources(self) -> list[JobRecord]:
+        """Jobs with a task holding resources (see :func:`shared.records.holds_resources`), final jobs
+        included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
+        containers are really gone."""
+        return [JobRecord.from_document(d) async for d in self.jobs.find({"holds": True})]
+
+    async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
+        """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""
+        cursor = self.jobs.find({"holds": True, "hold_nodes": node_id})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
+        """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None.
+
+        An update then a read by ``_id``, not ``find_one_and_update``: SecantusDB answers the latter
+        by reading the whole collection. ``tasks`` are written packed or plain (:func:`tasks_update`); the
+        configs, written once and maybe packed, are never changed."""
+        if {"config", "raw_config", PACKED_CONFIG, PACKED_TASKS} & set(changes):
+            raise ValueError(f"update_job: a job's configs never change, its tasks go as tasks: {sorted(changes)}")
+        update_doc: Doc = {"$set": dict(changes), "$inc": {"version": 1}}
+        if "tasks" in changes:
+            written, unset = tasks_update(update_doc["$set"].pop("tasks"))
+            update_doc.update({"$set": {**update_doc["$set"], **written}, "$unset": unset})
+
+        async def update() -> Doc | None:
+            result = await self.jobs.update_one({"_id": job_id, **expect}, update_doc)
+            return await self.jobs.find_one({"_id": job_id}) if result.modified_count == 1 else None
+
+        try:  # the $set is idempotent: a try whose answer was lost changed what the next one sets again
+            doc = await idempotent(update, "update a job")
+        except PyMongoError as e:
+            raise StoreError(f"updating job {job_id} failed: {e}") from e
+        return JobRecord.from_document(doc) if doc else None
+
+    async def replace_job(self, job: JobRecord, expected_version: int) -> bool:
+        """Write ``job`` whole if nobody changed it since ``expected_version`` was read; attempts it ended
+        go to ``job_attempts`` first, and a job that has just ended is counted in the tallies after."""
+        doc = job.to_document()
+        doc["version"] = expected_version + 1
+        try:
+            for past in job.archived:  # by id: archiving again (a write that missed, retried) replaces it
+                await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"}, past.to_document(job.id),
+                                                upsert=True)
+            result = await self.jobs.replace_one({"_id": job.id, "version": expected_version}, doc)
+            if result.modified_count == 1 and job.state.is_final and not job.counted:
+                await self.count_finished(job)
+        except PyMongoError as e:
+            raise StoreError(f"writing job {job.id} failed: {e}") from e
+        return result.modified_count == 1
+
+    async def count_finished(self, job: JobRecord) -> None:
+        """Add an ended job to its VC's tally, then mark it counted (a crash in between: the status
+        service's pass finds it uncounted and counts again, which the tally refuses to do twice). The mark
+        and the job's place in the lists' counts are one transaction (shared.db.listcounts)."""
+        await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
+        await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value,
+                                     atomic=await self.supports_transactions())
+
+    async def uncounted_finished_jobs(self) -> list[JobRecord]:
+        """Ended jobs not yet in the tallies (served by the partial index of uncounted, i.e. active, jobs)."""
+        cursor = self.jobs.find({"counted": False, "state": {"$nin": list(ACTIVE_JOB_STATES)}})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def retry_pending_jobs(self) -> list[JobRecord]:
+        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.RETRY_PENDING.value})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
+                                fence: Fence | None = None) -> list[JobRecord]:
+        """Place many queued jobs in one round trip; the jobs that were placed (a job that changed
+        meanwhile, e.g. was stopped, is left as it is).
+
+        With a ``fence``, the writes are one transaction with a check that its holder still holds the
+        lease: a scheduler that lost its lease (stalled past it, another took over) cannot commit, and one
+        that takes the lease over waits for a commit in flight, so no resource is given twice. Raises
+        :class:`LeaseLostError`. A server without transactions (a standalone mongod) commits unfenced."""
+        if not placements:
+            return []
+        token = uuid.uuid4().hex  # marks this batch's writes, to read back exactly the jobs it placed
+        ops = [UpdateOne(
+            {"_id": job.id, "state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "attempt": job.attempt,
+             "stop_requested_by": None},
+            _placed(tuple(tasks), token))
+            for job, tasks in placements]
+        try:
+            if fence is not None and await self.supports_transactions():
+                await self._fenced_write(fence, ops)
+            else:
+                await self.jobs.bulk_write(ops, ordered=False)
+            cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
+            return [JobRecord.from_document(d) async for d in cursor]
+        except PyMongoError as e:
+            raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
+
+    async def mark_preempted(self, marks: Sequence[tuple[JobRecord, PreemptedBy, tuple[str, ...]]],
+                             fence: Fence | None = None) -> list[JobRecord]:
+        """Record the scheduler's preemptions on their victims (each: the victim as read, the decision, its
+        lineage after), fenced by the lease as placements are; the victims marked (one whose attempt ended
+        or changed meanwhile, or that a user is stopping, is left alone)."""
+        if not marks:
+            return []
+        ops = [UpdateOne(
+            {"_id": job.id, "attempt": mark.attempt, "state": {"$in": [JobState.WAITING.value, JobState.RUNNING.value]},
+             "sub_state": {"$ne": SubState.RETRY_PENDING.value}, "stop_requested_by": None,
+             "$or": [{"preempted": None}, {"preempted.attempt": {"$ne": mark.attempt}}]},
+            {"$set": {"preempted": mark.model_dump(mode="json"), "preempted_by": list(lineage)},
+             "$inc": {"version": 1}})
+            for job, mark, lineage in marks]
+        try:
+            if fence is not None and await self.supports_transactions():
+                await self._fenced_write(fence, ops)
+            else:
+                await self.jobs.bulk_write(ops, ordered=False)
+            # Marked by this write: each decision has its own id (one left alone keeps an earlier one or none).
+            wanted = {job.id: mark for job, mark, _ in marks}
+            cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
+            after = [JobRecord.from_document(d) async for d in cursor]
+        except PyMongoError as e:
+            raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
+        return [j for j in after if j.preempted == wanted[j.id]]
+
+    async def jobs_to_preempt(self) -> list[JobRecord]:
+        """Active jobs whose current attempt the scheduler preempted and that still run it (the event may
+        have been lost)."""
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "preempted": {"$ne": None},
+                                 "sub_state": {"$ne": SubState.RETRY_PENDING.value}})
+        jobs = [JobRecord.from_document(d) async for d in cursor]
+        return [j for j in jobs if j.preempted is not None and j.preempted.attempt == j.attempt]
+
+    async def _fenced_write(self, fence: Fence, ops: list[UpdateOne]) -> None:
+        async with self._client.start_session() as session, await session.start_transaction():
+            held = await self.leases.update_one(
+                {"_id": fence.lease, "holder": fence.holder, "expires_ms": {"$gt": now_ms()}},
+                {"$inc": {"commits": 1}}, session=session)
+            if held.matched_count != 1:
+                raise LeaseLostError(fence.lease, fence.holder)  # the transaction is aborted on the way out
+            await self.jobs.bulk_write(ops, ordered=False, session=session)
+
+    async def supports_transactions(self) -> bool:
+        """Whether the server is a replica set member (mongod's condition for transactions); asked once."""
+        if self._transactions is None:
+            hello = await self._client.admin.command("hello")
+            self._transactions = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
+            if not self._transactions:
+                log.warning("the MongoDB server is not a replica set: scheduler commits are not fenced by "
+                            "its lease (run mongod as a replica set, even of one member)")
+        return self._transactions
+
+    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, bool]]) -> None:
+        """Record why each job waits and whether it is parked as never fitting, in one round trip (where
+        it waits is derived when read)."""
+        if not waiting:
+            return
+        ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
+                          "attempt": job.attempt},
+                         {"$set": {"reason": reason, "parked": parked}, "$inc": {"version": 1}})
+               for job, reason, parked in waiting]
+        await self.jobs.bulk_write(ops, ordered=False)
+
+    async def job_counts_by_vc_and_state(self) -> dict[str, dict[str, int]]:
+        """``{vc: {state: n}}``: active jobs counted from the state index, ended ones from the tallies."""
+        out = await self.tallies.by_vc()
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}}, {"virtual_cluster": 1, "state": 1})
+        async for d in cursor:
+            states = out.setdefault(str(d["virtual_cluster"]), {})
+            states[str(d["state"])] = states.get(str(d["state"]), 0) + 1
+        return out
+
+    async def jobs_to_stop(self) -> list[JobRecord]:
+        """Active jobs a user asked to stop (the stop event may have been lost)."""
+        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "stop_requested_by": {"$ne": None}})
+        return [JobRecord.from_document(d) async for d in cursor]
+
+    async def delete_job(self, job_id: str) -> bool:
+        """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the
+        tallies (each step idempotent: a try cut off by a restart is finished by the next)."""
+        return await idempotent(lambda: self._delete_job(job_id), "delete a job")
+
+    async def _delete_job(self, job_id: str) -> bool:
+        doc = await self.jobs.find_one({"_id": job_id}, {"virtual_cluster": 1, "state": 1, "counted": 1})
+        if doc is None:
+            return False
+        if doc.get("counted"):
+            await self.tallies.remove(str(doc["virtual_cluster"]), str(doc["state"]), job_id)
+        await self.attempts.delete_many({"job_id": job_id})
+        await self.job_keys.delete_one({"_id": job_id})
+        await LogStore(self.jobs.database).delete_job(job_id)
+        await self.profiles.delete_job(job_id)
+        # the document and its place in the lists' counts together (shared.db.listcounts)
+        return await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
+
+    async def put_job_key(self, key: JobKey) -> None:
+        await idempotent(lambda: self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True),
+                         "store a job's key")
+
+    async def job_key(self, job_id: str) -> JobKey | None:
+        """The job's SSH key pair; None for a job submitted before paiq made them."""
+        doc = await self.job_keys.find_one({"_id": job_id})
+        return JobKey.from_document(doc) if doc else None
+
+    async def delete_job_key(self, job_id: str) -> None:
+        await idempotent(lambda: self.job_keys.delete_one({"_id": job_id}), "delete a job's key")
+
+    async def expired_jobs(self, completed_before_ms: int, limit: int) -> list[str]:
+        """Ids of ended jobs completed before the time, that hold nothing any more (retention)."""
+        cursor = self.jobs.find({"completed_ms": {"$lt": completed_before_ms}, "holds": False}, {"_id": 1})
+        return [str(d["_id"]) async for d in cursor.limit(limit)]
+
+    # --- nodes -----------------------------------------------------------------------------
+
+    async def upsert_node(self, node: NodeRecord) -> None:
+        doc = node.to_document()
+        await self.nodes.replace_one({"_id": node.id}, doc, upsert=True)
+
+    async def heartbeat(self, node_id: str) -> None:
+        await self.nodes.update_one({"_id": node_id}, {"$set": {"heartbeat_ms": now_ms(), "lost": False}})
+
+    async def list_nodes(self) -> list[NodeRecord]:
+        return [NodeRecord.model_validate(d) async for d in self.nodes.find({}).sort([("_id", ASCENDING)])]
+
+    async def mark_node_lost(self, node_id: str, heard_before_ms: int) -> bool:
+        """Mark a node lost if it still has not been heard from since ``heard_before_ms`` (once)."""
+        result = await self.nodes.update_one(
+            {"_id": node_id, "lost": False, "heartbeat_ms": {"$lt": heard_before_ms}}, {"$set": {"lost": True}})
+        return result.modified_count == 1
+
+    # --- virtual clusters ------------------------------------------------------------------
+
+    async def list_vcs(self) -> list[VirtualCluster]:
+        return [VirtualCluster.model_validate({k: v for k, v in d.items() if k != "_id"})
+                async for d in self.vcs.find({}).sort([("_id", ASCENDING)])]
+
+    async def put_vc(self, vc: VirtualCluster) -> None:
+        await idempotent(lambda: self.vcs.replace_one({"_id": vc.name}, {"_id": vc.name, **vc.model_dump(mode="json")},
+                                                      upsert=True), "store a virtual cluster")
+
+    async def delete_vc(self, name: str) -> bool:
+        """Whether it was there (a try cut off by a restart that had deleted it counts as deleting it)."""
+        tries = 0
+
+        async def delete() -> bool:
+            nonlocal tries
+            tries += 1
+            return (await self.vcs.delete_one({"_id": name})).deleted_count == 1 or tries > 1
+
+        return await idempotent(delete, "delete a virtual cluster")
+
+    async def active_jobs_in_vc(self, name: str) -> int:
+        return await self.jobs.count_documents({"state": {"$in": list(ACTIVE_JOB_STATES)},
+                                                "virtual_cluster": name})
+
+    # --- leases ------------------------------------------------------------------------------
+
+    async def hold_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
+        """Take or renew the lease ``name`` for ``holder``; False while someone else holds it."""
+        now = now_ms()
+        try:
+            doc = await self.leases.find_one_and_update(
+                {"_id": name, "$or": [{"holder": holder}, {"expires_ms": {"$lt": now}}]},
+                {"$set": {"holder": holder, "expires_ms": now + ttl_ms}}, upsert=True,
+                return_document=ReturnDocument.AFTER)
+        except DuplicateKeyError:
+            return False  # held by another: the upsert tried to create a second one
+        return doc is not None and doc.get("holder") == holder
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self.leases.delete_one({"_id": name, "holder": holder})
+
+    async def ping(self) -> None:
+        """Whether the database answers, bounded by the driver's own deadline: never cancelled
+        (shared.runtime.vitals)."""
+        with pymongo.timeout(CHECK_SECONDS):
+            await self._client.admin.command("ping")
+
+
+@asynccontextmanager
+async def open_store(uri: str, database: str, timeout_seconds: float = 30,
+                     max_idle_ms: int = MAX_IDLE_MS) -> AsyncIterator[Store]:
+    """The store over a new client. PyMongo's default server selection (30 s): a database restarting
+    within it only delays answers. Every operation is bounded by the driver's own deadline (``timeoutMS``,
+    ``PAIQ_MONGODB_TIMEOUT_SECONDS``), so a call on a connection that hangs fails instead of waiting for
+    ever, and no caller needs to cancel one (cancelled operations can wedge the async client). Pooled
+    connections idle for MAX_IDLE_MS are closed by the client before a server's own idle limit
+    (SecantusDB's: 300 s) closes them under it."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=30_000,
+                                                     timeoutMS=int(timeout_seconds * 1000),
+                                                     maxIdleTimeMS=max_idle_ms)
+    try:
+        store = Store(client, database)
+        try:
+            await store.ensure_indexes()
+        except PyMongoError as e:
+            raise StoreError(f"cannot reach MongoDB: {e}") from e
+        yield store
+    finally:
+        try:
+            # close() ends the client's sessions on the server: with the database gone it would wait out a
+            # whole server selection (30 s), holding up a shutdown.
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await client.close()
+        except TimeoutError:
+            log.warning("the database did not answer while closing; closed without ending its sessions")
+
+
+def _placed(tasks: tuple[TaskRecord, ...], token: str) -> Doc:
+    """The update that places a queued job: its tasks (packed or plain, the other form unset), what they
+    hold, its sub-state and the commit's token."""
+    written, unset = tasks_update(tasks)
+    return {"$set": {**written, "sub_state": SubState.STARTING.value, "reason": "", "placement_id": token,
+                     **holding_fields(tasks)},
+            "$unset": unset, "$inc": {"version": 1}}
+
+
+def _entry(doc: Doc) -> QueueEntry:
+    """A queued job's document, projected, as its queue entry (the class read from the stored config)."""
+    return QueueEntry(str(doc["_id"]), str(doc["virtual_cluster"]), int(doc.get("queued_ms") or doc["created_ms"]),
+                      str(doc.get("user", "")), class_of_extras(doc.get("config", {}).get("extras", {})).number)

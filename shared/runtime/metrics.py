@@ -1,0 +1,112 @@
+"""Prometheus metrics of every service, and the small ops server (``/healthz``, ``/metrics``) that the
+scheduler, status and launcher processes run; submit serves both on its API port, and ``paiq up``
+serves everything there from its one process."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from shared.runtime.vitals import HealthReport
+
+log = structlog.get_logger("paiq.metrics")
+
+JOBS = Gauge("paiq_jobs", "Jobs by state and virtual cluster", ["state", "vc"])
+QUEUE_LENGTH = Gauge("paiq_queue_length", "Jobs waiting for placement, per virtual cluster", ["vc"])
+QUEUE_WAIT = Histogram("paiq_queue_wait_seconds", "Time from queued to placed, per virtual cluster", ["vc"],
+                       buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
+NODE_GPUS = Gauge("paiq_node_gpus", "GPUs per node: allocated or free", ["node", "kind"])
+NODES_SILENT = Gauge("paiq_nodes_silent",
+                     "Live nodes not heard from for the node timeout (lost, or spared while the database was "
+                     "away or too many went silent together)")
+VC_GPUS = Gauge("paiq_vc_gpus_allocated", "GPUs allocated to running tasks, per virtual cluster", ["vc"])
+QUEUE_DECISION = Histogram("paiq_scheduler_decision_seconds",
+                           "A scheduling pass's decision over the whole queue: ordering and placing every job, "
+                           "no I/O (shared/queueing.plan_queue)",
+                           buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+PREEMPTION_DECISION = Histogram("paiq_scheduler_preemption_seconds",
+                                "A pass's preemption round: choosing victims for waiting jobs, no I/O "
+                                "(shared/scheduling/preemption/rounds.py)",
+                                buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+PREEMPTIONS = Counter("paiq_preemptions_total", "Jobs preempted, by the victim's virtual cluster and the "
+                      "preempting job's", ["vc", "by_vc"])
+VC_BORROWED = Gauge("paiq_vc_borrowed", "What a virtual cluster runs beyond its quota on others' idle capacity",
+                    ["vc", "resource"])
+VC_LENT = Gauge("paiq_vc_lent", "A virtual cluster's idle quota that other virtual clusters run on",
+                ["vc", "resource"])
+SCHEDULER_PASS = Histogram("paiq_scheduler_pass_seconds", "A whole scheduling pass: reads, decision, writes",
+                           buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+LAUNCH = Histogram("paiq_launch_seconds", "Time from a launch command to the task's container running",
+                   buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+EVENTS_HANDLED = Counter("paiq_events_handled_total", "Events handled, by queue, type and outcome",
+                         ["queue", "type", "outcome"])
+# Profiling (the launcher's sampler): per node, and per virtual cluster for jobs' aggregates; never a job or
+# task label, so the series stay as few as the nodes, their GPUs and the virtual clusters.
+NODE_TASKS_SAMPLED = Gauge("paiq_node_tasks_sampled", "Running tasks whose usage the node's last round sampled",
+                           ["node"])
+NODE_CPU_USED = Gauge("paiq_node_cpu_used_cores", "CPU cores the node's tasks used (last samples, summed)", ["node"])
+NODE_MEMORY_USED = Gauge("paiq_node_memory_used_bytes", "Memory the node's tasks use (last samples, summed)",
+                         ["node"])
+NODE_GPU_UTILIZATION = Gauge("paiq_node_gpu_utilization_percent", "Each GPU's utilisation (NVML)", ["node", "gpu"])
+NODE_GPU_MEMORY = Gauge("paiq_node_gpu_memory_used_bytes", "Each GPU's memory in use (NVML)", ["node", "gpu"])
+GPU_IDLE_TASKS = Gauge("paiq_gpu_idle_tasks", "Running tasks flagged for holding GPUs they do not use", ["node"])
+GPU_IDLE_TOTAL = Counter("paiq_gpu_idle_total", "Idle-GPU stretches flagged (task.gpu_idle), per virtual cluster",
+                         ["vc"])
+TASK_GPU_UTILIZATION = Histogram("paiq_task_gpu_utilization_percent",
+                                 "Tasks' GPU utilisation at each sample, per virtual cluster", ["vc"],
+                                 buckets=(1, 5, 10, 25, 50, 75, 90, 100))
+VC_GPU_SECONDS_HELD = Counter("paiq_vc_gpu_seconds_held_total", "GPU-seconds held by running tasks (sampled), per "
+                              "virtual cluster", ["vc"])
+VC_GPU_SECONDS_USED = Counter("paiq_vc_gpu_seconds_used_total", "GPU-seconds used (held x utilisation, where "
+                              "measured), per virtual cluster", ["vc"])
+SAMPLING_ROUND = Histogram("paiq_launcher_sampling_seconds", "A sampling round of the launcher: listing, reading "
+                           "every running task's counters and the GPUs, storing",
+                           buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30))
+SAMPLES_SKIPPED = Counter("paiq_launcher_samples_skipped_total", "Running tasks a sampling round listed but got no "
+                          "sample of: the container ended or went meanwhile, or the engine's stats for it were "
+                          "refused, empty or unreadable (that sample is lost, never the round)", ["node"])
+DEAD_LETTERED = Counter("paiq_messages_dead_lettered_total", "Messages sent to the dead-letter exchange", ["queue"])
+
+Health = Callable[[], Awaitable["HealthReport"]]
+
+
+def metrics_response() -> web.Response:
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def metrics(_: web.Request) -> web.Response:
+    return metrics_response()
+
+
+def health_response(report: HealthReport) -> web.Response:
+    """200 with the report while healthy, else 503 (a load balancer or Kubernetes probe reads the status)."""
+    return web.json_response(report.model_dump(exclude_none=True), status=report.http_status)
+
+
+def ops_app(health: Health, liveness: Callable[[], HealthReport]) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        return health_response(await health())
+
+    async def livez(_: web.Request) -> web.Response:
+        return health_response(liveness())
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def start_ops_server(stack: AsyncExitStack, host: str, port: int, health: Health,
+                           liveness: Callable[[], HealthReport], service: str) -> None:
+    runner = web.AppRunner(ops_app(health, liveness), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    stack.push_async_callback(runner.cleanup)
+    log.info("ops endpoints listening", service=service, url=f"http://{host}:{port}/metrics")

@@ -1,0 +1,1 @@
+"""The PAIQ_* settings: one model, read from an injected mapping only."""
