@@ -27,8 +27,8 @@ user's whole list, whose answer grows with their own jobs up to 1,000, is report
 ``api_p99_ratio_growing``), ``idle_cpu_percent`` (paiq + SecantusDB at --jobs, percent of one core),
 ``scheduler_pass_ratio`` (pass p50 at --jobs over the smallest size), ``seed_jobs_per_s`` (stored per second
 of ``insert_jobs``, per stage), the load average and every size's figures. With 100 requests a route, p99
-is the second slowest. ``--smoke``: 3,000 jobs measured at 1,000 and 3,000, 10 requests a route, 3 passes,
-2 idle seconds (a minute or two: that the benchmark runs, not its figures).
+is the second slowest. ``--smoke``: 1,200 jobs measured at 400 and 1,200, 10 requests a route, 3 passes,
+2 idle seconds (well under a minute: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -117,10 +117,10 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--batch", type=int, default=1000, help="jobs per insert_jobs call")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the work directory (database, logs)")
-    p.add_argument("--smoke", action="store_true", help="a small run: 3,000 jobs, 10 requests a route")
+    p.add_argument("--smoke", action="store_true", help="a small run: 1,200 jobs, 10 requests a route")
     a = p.parse_args(argv)
     if a.smoke:
-        a.jobs, a.sizes, a.requests, a.passes, a.idle_seconds = 3000, "1000", 10, 3, 2.0
+        a.jobs, a.sizes, a.requests, a.passes, a.idle_seconds = 1200, "400", 10, 3, 2.0
     sizes = sorted({int(s) for s in a.sizes.split(",") if s.strip() and 0 < int(s) < a.jobs} | {a.jobs})
     return Options(jobs=a.jobs, sizes=tuple(sizes), requests=a.requests, passes=a.passes, idle_s=a.idle_seconds,
                    batch=a.batch, seed=a.seed, keep=a.keep)
