@@ -112,7 +112,7 @@ class OutageReport:
 
 def outage_jobs(tag: str, down_s: float) -> list[OutageJob]:
     """Jobs that end during the outage (0 and 3) and ones that run through it, in pairs so both nodes hold some."""
-    through = int(down_s + 10)  # still running when the database returns (started ~3 s before it went)
+    through = int(down_s + 15)  # still running when the database returns (started a few s before it went)
     return [OutageJob(f"{tag}-through-{i}", f"sleep {through}", "SUCCEEDED", None) for i in range(2)] + [
         OutageJob(f"{tag}-ends-ok-{i}", "sleep 12", "SUCCEEDED", None) for i in range(2)] + [
         OutageJob(f"{tag}-ends-3-{i}", "sleep 10; exit 3", "FAILED", 3) for i in range(3)]
