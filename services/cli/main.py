@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 import aiohttp
 
 from services.cli.client import ApiCallError, paiq_client
-from services.cli.credentials import credentials_path, read_credentials, write_credentials
 from services.cli.top import follow
 from shared.errors import PaiqError
+from shared.settings.credentials import credentials_path, read_credentials, write_credentials
 
 DEFAULT_API = "http://127.0.0.1:9186"
 FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}

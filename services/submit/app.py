@@ -9,7 +9,6 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from services.cli.credentials import credentials_path, write_credentials
 from services.submit.access import add_access_routes
 from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
@@ -30,6 +29,7 @@ from shared.jobconfig.validation import MAX_CONFIG_BYTES
 from shared.runtime.metrics import health_response, metrics
 from shared.runtime.vitals import Vitals, describe, is_outage
 from shared.scheduling.vclusters import load_config
+from shared.settings.credentials import credentials_path, write_credentials
 from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.submit")

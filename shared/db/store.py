@@ -9,8 +9,6 @@ history: see :mod:`shared.db.indexes` for the index behind each query.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -23,8 +21,9 @@ import pymongo
 import structlog
 from bson.raw_bson import RawBSONDocument
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
+from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
@@ -32,9 +31,10 @@ from shared.db.listcounts import ListCounts
 from shared.db.logs import LogStore
 from shared.db.paging import Cursor, JobPage, list_page
 from shared.db.profiles import ProfileStore
-from shared.db.retry import WINDOW_SECONDS, idempotent
+from shared.db.retry import idempotent
+from shared.db.submission import submit_job
 from shared.db.tallies import Tallies
-from shared.errors import JobExistsError, LeaseLostError, StoreError, SubmitOutcomeUnknownError
+from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.records import (
     ACTIVE_JOB_STATES,
     PACKED_CONFIG,
@@ -61,14 +61,6 @@ log = structlog.get_logger("paiq.store")
 CLOSE_SECONDS = 3
 SCHEMA_SECONDS = 3600  # index builds and a migration, once at start
 MAX_IDLE_MS = 60_000  # well under a server's idle limit (SecantusDB closes connections idle for 300 s)
-
-
-def _outcome_unknown(error: PyMongoError) -> bool:
-    """Whether a failed write may have been applied or may be tried again: the connection went away, the
-    deadline passed, or the server says the transaction failed transiently or its commit is unknown."""
-    return (isinstance(error, AutoReconnect) or error.timeout
-            or error.has_error_label("TransientTransactionError")
-            or error.has_error_label("UnknownTransactionCommitResult"))
 
 
 def encoded_job(job: JobRecord) -> RawBSONDocument:
@@ -123,94 +115,17 @@ class Store:
 
     async def submit_job(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
                          idempotency: IdempotencyRecord | None = None) -> Submitted:
-        """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
-        or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
-        goes first and is removed again when the job was refused).
-
-        A connection error on the way (a database restarting) is tried again within the server-selection
-        window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
-        back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
-        is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
-        ``DUPLICATE``: the idempotency record says an earlier request stored this submission already."""
-        deadline = time.monotonic() + WINDOW_SECONDS
-        delay = 0.1
-        maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
-        while True:
-            try:
-                await self._submit_once(job, document, key, idempotency)
-                return Submitted.STORED
-            except DuplicateKeyError as e:
-                if await self._stored(job.id):
-                    return Submitted.STORED  # an earlier try of this request committed
-                if idempotency is not None and await self.idempotency.find_one({"_id": idempotency.id}) is not None:
-                    return Submitted.DUPLICATE  # another request with this key stored its job first
-                raise JobExistsError(job.id) from e
-            except PyMongoError as e:
-                if not _outcome_unknown(e):
-                    raise
-                maybe_sent |= not isinstance(e, ServerSelectionTimeoutError)
-                if await self._settle(job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
-                                      maybe_sent=maybe_sent):
-                    return Submitted.STORED
-                log.info("the database went away while a job was stored; trying again", job_id=job.id,
-                         error=type(e).__name__)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    async def _submit_once(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
-                           idempotency: IdempotencyRecord | None) -> None:
-        if not await self.supports_transactions():  # a standalone mongod: key, job, then the record
-            await self.put_job_key(key)
-            try:
-                await self.jobs.insert_one(document)
-            except DuplicateKeyError:
-                if not await self._stored(job.id):
-                    await self.delete_job_key(job.id)
-                raise
-            if idempotency is not None:
-                await idempotent(lambda: self.idempotency.replace_one({"_id": idempotency.id},
-                                                                      idempotency.to_document(), upsert=True),
-                                 "store an idempotency record")
-            return
-        async with self._client.start_session() as session, await session.start_transaction():
-            await self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
-            if idempotency is not None:
-                await self.idempotency.insert_one(idempotency.to_document(), session=session)
-            await self.jobs.insert_one(document, session=session)
-
-    async def _settle(self, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
-                      maybe_sent: bool) -> bool:
-        """After a failed try: True when the job is stored; False to try again; on the ``last`` try, raise
-        ``error`` when it is surely not stored (no try reached a server, or the job is not there; its key
-        removed where no transaction took it along), or SubmitOutcomeUnknownError when a try may have
-        reached the server and the database cannot tell."""
-        stored: bool | None = False
-        if maybe_sent:
-            with pymongo.timeout(max(1.0, deadline - time.monotonic())):
-                stored = await self._stored_or_none(job_id)
-        if stored or not last:
-            return bool(stored)
-        if stored is None:
-            raise SubmitOutcomeUnknownError(job_id) from error
-        if self._transactions is False:  # the key went on its own, before the job: take it back if we can
-            with contextlib.suppress(PyMongoError):
-                await self.job_keys.delete_one({"_id": job_id})
-        raise error
-
-    async def _stored(self, job_id: str) -> bool:
-        return await self.jobs.find_one({"_id": job_id}, {"_id": 1}) is not None
-
-    async def _stored_or_none(self, job_id: str) -> bool | None:
-        """Whether the job is stored; None when the database cannot be asked."""
-        try:
-            return await self._stored(job_id)
-        except PyMongoError:
-            return None
+        """Store a new job with its SSH key and idempotency record as one step (:mod:`shared.db.submission`)."""
+        return await submit_job(self, job, document, key, idempotency)
 
     async def idempotent_submission(self, user: str, key: str) -> IdempotencyRecord | None:
         """The submission an ``Idempotency-Key`` already made (kept a day)."""
         doc = await self.idempotency.find_one({"_id": IdempotencyRecord.id_of(user, key)})
         return IdempotencyRecord.from_document(doc) if doc else None
+
+    def start_session(self) -> AsyncClientSession:
+        """A session of the store's client, for a transaction."""
+        return self._client.start_session()
 
     async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
         """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
@@ -437,6 +352,11 @@ class Store:
             if held.matched_count != 1:
                 raise LeaseLostError(fence.lease, fence.holder)  # the transaction is aborted on the way out
             await self.jobs.bulk_write(ops, ordered=False, session=session)
+
+    @property
+    def transactions_known(self) -> bool | None:
+        """Whether the server takes transactions, as far as asked already (None: not asked yet)."""
+        return self._transactions
 
     async def supports_transactions(self) -> bool:
         """Whether the server is a replica set member (mongod's condition for transactions); asked once."""

@@ -75,25 +75,26 @@ async def test_a_submission_no_try_of_which_reached_a_server_is_refused_as_not_s
     nothing stored), not "whether it was stored is unknown" (and the database is not asked)."""
     from pymongo import AsyncMongoClient
 
-    from shared.db import store as store_module
+    from shared.db import submission
     from shared.db.store import Store
     from shared.errors import SubmitOutcomeUnknownError
     from tests.unit.factories import make_job
 
-    monkeypatch.setattr(store_module, "WINDOW_SECONDS", 0.2)
+    monkeypatch.setattr(submission, "WINDOW_SECONDS", 0.2)
     tries: list[int] = []
 
-    class Unreachable(Store):
-        async def _submit_once(self, *args: object) -> None:
-            tries.append(1)
-            raise ServerSelectionTimeoutError("no server")
+    async def unreachable(*args: object) -> None:
+        tries.append(1)
+        raise ServerSelectionTimeoutError("no server")
 
-        async def _stored(self, job_id: str) -> bool:
-            raise AssertionError("asked the database whether a job that was never sent is stored")
+    async def never_asked(*args: object) -> bool:
+        raise AssertionError("asked the database whether a job that was never sent is stored")
 
+    monkeypatch.setattr(submission, "_submit_once", unreachable)
+    monkeypatch.setattr(submission, "_stored", never_asked)
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient("mongodb://127.0.0.1:9", connect=False)
     job = make_job()
     with pytest.raises(ServerSelectionTimeoutError) as caught:
-        await Unreachable(client, "x").submit_job(job, None, None)  # type: ignore[arg-type]
+        await Store(client, "x").submit_job(job, None, None)  # type: ignore[arg-type]
     assert not isinstance(caught.value, SubmitOutcomeUnknownError)
     assert len(tries) > 1, "tried again within the window"

@@ -1,0 +1,128 @@
+"""Submitting a job as one step from the client's view: the job, its SSH key and the client's idempotency
+record all stored or none, across a database restart (issue 24: a 503 that had stored the job, a key
+left without its job).
+
+A try that fails with a connection error is tried again within the server-selection window; a try whose
+fate is unknown (it may have reached the server: the commit sent, no answer) is settled by reading the job
+back. So ``STORED`` is said only of a job that is stored, an error is raised only for one that is not, and
+:class:`~shared.errors.SubmitOutcomeUnknownError` only when a try may have reached the server and the
+database stayed away too long to tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+import pymongo
+import structlog
+from bson.raw_bson import RawBSONDocument
+from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
+
+from shared.db.idempotency import IdempotencyRecord, Submitted
+from shared.db.retry import WINDOW_SECONDS, idempotent
+from shared.errors import JobExistsError, SubmitOutcomeUnknownError
+from shared.records import JobRecord
+from shared.tasks.jobkeys import JobKey
+
+if TYPE_CHECKING:
+    from shared.db.store import Store
+
+log = structlog.get_logger("paiq.store")
+
+
+def _outcome_unknown(error: PyMongoError) -> bool:
+    """Whether a failed write may have been applied or may be tried again: the connection went away, the
+    deadline passed, or the server says the transaction failed transiently or its commit is unknown."""
+    return (isinstance(error, AutoReconnect) or error.timeout
+            or error.has_error_label("TransientTransactionError")
+            or error.has_error_label("UnknownTransactionCommitResult"))
+
+
+async def submit_job(store: Store, job: JobRecord, document: RawBSONDocument, key: JobKey,
+                     idempotency: IdempotencyRecord | None = None) -> Submitted:
+    """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
+    or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
+    goes first and is removed again when the job was refused).
+
+    A connection error on the way (a database restarting) is tried again within the server-selection
+    window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
+    back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
+    is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
+    ``DUPLICATE``: the idempotency record says an earlier request stored this submission already."""
+    deadline = time.monotonic() + WINDOW_SECONDS
+    delay = 0.1
+    maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
+    while True:
+        try:
+            await _submit_once(store, job, document, key, idempotency)
+            return Submitted.STORED
+        except DuplicateKeyError as e:
+            if await _stored(store, job.id):
+                return Submitted.STORED  # an earlier try of this request committed
+            if idempotency is not None and await store.idempotency.find_one({"_id": idempotency.id}) is not None:
+                return Submitted.DUPLICATE  # another request with this key stored its job first
+            raise JobExistsError(job.id) from e
+        except PyMongoError as e:
+            if not _outcome_unknown(e):
+                raise
+            maybe_sent |= not isinstance(e, ServerSelectionTimeoutError)
+            if await _settle(store, job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
+                                  maybe_sent=maybe_sent):
+                return Submitted.STORED
+            log.info("the database went away while a job was stored; trying again", job_id=job.id,
+                     error=type(e).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+async def _submit_once(store: Store, job: JobRecord, document: RawBSONDocument, key: JobKey,
+                       idempotency: IdempotencyRecord | None) -> None:
+    if not await store.supports_transactions():  # a standalone mongod: key, job, then the record
+        await store.put_job_key(key)
+        try:
+            await store.jobs.insert_one(document)
+        except DuplicateKeyError:
+            if not await _stored(store, job.id):
+                await store.delete_job_key(job.id)
+            raise
+        if idempotency is not None:
+            await idempotent(lambda: store.idempotency.replace_one({"_id": idempotency.id},
+                                                                  idempotency.to_document(), upsert=True),
+                             "store an idempotency record")
+        return
+    async with store.start_session() as session, await session.start_transaction():
+        await store.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
+        if idempotency is not None:
+            await store.idempotency.insert_one(idempotency.to_document(), session=session)
+        await store.jobs.insert_one(document, session=session)
+
+async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
+                  maybe_sent: bool) -> bool:
+    """After a failed try: True when the job is stored; False to try again; on the ``last`` try, raise
+    ``error`` when it is surely not stored (no try reached a server, or the job is not there; its key
+    removed where no transaction took it along), or SubmitOutcomeUnknownError when a try may have
+    reached the server and the database cannot tell."""
+    stored: bool | None = False
+    if maybe_sent:
+        with pymongo.timeout(max(1.0, deadline - time.monotonic())):
+            stored = await _stored_or_none(store, job_id)
+    if stored or not last:
+        return bool(stored)
+    if stored is None:
+        raise SubmitOutcomeUnknownError(job_id) from error
+    if store.transactions_known is False:  # the key went on its own, before the job: take it back if we can
+        with contextlib.suppress(PyMongoError):
+            await store.job_keys.delete_one({"_id": job_id})
+    raise error
+
+async def _stored(store: Store, job_id: str) -> bool:
+    return await store.jobs.find_one({"_id": job_id}, {"_id": 1}) is not None
+
+async def _stored_or_none(store: Store, job_id: str) -> bool | None:
+    """Whether the job is stored; None when the database cannot be asked."""
+    try:
+        return await _stored(store, job_id)
+    except PyMongoError:
+        return None
