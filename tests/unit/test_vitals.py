@@ -13,6 +13,16 @@ from shared.runtime.vitals import HealthReport, Vitals, backoff, describe
 
 pytestmark = pytest.mark.unit
 
+# The schedule README's Reliability section promises (read before any test makes it quick).
+SHIPPED = {name: getattr(vitals_module, name) for name in
+           ("RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "CHECK_SECONDS", "REMIND_SECONDS", "STUCK_SECONDS")}
+
+
+def test_the_shipped_timings_are_the_readmes() -> None:
+    """0.5, 1, 2, 4, 5 s between tries; a 2 s health check; a reminder a minute; stuck after 120 s."""
+    assert SHIPPED == {"RETRY_FIRST_SECONDS": 0.5, "RETRY_MAX_SECONDS": 5.0, "CHECK_SECONDS": 2.0,
+                       "REMIND_SECONDS": 60.0, "STUCK_SECONDS": 120.0}
+
 
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,9 +37,26 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_backoff_doubles_up_to_its_cap_and_never_past_the_period(
         failures: int, period: float | None, seconds: float, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vitals_module, "RETRY_FIRST_SECONDS", 0.5)
-    monkeypatch.setattr(vitals_module, "RETRY_MAX_SECONDS", 5.0)
+    monkeypatch.setattr(vitals_module, "RETRY_FIRST_SECONDS", SHIPPED["RETRY_FIRST_SECONDS"])
+    monkeypatch.setattr(vitals_module, "RETRY_MAX_SECONDS", SHIPPED["RETRY_MAX_SECONDS"])
     assert backoff(failures, period) == seconds
+
+
+def test_a_failing_loop_is_reminded_once_a_reminder_period_not_once_a_round(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(vitals_module.time, "monotonic", lambda: clock[0])
+    state = vitals_module.LoopState("heartbeat")
+    with capture_logs() as logs:
+        for _ in range(50):  # 50 failures over 49 s: said once
+            state.failed(ConnectionError("database unreachable"))
+            clock[0] += 1
+        clock[0] += 11  # past the minute since it was first said
+        state.failed(ConnectionError("database unreachable"))
+        state.failed(ConnectionError("database unreachable"))
+    said = [e["event"] for e in logs]
+    assert said == ["loop failing; trying again with backoff", "loop still failing"]
+    assert logs[1]["failing_seconds"] == 61
 
 
 def test_an_error_is_described_on_one_bounded_line() -> None:
