@@ -369,10 +369,10 @@ async def _stand_by(deps: SchedulerDeps) -> float:
     said = False
     while True:
         sent = time.monotonic()
-        if await deps.store.hold_lease(LEASE, deps.instance, ttl_ms):
-            deps.vitals.ok(LEAD_LOOP)
+        held = await deps.store.hold_lease(LEASE, deps.instance, ttl_ms)
+        deps.vitals.ok(LEAD_LOOP)  # the database answered
+        if held:
             return sent
-        deps.vitals.ok(LEAD_LOOP)
         if not said:
             log.info("standing by: another scheduler holds the lease", instance=deps.instance)
             said = True
