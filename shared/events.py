@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from shared.records import JobState, TaskSpec
+from shared.records import JobState, TaskSpec, TaskSubState
 
 
 def _now() -> datetime:
@@ -262,7 +262,7 @@ class TaskProgressData(_Data):
     role: str
     index: int
     node_id: str
-    sub_state: str
+    sub_state: TaskSubState
     detail: str = ""
     kept_until_ms: int | None = None
 

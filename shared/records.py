@@ -63,11 +63,20 @@ class SubState(StrEnum):
 
     QUEUED = "queued"  # WAITING for placement
     STARTING = "starting"  # placed, its containers being started
-    PULLING = "pulling image"  # placed, a node pulling its image (also a task's sub-state)
+    PULLING = "pulling image"  # placed, a node pulling its image (a task of it is TaskSubState.PULLING)
     RUNNING = "running"
     RETRY_PENDING = "retry pending"  # WAITING for its next attempt's backoff
     STOPPING = "stopping"  # over, its last containers being stopped
     COMPLETED = "completed"  # over, nothing left to stop
+
+
+class TaskSubState(StrEnum):
+    """Where a task not yet ended is, beyond its state (``subState`` of a task in answers, ``sub_state`` of
+    ``task.progress``): set by the launcher that runs it, cleared when it starts or ends."""
+
+    NONE = ""
+    PULLING = "pulling image"  # its node pulls its image (the job is then SubState.PULLING)
+    KEPT = "kept for debugging"  # isDebug: its command failed, its container is kept until ``kept_until_ms``
 
 
 ACTIVE_JOB_STATES = (JobState.WAITING.value, JobState.RUNNING.value)
@@ -113,7 +122,7 @@ class TaskRecord(_Record):
     diagnostics: str = ""
     started_ms: int | None = None
     completed_ms: int | None = None
-    sub_state: str = ""  # "pulling image", "kept for debugging" (see task.progress)
+    sub_state: TaskSubState = TaskSubState.NONE
     kept_until_ms: int | None = None  # isDebug: the failed task's container is kept until then
 
 

@@ -22,6 +22,7 @@ from services.launcher.tasklabels import TaskLabels
 from shared.db.logs import RunKey
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.lifecycle import exitcodes
+from shared.records import TaskSubState
 from shared.tasks.launchspec import container_name
 
 log = structlog.get_logger("paiq.launcher")
@@ -49,6 +50,13 @@ def started_event(key: RunKey, node_id: str, container_id: str) -> TaskStarted:
         container_id=container_id))
 
 
+def progress_event(key: RunKey, node_id: str, sub_state: TaskSubState, detail: str = "",
+                   kept_until_ms: int | None = None) -> TaskProgress:
+    return TaskProgress(subject=key.job_id, data=TaskProgressData(
+        job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=node_id,
+        sub_state=sub_state, detail=detail, kept_until_ms=kept_until_ms))
+
+
 def watch(deps: LauncherDeps, key: RunKey, container_id: str, *, is_debug: bool) -> None:
     """Record the running container's output (once per container, however often asked)."""
     on_line = _Announce(deps, key, container_id) if is_debug else None
@@ -72,10 +80,9 @@ class _Announce:
         code, seconds = marker
         until = line.ts_ns // 1_000_000 + seconds * 1000
         k = self._key
-        event = TaskProgress(subject=k.job_id, data=TaskProgressData(
-            job_id=k.job_id, attempt=k.attempt, role=k.role, index=k.index, node_id=self._deps.node.node_id,
-            sub_state="kept for debugging", kept_until_ms=until,
-            detail=f"the command exited with code {code}; isDebug keeps the container for {seconds} s"))
+        event = progress_event(k, self._deps.node.node_id, TaskSubState.KEPT, kept_until_ms=until,
+                               detail=f"the command exited with code {code}; isDebug keeps the container for "
+                                      f"{seconds} s")
         log.info("isDebug: a failed task's container is kept for debugging", job_id=k.job_id, role=k.role,
                  index=k.index, exit_code=code, kept_seconds=seconds)
         self._deps.work.spawn(f"announce-kept-{self._container_id[:12]}", self._deps.publish([event]))

@@ -20,15 +20,15 @@ from services.launcher.codedir import CodeDir, resolve_code_dir
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import PullError
-from services.launcher.finish import exited_event, started_event, watch
+from services.launcher.finish import exited_event, progress_event, started_event, watch
 from services.launcher.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.stopping import stop_container
 from services.launcher.taskcontainer import container_spec, wants_pull
 from shared.db.logs import RunKey
 from shared.errors import DriverError
-from shared.events import CloudEvent, TaskProgress, TaskProgressData
+from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
-from shared.records import TaskSpec
+from shared.records import TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import container_name
@@ -132,17 +132,11 @@ async def _say_if_no_sshd(deps: LauncherDeps, key: RunKey, container_id: str) ->
         log.warning("could not tell whether the task's image has sshd", container=container_id[:12], reason=e.reason)
         return
     if found is None:
-        await deps.publish([_progress(deps, key, "", NO_SSHD)])
+        await deps.publish([progress_event(key, deps.node.node_id, TaskSubState.NONE, NO_SSHD)])
 
 
 async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
     return still_wanted(await deps.store.get_job(spec.job_id), spec.attempt, spec.role, spec.index)
-
-
-def _progress(deps: LauncherDeps, key: RunKey, sub_state: str, detail: str) -> TaskProgress:
-    return TaskProgress(subject=key.job_id, data=TaskProgressData(
-        job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=deps.node.node_id,
-        sub_state=sub_state, detail=detail))
 
 
 async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: RunKey) -> None:
@@ -157,7 +151,7 @@ async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: RunKey) -> None:
     auth = None
     if spec.auth_file:
         auth = await asyncio.to_thread(read_auth_file, spec.auth_file, deps.settings.default_fs_uri)
-    await deps.publish([_progress(deps, key, "pulling image", spec.image)])
+    await deps.publish([progress_event(key, deps.node.node_id, TaskSubState.PULLING, spec.image)])
     shared_key = (spec.image, spec.auth_file)
     if shared_key not in deps.work.pulls:
         log.info("pulling image", image=spec.image, with_auth=auth is not None, refresh=present)

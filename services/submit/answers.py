@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.alias_generators import to_camel
 
 from services.submit.errors import Error
-from shared.records import JobState, SubState, TaskState
+from shared.records import JobState, SubState, TaskState, TaskSubState
 from shared.runtime.vitals import HealthReport
 from shared.scheduling.vclusters import Quota
 
@@ -138,7 +138,7 @@ class TaskStatus(Answer):
                                                         "admin")
     launched_time: int | None
     completed_time: int | None
-    sub_state: str
+    sub_state: TaskSubState
     container_kept_until: int | None
 
     def without_private(self) -> Self:

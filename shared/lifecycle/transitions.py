@@ -61,6 +61,7 @@ from shared.records import (
     JobState,
     SubState,
     TaskState,
+    TaskSubState,
     holds_resources,
     initial_tasks,
 )
@@ -102,7 +103,7 @@ def _with_task(job: JobRecord, slot: int, **changes: object) -> JobRecord:
     return job.model_copy(update={"tasks": tuple(tasks)})
 
 
-def _sub_state(job: JobRecord) -> str:
+def _sub_state(job: JobRecord) -> SubState:
     """The job's sub-state, derived from its state and its tasks'."""
     if job.state.is_final:
         return SubState.STOPPING if any(t.state == TaskState.RUNNING for t in job.tasks) else SubState.COMPLETED
@@ -110,7 +111,7 @@ def _sub_state(job: JobRecord) -> str:
         return SubState.RUNNING
     if job.sub_state in (SubState.QUEUED, SubState.RETRY_PENDING):
         return job.sub_state
-    return SubState.PULLING if any(t.sub_state == SubState.PULLING for t in job.tasks) else SubState.STARTING
+    return SubState.PULLING if any(t.sub_state == TaskSubState.PULLING for t in job.tasks) else SubState.STARTING
 
 
 def _settle(job: JobRecord) -> JobRecord:
@@ -131,8 +132,8 @@ def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
     if slot is None or job.tasks[slot].state != TaskState.WAITING:
         return None
     # Even for a job already over: the container runs and holds resources until the launcher stops it.
-    job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now, sub_state="",
-                     reason="")  # what it did before (pulling its image) is over
+    job = _with_task(job, slot, state=TaskState.RUNNING, container_id=d.container_id, started_ms=now,
+                     sub_state=TaskSubState.NONE, reason="")  # what it did before (pulling its image) is over
     if job.state == JobState.WAITING and job.sub_state != SubState.RETRY_PENDING:
         job = job.model_copy(update={"state": JobState.RUNNING, "launched_ms": job.launched_ms or now,
                                      "reason": ""})
@@ -156,7 +157,7 @@ def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy
     attempt_over = job.state.is_final or job.sub_state == SubState.RETRY_PENDING
     job = _with_task(job, slot, state=_exit_state(d.exit_code, attempt_over), exit_code=d.exit_code,
                      reason=d.reason, diagnostics=kept_diagnostics(d.diagnostics, job.config.total_tasks),
-                     completed_ms=now, sub_state="", kept_until_ms=None,
+                     completed_ms=now, sub_state=TaskSubState.NONE, kept_until_ms=None,
                      container_id=d.container_id or job.tasks[slot].container_id)
     if attempt_over:
         return _settle(job), []
@@ -263,8 +264,8 @@ def _exit_fields(job: JobRecord, outcome: Completion, policy_phrase: str, policy
 
 def _close_waiting(job: JobRecord, why: str, now: int) -> JobRecord:
     """Tasks that never started and never will stop holding their node's resources."""
-    tasks = tuple(t.model_copy(update={"state": TaskState.STOPPED, "reason": why, "completed_ms": now, "sub_state": ""})
-                  if t.state == TaskState.WAITING else t for t in job.tasks)
+    ended = {"state": TaskState.STOPPED, "reason": why, "completed_ms": now, "sub_state": TaskSubState.NONE}
+    tasks = tuple(t.model_copy(update=ended) if t.state == TaskState.WAITING else t for t in job.tasks)
     return job.model_copy(update={"tasks": tasks})
 
 

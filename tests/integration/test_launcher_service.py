@@ -25,7 +25,7 @@ from shared.bus.base import Router
 from shared.db.embedded import free_port
 from shared.db.logs import RunPhase
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
-from shared.records import now_ms
+from shared.records import TaskSubState, now_ms
 from shared.runtime.metrics import EVENTS_HANDLED
 from shared.runtime.service import open_bus
 from tests.infra import rabbitmqctl, unique
@@ -203,7 +203,7 @@ async def test_isdebug_keeps_a_failed_container_for_its_reservation_then_cleans_
     job, specs = await h.job("debugged", command="echo bye; exit 3", jobEnvs={"isDebug": True})
     await h.launch(job, specs)
     kept = await h.wait_for(TaskProgress, lambda e: e.subject == job.id and e.data.kept_until_ms is not None)
-    assert kept.data.sub_state == "kept for debugging"
+    assert kept.data.sub_state == TaskSubState.KEPT
     assert kept.data.kept_until_ms is not None and 1000 < kept.data.kept_until_ms - now_ms() <= 3500
     assert "exited with code 3" in kept.data.detail
     [container] = docker_client.containers.list(filters={"label": f"paiq.node={h.node_id}"})
@@ -221,7 +221,8 @@ async def test_an_isdebug_task_that_succeeds_is_not_kept(h: Harness) -> None:
     await h.launch(job, specs)
     exited = await h.exited(job, limit_s=10)
     assert exited.data.exit_code == 0
-    assert [p.data.sub_state for p in h.of(TaskProgress, job.id)] == ["pulling image"], "refreshing latest; not kept"
+    progress = [p.data.sub_state for p in h.of(TaskProgress, job.id)]
+    assert progress == [TaskSubState.PULLING], "refreshing latest; not kept"
 
 
 async def test_a_restarted_launcher_adopts_running_containers_and_reports_missed_exits(
@@ -331,7 +332,7 @@ async def test_tasks_needing_one_absent_image_share_one_pull_and_say_so(
             assert isinstance(driver, CountingDriver) and driver.pulls == 1
             pulling = h.of(TaskProgress, job.id)
             assert sorted(p.data.index for p in pulling) == [0, 1, 2]
-            assert {(p.data.sub_state, p.data.detail) for p in pulling} == {("pulling image", image)}
+            assert {(p.data.sub_state, p.data.detail) for p in pulling} == {(TaskSubState.PULLING, image)}
         docker_client.images.remove(image)
 
 

@@ -16,7 +16,7 @@ from shared.events import (
 from shared.lifecycle import transitions as lifecycle
 from shared.lifecycle.exitspec import ExitType, Reaction, load_table, parse_table
 from shared.lifecycle.transitions import RetryPolicy
-from shared.records import JobRecord, JobState, SubState, TaskState
+from shared.records import JobRecord, JobState, SubState, TaskState, TaskSubState
 from tests.unit.factories import make_config, make_job, role_dict
 
 pytestmark = pytest.mark.unit
@@ -68,13 +68,13 @@ def test_a_duplicate_report_changes_nothing() -> None:
 
 def test_pulling_shows_on_the_task_and_the_job() -> None:
     progress = TaskProgressData(job_id="alice~job1", attempt=0, role="main", index=0, node_id="n1",
-                                sub_state=SubState.PULLING, detail="pulling busybox:latest")
+                                sub_state=TaskSubState.PULLING, detail="pulling busybox:latest")
     change = lifecycle.task_progress(one_task_job(), progress, NOW)
     assert change is not None
     job, _ = change
-    assert job.sub_state == SubState.PULLING and job.tasks[0].sub_state == SubState.PULLING
+    assert job.sub_state == SubState.PULLING and job.tasks[0].sub_state == TaskSubState.PULLING
     job2, _ = lifecycle.task_started(job, started(), NOW) or (None, None)
-    assert job2 is not None and job2.sub_state == SubState.RUNNING and job2.tasks[0].sub_state == ""
+    assert job2 is not None and job2.sub_state == SubState.RUNNING and job2.tasks[0].sub_state == TaskSubState.NONE
 
 
 @pytest.mark.parametrize(("code", "state", "phrase"), [
