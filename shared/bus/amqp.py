@@ -29,12 +29,11 @@ from aio_pika.abc import (
     AbstractQueue,
     AbstractRobustConnection,
 )
-from pydantic import ValidationError
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, AfterFailure, Outages, Router, after_failure, said_failure
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router
+from shared.bus.delivery import deliver
 from shared.errors import BusError
-from shared.events import CloudEvent, dump_event, parse_event
-from shared.runtime.metrics import DEAD_LETTERED, EVENTS_HANDLED
+from shared.events import CloudEvent, dump_event
 
 log = structlog.get_logger("paiq.bus")
 
@@ -158,43 +157,11 @@ class AmqpBus:
 
     async def _deliver(self, channel: AbstractChannel, queue: str, router: Router,
                        message: AbstractIncomingMessage, *, counted: bool) -> None:
-        try:
-            event = parse_event(message.body)
-        except ValidationError as e:
-            log.error("dead-lettered a message that is not a valid event", queue=queue, error=str(e))
-            DEAD_LETTERED.labels(queue).inc()
-            await _settle(message.reject(requeue=False))
-            return
         attempt = self._attempt(queue, message, counted=counted)
-        key = (queue, message.message_id or "")
-        while True:
-            try:
-                replies = await router.dispatch(event)
-                await self.publish(replies)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                EVENTS_HANDLED.labels(queue, event.routing_key, "failed").inc()
-                action = after_failure(e, attempt)
-                if action is AfterFailure.HOLD:
-                    await self._outages.wait(queue, event.routing_key, e)
-                    if channel.is_closed:
-                        return  # the broker went away with the channel: it delivers the message again
-                    continue
-                said_failure(action, queue, event.routing_key, attempt, e)
-                if action is AfterFailure.DEAD_LETTER:
-                    self._returns.pop(key, None)
-                    await _settle(message.reject(requeue=False))
-                    return
-                if not counted:
-                    self._returns[key] = attempt
-                await _settle(message.nack(requeue=True))
-                return
-            EVENTS_HANDLED.labels(queue, event.routing_key, "ok").inc()
-            self._outages.handled(queue)
-            self._returns.pop(key, None)
-            await _settle(message.ack())
-            return
+        outcome = _AmqpOutcome(channel, message, (queue, message.message_id or ""), attempt,
+                               None if counted else self._returns)
+        await deliver(queue, message.body, attempt, router=router, publish=self.publish, outages=self._outages,
+                      outcome=outcome)
 
     async def close(self) -> None:
         for ch in self._consume_channels:
@@ -205,6 +172,38 @@ class AmqpBus:
         if channel in self._consume_channels:
             self._consume_channels.remove(channel)
             await channel.close()  # what it had not acknowledged goes back to the queue
+
+
+@dataclass
+class _AmqpOutcome:
+    """A delivered message settled on its channel. ``returns``: this process's count of the returns of a
+    classic queue's messages (None for a quorum queue's, which the broker counts)."""
+
+    channel: AbstractChannel
+    message: AbstractIncomingMessage
+    key: tuple[str, str]  # (queue, message id)
+    attempt: int
+    returns: dict[tuple[str, str], int] | None
+
+    async def acknowledge(self) -> None:
+        self._forget()
+        await _settle(self.message.ack())
+
+    async def give_back(self) -> None:
+        if self.returns is not None:
+            self.returns[self.key] = self.attempt
+        await _settle(self.message.nack(requeue=True))
+
+    async def dead_letter(self) -> None:
+        self._forget()
+        await _settle(self.message.reject(requeue=False))
+
+    def released(self) -> bool:
+        return self.channel.is_closed  # the broker went away with the channel: it delivers the message again
+
+    def _forget(self) -> None:
+        if self.returns is not None:
+            self.returns.pop(self.key, None)
 
 
 @dataclass

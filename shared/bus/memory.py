@@ -12,14 +12,9 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import structlog
-from pydantic import ValidationError
-
-from shared.bus.base import AfterFailure, Outages, Router, after_failure, said_failure, topic_matches
-from shared.events import CloudEvent, dump_event, parse_event
-from shared.runtime.metrics import DEAD_LETTERED, EVENTS_HANDLED
-
-log = structlog.get_logger("paiq.bus")
+from shared.bus.base import Outages, Router, topic_matches
+from shared.bus.delivery import deliver
+from shared.events import CloudEvent, dump_event
 
 
 @dataclass
@@ -107,34 +102,30 @@ class MemoryBus:
             task.add_done_callback(lambda _: self._progress.set())
 
     async def _deliver(self, q: _Queue, body: bytes, attempt: int) -> None:
-        try:
-            event = parse_event(body)
-        except ValidationError as e:
-            log.error("dead-lettered a message that is not a valid event", queue=q.name, error=str(e))
-            DEAD_LETTERED.labels(q.name).inc()
-            self.dead_letters.append(body)
-            return
-        while True:
-            try:
-                replies = await q.router.dispatch(event)
-                await self.publish(replies)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                EVENTS_HANDLED.labels(q.name, event.routing_key, "failed").inc()
-                action = after_failure(e, attempt)
-                if action is AfterFailure.HOLD:
-                    await self._outages.wait(q.name, event.routing_key, e)
-                    if q.consumer is None:  # unsubscribed meanwhile: the next consumer gets it
-                        q.inbox.put_nowait((body, attempt))
-                        return
-                    continue
-                said_failure(action, q.name, event.routing_key, attempt, e)
-                if action is AfterFailure.DEAD_LETTER:
-                    self.dead_letters.append(body)
-                    return
-                q.inbox.put_nowait((body, attempt + 1))
-                return
-            EVENTS_HANDLED.labels(q.name, event.routing_key, "ok").inc()
-            self._outages.handled(q.name)
-            return
+        await deliver(q.name, body, attempt, router=q.router, publish=self.publish, outages=self._outages,
+                      outcome=_MemoryOutcome(q, body, attempt, self.dead_letters))
+
+
+@dataclass
+class _MemoryOutcome:
+    """A delivered message settled in process: given back to its queue's inbox, or to the dead letters."""
+
+    queue: _Queue
+    body: bytes
+    attempt: int
+    dead_letters: list[bytes]
+
+    async def acknowledge(self) -> None:
+        """Nothing to do: the message was taken from the inbox when it was delivered."""
+
+    async def give_back(self) -> None:
+        self.queue.inbox.put_nowait((self.body, self.attempt + 1))
+
+    async def dead_letter(self) -> None:
+        self.dead_letters.append(self.body)
+
+    def released(self) -> bool:
+        if self.queue.consumer is not None:
+            return False
+        self.queue.inbox.put_nowait((self.body, self.attempt))  # unsubscribed meanwhile: the next consumer gets it
+        return True
