@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import quote
 
 import docker
 import docker.errors
@@ -43,6 +44,7 @@ log = structlog.get_logger("paiq.launcher.docker")
 
 EXIT_ENGINE_FAILURE = exitcodes.ENGINE_FAILURE
 STATS_THREADS = 64  # stats requests of one sampling round in flight at once
+FRAME_HEADER = struct.Struct(">BxxxL")  # a multiplexed log frame's header: stream (1 stdout, 2 stderr), length
 
 
 class DockerDriver:
@@ -242,20 +244,19 @@ class DockerDriver:
         """The container's lines, stdout and stderr told apart, until it stops.
 
         The SDK's own log stream drops which stream a frame came from, so the engine's multiplexed
-        answer is read here (8-byte frame headers: stream, length). A dedicated thread blocks on
-        it: one per followed container, never the default executor's few workers.
+        answer is read here (:func:`_frames`). A dedicated thread blocks on it: one per followed
+        container, never the default executor's few workers.
         """
         params: dict[str, Any] = {"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 1}
         if since_ns:
             params["since"] = f"{since_ns // 1_000_000_000}.{since_ns % 1_000_000_000:09d}"
-        api: Any = self._client.api  # the SDK's request helpers are not part of its typed surface
         try:
-            response = await asyncio.to_thread(_open_logs, api, container_id, params)
+            response = await asyncio.to_thread(_open_logs, self._client.api, container_id, params)
         except docker.errors.APIError as e:
             if e.status_code in (404, 409):  # gone, or being removed
                 return
             raise
-        pump = _LogPump(api, response, since_ns, asyncio.get_running_loop())
+        pump = _LogPump(response, since_ns, asyncio.get_running_loop())
         threading.Thread(target=pump.run, name=f"docker-logs-{container_id[:12]}", daemon=True).start()
         try:
             while (item := await pump.queue.get()) is not None:
@@ -375,19 +376,25 @@ def start_failure(text: str) -> tuple[int, str]:
     return EXIT_ENGINE_FAILURE, f"the engine could not start the container: {text}"
 
 
-def _open_logs(api: Any, container_id: str, params: dict[str, Any]) -> Any:
-    response = api._get(api._url("/containers/{0}/logs", container_id), params=params, stream=True)
-    api._raise_for_status(response)
+def _open_logs(api: docker.APIClient, container_id: str, params: dict[str, Any]) -> requests.Response:
+    """The engine's log answer, streamed, through the SDK's public surface (its client is a requests
+    session): no read timeout, since a followed container may stay quiet for hours."""
+    url = f"{api.base_url}/v{api.api_version}/containers/{quote(container_id, safe='')}/logs"
+    response = api.get(url, params=params, stream=True, timeout=None)
+    try:
+        response.raise_for_status()
+    except requests.exceptions.HTTPError as e:
+        raise docker.errors.create_api_error_from_http_exception(e) from e
     return response
 
 
 class _LogPump:
     """Reads one log answer in its own thread and hands its lines to the event loop (None: the end)."""
 
-    def __init__(self, api: Any, response: Any, since_ns: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, response: requests.Response, since_ns: int, loop: asyncio.AbstractEventLoop) -> None:
         # The SDK's cancellable wrapper: closing it shuts the socket down, which wakes the blocked read
         # (closing the response would wait for that read to return: until the container writes or ends).
-        self._frames = CancellableStream(_frames(api, response), response)
+        self._frames = CancellableStream(_frames(response), response)
         self._since_ns = since_ns
         self._loop = loop
         self._closed = threading.Event()
@@ -419,14 +426,18 @@ class _LogPump:
             self._frames.close()
 
 
-def _frames(api: Any, response: Any) -> Iterator[tuple[int, bytes]]:
-    """(stream, payload) of each frame of a non-TTY container's log answer (1 stdout, 2 stderr)."""
-    api._disable_socket_timeout(api._get_raw_response_socket(response))
+def _frames(response: requests.Response) -> Iterator[tuple[int, bytes]]:
+    """(stream, payload) of each frame of a non-TTY container's log answer (1 stdout, 2 stderr).
+
+    Not ``docker.utils.socket.frames_iter``: that reads a hijacked socket (attach, exec), whose bytes are
+    the frames themselves. A log answer is an HTTP body sent chunked, which the HTTP client has partly
+    read ahead into its buffer: its frames are read from the decoded body (``response.raw``), whole.
+    """
     while True:
-        header = response.raw.read(8)
-        if len(header) < 8:
+        header = response.raw.read(FRAME_HEADER.size)
+        if len(header) < FRAME_HEADER.size:
             return
-        stream, length = struct.unpack(">BxxxL", header)
+        stream, length = FRAME_HEADER.unpack(header)
         if not length:
             continue
         payload = response.raw.read(length)
