@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,32 +20,36 @@ import aiohttp
 from services.cli.client import ApiCallError, paiq_client
 from services.cli.top import follow
 from shared.errors import PaiqError
-from shared.settings.credentials import credentials_path, read_credentials, write_credentials
+from shared.settings.credentials import read_credentials, write_credentials
+from shared.settings.model import CliSettings
 
 DEFAULT_API = "http://127.0.0.1:9186"
 FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
-def _credentials_path() -> Path:
-    return credentials_path(Path(os.environ.get("PAIQ_DATA_DIR") or Path.home() / ".paiq").expanduser())
+def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argparse.Namespace:
+    """The command line, and the variables the CLI reads (``args.env``: CliSettings, read here once)."""
+    args = build_parser().parse_args(argv)
+    args.env = CliSettings.from_env(environ)
+    return args
 
 
-def _saved() -> dict[str, str]:
+def _saved(args: argparse.Namespace) -> dict[str, str]:
     """What ``paiq login`` (or ``paiq up``) saved: api, user, token."""
-    return read_credentials(_credentials_path())
+    return read_credentials(args.env.credentials_path)
 
 
 def _api(args: argparse.Namespace) -> str:
-    return str(args.api or os.environ.get("PAIQ_API") or _saved().get("api") or DEFAULT_API)
+    return str(args.api or args.env.api or _saved(args).get("api") or DEFAULT_API)
 
 
 def _user(args: argparse.Namespace) -> str:
-    return str(args.user or os.environ.get("PAIQ_USER") or _saved().get("user") or getpass.getuser())
+    return str(args.user or args.env.user or _saved(args).get("user") or getpass.getuser())
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    saved = _saved()
-    token = os.environ.get("PAIQ_TOKEN") or (saved.get("token") if saved.get("api") == _api(args) else None)
+    saved = _saved(args)
+    token = args.env.token or (saved.get("token") if saved.get("api") == _api(args) else None)
     return token or None
 
 
@@ -299,7 +303,7 @@ async def cmd_login(args: argparse.Namespace) -> int:
         password = getpass.getpass(f"password for {user} at {_api(args)}: ")
     async with paiq_client(_api(args)) as client:
         answer = await client.login(user, password)
-    path = write_credentials(_credentials_path(), api=_api(args), user=user, token=str(answer["token"]))
+    path = write_credentials(args.env.credentials_path, api=_api(args), user=user, token=str(answer["token"]))
     print(f"logged in as {user}{' (admin)' if answer.get('admin') else ''}; token saved in {path}")
     return 0
 
@@ -381,7 +385,7 @@ async def cmd_ssh(args: argparse.Namespace) -> int:
             return 2
         key_name = str(info["keyPair"]["privateKeyFileName"])
         key = await client.key_file(user, name, key_name)
-    folder = _credentials_path().parent / "keys"
+    folder = args.env.data_dir / "keys"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     key_path = folder / key_name
     fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -525,7 +529,11 @@ def _add_vc_parser(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = parse_args(argv, os.environ)
+    except PaiqError as e:  # a wrong variable: one line, not a traceback
+        print(f"paiq: {e}", file=sys.stderr)
+        return 2
     if args.command == "up":
         try:
             return cmd_up(args)

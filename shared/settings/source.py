@@ -1,25 +1,47 @@
-"""A pydantic-settings model read from a plain mapping, and its refusals as one-line SettingsErrors.
+"""pydantic-settings' environment source over a mapping the caller gives, and the parts it reads.
 
-The mapping is the whole environment: the model's only source must be its init arguments (its
-``settings_customise_sources`` returns ``(init_settings,)``), so nothing else is read behind the
-caller's back: no ``os.environ``, no ``.env`` file, no secrets directory.
+Why a class here at all: pydantic-settings' :class:`EnvSettingsSource` does the reading paiq wants (each
+field's variable, the first set one of an ``AliasChoices`` winning, names as spelled, an empty value an
+unset one) but only over ``os.environ``. :class:`MappingSource` is that source over the given mapping,
+through the one hook pydantic-settings itself overrides for a ``.env`` file (``_load_env_vars``). It adds one
+rule: a field with no variable of its own is a *part* of the settings (the node, the launcher, the job
+limits), a nested model read from the same mapping by the same source. Nothing else is read: the models'
+only pydantic-settings source is their init arguments (``shared.settings.model.EnvModel``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from annotated_types import Ge, Le
-from pydantic import AliasChoices, ValidationError
+from pydantic import AliasChoices, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic_core import CoreSchema, core_schema
+from pydantic_settings import BaseSettings, EnvSettingsSource
+from pydantic_settings.sources.utils import parse_env_vars
 
-from shared.errors import SettingsError
-from shared.settings.syntax import quoted
 
-Model = TypeVar("Model", bound=BaseSettings)
+@dataclass(frozen=True)
+class ReadAs:
+    """A field's ``Annotated`` marker: a frozen dataclass of a pure core that knows no variables (JobLimits)
+    is read as ``model`` (its fields under their variables, with their bounds), then made from that."""
+
+    model: type[BaseSettings]
+
+    def __get_pydantic_core_schema__(self, source: type[Any], handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(
+            lambda part: source(**dict(part)), handler.generate_schema(self.model),
+            serialization=core_schema.plain_serializer_function_ser_schema(asdict))
+
+
+def part_of(info: FieldInfo) -> type[BaseSettings] | None:
+    """The model a part is read as; None for a field that is one variable."""
+    if info.alias is not None or info.validation_alias is not None:
+        return None
+    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseSettings):
+        return info.annotation
+    return next((m.model for m in info.metadata if isinstance(m, ReadAs)), None)
 
 
 def variables(info: FieldInfo, name: str) -> list[str]:
@@ -30,75 +52,32 @@ def variables(info: FieldInfo, name: str) -> list[str]:
     return [alias] if isinstance(alias, str) else [name]
 
 
-class MappingSource(PydanticBaseSettingsSource):
-    """A plain mapping as the environment: each field's variables, exactly as spelled; an empty value is an
-    unset one."""
-
-    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
-        super().__init__(settings_cls)
-        self.env = env
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        for var in variables(field, field_name):
-            if value := self.env.get(var):
-                return value, var, False
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        found = {}
-        for name, info in self.settings_cls.model_fields.items():
-            value, var, _ = self.get_field_value(info, name)
-            if value is not None:
-                found[var] = value
-        return found
-
-
-def read(model: type[Model], env: Mapping[str, str]) -> Model:
-    """``model`` from ``env``, or the SettingsError of its first wrong variable (in the model's order)."""
-    try:
-        return model(**MappingSource(model, env)())
-    except ValidationError as e:
-        # from None: pydantic's account of the same refusal is many lines and a link, and adds nothing.
-        raise settings_error(model, e.errors()[0]) from None
-
-
-def settings_error(model: type[BaseSettings], error: ErrorDetails) -> SettingsError:
-    """Pydantic's error as paiq words it: the variable, its rule and the value; never pydantic's text."""
-    key = str(error["loc"][0]) if error["loc"] else "PAIQ_*"
-    var, info = _located(model).get(key, (key, None))
-    return SettingsError(var, " ".join(_rule(error, info).splitlines()))
-
-
-def _located(model: type[BaseSettings]) -> dict[str, tuple[str, FieldInfo | None]]:
-    """Where an error may be located -> (the variable to name, its field): at the variable a value was read
-    from, or at the field itself when its default is wrong (the host name as PAIQ_NODE_ID)."""
-    found: dict[str, tuple[str, FieldInfo | None]] = {}
+def every_variable(model: type[BaseSettings]) -> list[str]:
+    """Every variable ``model`` reads, its parts' included, in its order."""
+    found: list[str] = []
     for name, info in model.model_fields.items():
-        names = variables(info, name)
-        found[name] = (names[0], info)
-        found.update((var, (var, info)) for var in names)
+        part = part_of(info)
+        found += every_variable(part) if part else variables(info, name)
     return found
 
 
-def bounds(info: FieldInfo) -> tuple[int | None, int | None]:
-    """The field's least and most integer (``Field(ge=..., le=...)``), where it has them."""
-    least = next((m.ge for m in info.metadata if isinstance(m, Ge) and isinstance(m.ge, int)), None)
-    most = next((m.le for m in info.metadata if isinstance(m, Le) and isinstance(m.le, int)), None)
-    return least, most
+class MappingSource(EnvSettingsSource):
+    """``EnvSettingsSource`` with ``env`` as the environment, and each part read from it the same way."""
 
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self.env = env  # before EnvSettingsSource.__init__, which loads the variables
+        super().__init__(settings_cls)
 
-def _rule(error: ErrorDetails, info: FieldInfo | None) -> str:
-    ctx = error.get("ctx") or {}
-    if error["type"] == "value_error" and "error" in ctx:
-        return str(ctx["error"])  # a rule of shared.settings.syntax
-    value = error["input"]
-    shown = quoted(value) if isinstance(value, str) else repr(value)
-    if error["type"] in {"greater_than_equal", "less_than_equal"} and info is not None:
-        least, most = bounds(info)
-        got = f"{int(value):,}" if isinstance(value, int | str) else shown  # parse_integer took it
-        if least is not None and most is not None:
-            return f"must be {least:,}-{most:,}, got {got}"
-        if least is not None:
-            return f"must be >= {least:,}, got {got}"
-        return f"must be <= {most:,}, got {got}"
-    return f"is not valid ({error['msg'].rstrip('.')}), got {shown}"
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self.env, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        part = part_of(field)
+        if part is None:
+            return super().get_field_value(field, field_name)
+        return MappingSource(part, self.env)(), field_name, False
+
+    def prepare_field_value(self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool) -> Any:
+        if part_of(field) is not None:
+            return value  # the part's values, already read
+        return super().prepare_field_value(field_name, field, value, value_is_complex)

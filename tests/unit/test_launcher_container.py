@@ -72,7 +72,7 @@ def test_a_plain_task_runs_its_command_under_sh_with_host_networking() -> None:
 
 def test_bridge_networking_publishes_every_task_port_one_to_one() -> None:
     spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="",
-                          settings=LauncherSettings(network="bridge"))
+                          settings=LauncherSettings.from_env({"PAIQ_NODE_NETWORK": "bridge"}))
     args = create_args(spec)
     assert args["network_mode"] == "bridge"
     assert args["ports"] == {f"{p}/{proto}": p for p in (20001, 20002, 20003) for proto in ("tcp", "udp")}
@@ -80,7 +80,7 @@ def test_bridge_networking_publishes_every_task_port_one_to_one() -> None:
 
 def test_an_isdebug_task_runs_under_the_keeping_wrapper() -> None:
     spec = container_spec(make_spec(is_debug=True), name="c1", node_id="n1", code_dir="",
-                          settings=LauncherSettings(debug_keep_seconds=600))
+                          settings=LauncherSettings.from_env({"PAIQ_DEBUG_KEEP_SECONDS": "600"}))
     assert create_args(spec)["command"] == [DEBUG_WRAPPER, "paiq-debug", "python train.py", "600"]
     assert spec.labels["paiq.debug"] == "1"
 
@@ -118,7 +118,7 @@ def test_engine_start_failures(text: str, code: int) -> None:
 @pytest.mark.parametrize(("devices", "requested"), [("nvidia", ["0", "3"]), ("none", None)])
 def test_a_tasks_gpus_go_to_its_container_unless_they_are_only_declared(devices: str, requested: object) -> None:
     spec = container_spec(make_spec(gpus=(0, 3)), name="c", node_id="n1", code_dir="",
-                          settings=LauncherSettings(gpu_devices=devices))
+                          settings=LauncherSettings.from_env({"PAIQ_GPU_DEVICES": devices}))
     args = create_args(spec)
     got = [r["DeviceIDs"] if isinstance(r, dict) else r.device_ids for r in args.get("device_requests", [])]
     assert (got[0] if got else None) == requested

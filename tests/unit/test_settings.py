@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from operator import attrgetter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from shared.errors import SettingsError
 from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits
-from shared.settings.model import PaiqEnv, Settings, parse_gpus
-from shared.settings.source import bounds, settings_error, variables
+from shared.settings.model import CliSettings, JobLimitSettings, Settings, parse_gpus
+from shared.settings.refusals import bounds, settings_error
+from shared.settings.source import every_variable, variables
 from shared.settings.syntax import node_id_of_host
 
 pytestmark = pytest.mark.unit
@@ -160,7 +163,8 @@ def test_the_body_timeout_is_a_whole_number_of_seconds_from_one(raw: str) -> Non
 # --- every variable: bounds, syntax, empty = default, one-line errors (pydantic-settings) --------------------
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-ALL_VARIABLES = [var for name, info in PaiqEnv.model_fields.items() for var in variables(info, name)]
+ALL_VARIABLES = every_variable(Settings)
+CLI_VARIABLES = every_variable(CliSettings)
 
 
 def read(path: str, settings: Settings) -> object:
@@ -178,7 +182,7 @@ def test_an_empty_value_is_the_default(var: str) -> None:
     assert Settings.from_env({var: ""}) == Settings.from_env({})
 
 
-@pytest.mark.parametrize("var", ALL_VARIABLES)
+@pytest.mark.parametrize("var", ALL_VARIABLES + CLI_VARIABLES)
 def test_every_variable_is_in_the_readme_configuration_table(var: str) -> None:
     table = README.read_text().split("### Configuration", 1)[1].split("\n## ", 1)[0]
     assert f"`{var}`" in table or var == "DOCKER_HOST"
@@ -233,7 +237,7 @@ def test_a_bounded_integer_past_its_bounds_is_refused_naming_them(var: str, path
 
 def test_the_job_limits_settings_are_those_of_shared_joblimits() -> None:
     for name, (var, least, most) in LIMIT_SETTINGS.items():
-        info = PaiqEnv.model_fields[name]
+        info = JobLimitSettings.model_fields[name]
         assert (variables(info, name), bounds(info), info.default) == ([var], (least, most), getattr(JobLimits(), name))
     assert {var for var, *_ in LIMIT_SETTINGS.values()} == {var for var, path, *_ in BOUNDED if "job_limits" in path}
 
@@ -379,10 +383,27 @@ def test_names_are_case_sensitive() -> None:
 def test_only_the_given_mapping_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PAIQ_API_PORT", "1111")
     monkeypatch.setenv("PAIQ_EXCHANGE", "from-os-environ")
-    (tmp_path / ".env").write_text("PAIQ_QUEUE_PREFIX=from-dotenv\nPAIQ_LEASE_SECONDS=1\n")
+    for var, value in (("PAIQ_NODE_IP", "10.9.9.9"), ("PAIQ_NODE_NETWORK", "bridge"), ("PAIQ_MAX_JOB_TASKS", "3"),
+                       ("PAIQ_API", "http://elsewhere"), ("PAIQ_TOKEN", "t")):
+        monkeypatch.setenv(var, value)
+    (tmp_path / ".env").write_text("PAIQ_QUEUE_PREFIX=from-dotenv\nPAIQ_LEASE_SECONDS=1\nPAIQ_NODE_CPUS=1\n")
     monkeypatch.chdir(tmp_path)
     s = from_env()
     assert (s.api_port, s.exchange, s.queue_prefix, s.lease_seconds) == (9186, "paiq.events", "paiq", 15)
+    assert (s.node.ip, s.node.cpus, s.launcher.network, s.job_limits.max_job_tasks) == ("127.0.0.1", 8, "host", 5000)
+    assert (CliSettings.from_env({}).api, CliSettings.from_env({}).token) == (None, None)
+
+
+def test_a_part_is_read_from_its_variables_only() -> None:
+    # The parts' field names and the parts' own names are no variables (only PAIQ_NODE_IP sets node.ip).
+    s = from_env(ip="10.0.0.1", network="bridge", max_job_tasks="3", node="{}", launcher="x", job_limits="[]")
+    assert (s.node.ip, s.launcher.network, s.job_limits.max_job_tasks) == ("127.0.0.1", "host", 5000)
+
+
+def test_a_wrong_host_name_as_the_default_node_id_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "uname", lambda: SimpleNamespace(nodename="h" * 70))
+    error = refusal(PAIQ_NODE_ID="")
+    assert error.name == "PAIQ_NODE_ID" and error.rule.startswith("must be 1-64 letters")
 
 
 def test_the_same_mapping_gives_the_same_settings() -> None:
@@ -426,6 +447,24 @@ def test_of_several_wrong_variables_the_first_in_the_table_is_named() -> None:
 
 def test_a_wrong_default_names_its_variable() -> None:
     # The host name is PAIQ_NODE_ID's default: when it cannot be one, the error says which variable to set.
-    error = settings_error(PaiqEnv, {"type": "value_error", "loc": ("node_id",), "msg": "Value error, x",
+    error = settings_error(Settings, {"type": "value_error", "loc": ("node", "node_id"), "msg": "Value error, x",
                                      "input": "h" * 70, "ctx": {"error": ValueError("must be short")}})
     assert (error.name, error.rule) == ("PAIQ_NODE_ID", "must be short")
+
+
+# --- the CLI's variables ---------------------------------------------------------------------------------
+
+
+def test_the_cli_settings_default_to_none_and_the_data_dir_to_dot_paiq() -> None:
+    cli = CliSettings.from_env({})
+    assert (cli.api, cli.user, cli.token) == (None, None, None)
+    assert cli.data_dir == Path.home() / ".paiq" == Settings.from_env({}).data_dir
+    assert cli.credentials_path == Path.home() / ".paiq" / "credentials.json"
+
+
+def test_the_cli_settings_are_read_and_an_empty_one_is_unset() -> None:
+    cli = CliSettings.from_env({"PAIQ_API": "http://h:1", "PAIQ_USER": "alice", "PAIQ_TOKEN": "secret",
+                                "PAIQ_DATA_DIR": "~/d", "PAIQ_API_PORT": "http"})
+    assert (cli.api, cli.user, cli.token, cli.data_dir) == ("http://h:1", "alice", "secret", Path.home() / "d")
+    assert "secret" not in repr(cli)
+    assert CliSettings.from_env({"PAIQ_API": "", "PAIQ_USER": "", "PAIQ_TOKEN": ""}) == CliSettings.from_env({})

@@ -92,7 +92,7 @@ def test_a_job_with_a_key_pair_starts_sshd_before_its_command() -> None:
 
 def test_an_isdebug_task_with_a_key_pair_keeps_the_wrapper_around_the_ssh_setup() -> None:
     spec = container_spec(make_spec(is_debug=True), name="c1", node_id="n1", code_dir="",
-                          settings=LauncherSettings(debug_keep_seconds=60), ssh=KEY)
+                          settings=LauncherSettings.from_env({"PAIQ_DEBUG_KEEP_SECONDS": "60"}), ssh=KEY)
     assert create_args(spec)["command"] == [DEBUG_WRAPPER, "paiq-debug", COMMAND_PREFIX + "python train.py", "60"]
 
 

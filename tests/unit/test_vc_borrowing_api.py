@@ -263,14 +263,12 @@ def test_the_table_shows_quota_limit_used_borrowed_and_lent() -> None:
 
 
 @pytest.fixture
-def paiq(client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-         capsys: pytest.CaptureFixture[str]) -> Any:
+def paiq(client: TestClient[Any, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Any:
     """``await paiq("vc", "list")``: the exit status, what it printed and what it said on stderr."""
-    monkeypatch.setenv("PAIQ_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("PAIQ_TOKEN", "admin-token")
+    env = {"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_TOKEN": "admin-token"}
 
     async def run(*argv: str) -> tuple[int, str, str]:
-        args = cli.build_parser().parse_args(["--api", str(client.make_url("/")), *argv])
+        args = cli.parse_args(["--api", str(client.make_url("/")), *argv], env)
         code = await cli.cmd_vc(args)
         out, err = capsys.readouterr()
         return code, out, err
