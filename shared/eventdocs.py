@@ -16,14 +16,25 @@ from shared.events import CloudEvent, Event
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
-# Who publishes each event, and the routing key when it is not the type itself.
-PUBLISHERS = {
-    "job.submitted": "submit", "job.scheduled": "scheduler", "job.waiting": "scheduler",
-    "job.completed": "status", "job.retrying": "status", "job.requeued": "status",
-    "job.stop_requested": "submit", "node.launch": "scheduler", "task.started": "launcher",
-    "task.progress": "launcher", "task.exited": "launcher (scheduler: a lost node's tasks, -1001)",
-    "node.registered": "launcher",
-    "job.preempted": "scheduler", "node.stop": "status", "task.gpu_idle": "launcher",
+# Which services publish and consume each event. Checked by tests/unit/test_event_catalogue.py: consumers
+# against each service's own router and bindings, publishers against where each event is built.
+PUBLISHERS: dict[str, tuple[str, ...]] = {
+    "job.submitted": ("submit",), "job.scheduled": ("scheduler",), "job.waiting": ("scheduler",),
+    "job.completed": ("status",), "job.retrying": ("status",), "job.requeued": ("status",),
+    "job.stop_requested": ("submit",), "job.preempted": ("scheduler",),
+    "node.launch": ("scheduler",), "node.stop": ("status",),
+    "task.started": ("launcher",), "task.exited": ("launcher", "scheduler"), "task.progress": ("launcher",),
+    "task.gpu_idle": ("launcher",), "node.registered": ("launcher",),
+}
+PUBLISHED_WHEN = {("task.exited", "scheduler"): "a lost node's tasks, -1001"}
+FEED = "submit"  # its event stream (GET /api/v1/events) takes every job.* and task.* event
+CONSUMERS: dict[str, tuple[str, ...]] = {
+    "job.submitted": ("scheduler", FEED), "job.scheduled": (FEED,), "job.waiting": (FEED,),
+    "job.completed": ("scheduler", FEED), "job.retrying": (FEED,), "job.requeued": ("scheduler", FEED),
+    "job.stop_requested": ("status", FEED), "job.preempted": ("status", FEED),
+    "node.launch": ("launcher",), "node.stop": ("launcher",),
+    "task.started": ("status", FEED), "task.exited": ("status", FEED), "task.progress": ("status", FEED),
+    "task.gpu_idle": (FEED,), "node.registered": ("scheduler",),
 }
 ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop"}
 
@@ -65,15 +76,26 @@ def _page() -> str:
         "events (all but node commands) stream as Server-Sent Events from `GET /api/v1/events` and",
         "`paiq events`. `examples/webhook_notifier.py` is a complete consumer.",
         "",
-        "| type | routing key | published by | meaning | schema |",
-        "| --- | --- | --- | --- | --- |",
+        "Publishers and consumers are paiq's services (a test checks them against each service's bindings and",
+        f"handlers, and against where each event is built); {FEED} consumes every `job.*` and `task.*` event for",
+        "its event stream.",
+        "",
+        "| type | routing key | published by | consumed by | meaning | schema |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for cls in event_classes():
         kind = event_type(cls)
         doc = " ".join((inspect.getdoc(cls) or "").split())
-        lines.append(f"| `{kind}` | `{ROUTING_KEYS.get(kind, kind)}` | {PUBLISHERS.get(kind, '?')} | {doc} | "
+        publishers = ", ".join(_said(kind, p) for p in PUBLISHERS.get(kind, ("?",)))
+        consumers = ", ".join(CONSUMERS.get(kind, ("?",)))
+        lines.append(f"| `{kind}` | `{ROUTING_KEYS.get(kind, kind)}` | {publishers} | {consumers} | {doc} | "
                      f"[{kind}.json]({kind}.json) |")
     return "\n".join(lines) + "\n"
+
+
+def _said(kind: str, publisher: str) -> str:
+    when = PUBLISHED_WHEN.get((kind, publisher))
+    return f"{publisher} ({when})" if when else publisher
 
 
 def write(directory: Path = SCHEMA_DIR) -> list[Path]:

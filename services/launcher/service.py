@@ -64,6 +64,28 @@ async def on_stop(evt: StopTasks, deps: LauncherDeps) -> list[CloudEvent]:
     return []
 
 
+def launcher_bindings(node_id: str) -> list[str]:
+    """The launcher's queue takes the commands to its node (``node.<id>.launch``, ``node.<id>.stop``)."""
+    return [f"node.{node_id}.#"]
+
+
+def launcher_router(deps: LauncherDeps) -> Router:
+    """The commands a launcher carries out (shared/schemas/EVENTS.md's consumers are checked against it)."""
+
+    async def launch(evt: LaunchTasks) -> Sequence[CloudEvent]:
+        return await on_launch(evt, deps)
+
+    async def stop(evt: StopTasks) -> Sequence[CloudEvent]:
+        return await on_stop(evt, deps)
+
+    router = Router()
+    router.on(LaunchTasks, launch)
+    router.on(StopTasks, stop)
+    for old in (JobCompleted, JobRetrying):  # a queue declared by an older launcher is still bound to these
+        router.on(old, _ignored)
+    return router
+
+
 def follow_exits(deps: LauncherDeps, vitals: Vitals, name: str) -> Callable[[], Awaitable[None]]:
     """The loop that finishes every container of this node that dies (log saved, exit reported, removed).
     When the engine's event stream breaks, vitals runs it again after a backoff; each time but the first
@@ -105,21 +127,11 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     await deps.logs.ensure_indexes()
     await deps.profiles.ensure_indexes()
 
-    async def launch(evt: LaunchTasks) -> Sequence[CloudEvent]:
-        return await on_launch(evt, deps)
-
-    async def stop(evt: StopTasks) -> Sequence[CloudEvent]:
-        return await on_stop(evt, deps)
-
     exits = f"launcher-exits-{node_id}"
     vitals.background(stack, exits, follow_exits(deps, vitals, exits))
     await reconcile(deps)
-    router = Router()
-    router.on(LaunchTasks, launch)
-    router.on(StopTasks, stop)
-    for old in (JobCompleted, JobRetrying):  # a queue declared by an older launcher is still bound to these
-        router.on(old, _ignored)
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}", [f"node.{node_id}.#"], router)
+    router = launcher_router(deps)
+    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}", launcher_bindings(node_id), router)
     await deps.store.upsert_node(node_record(deps.node, gpus))
     await deps.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id=node_id))])
 

@@ -24,7 +24,7 @@ import pymongo
 import structlog
 from pymongo.errors import PyMongoError
 
-from shared.bus.base import Bus, Router
+from shared.bus.base import Bus, Handler, Router
 from shared.db.store import Fence, Store
 from shared.errors import LeaseLostError
 from shared.events import (
@@ -379,6 +379,15 @@ async def _stand_by(deps: SchedulerDeps) -> float:
         await asyncio.sleep(deps.settings.lease_seconds / 3)
 
 
+def scheduler_router(on_change: Handler[CloudEvent]) -> Router:
+    """What wakes the scheduler for a pass: a job to place, a node's capacity, resources freed. Its queue is
+    bound to these types alone (shared/schemas/EVENTS.md's consumers are checked against it)."""
+    router = Router()
+    for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
+        router.on(kind, on_change)
+    return router
+
+
 async def _leading(deps: SchedulerDeps, held_since: float) -> None:
     """Consume the scheduler's queue and run passes until the lease is lost (then stop all of it). The lease
     is kept first, so that whatever else hangs, a leader that cannot renew stands down in time; the role
@@ -395,14 +404,11 @@ async def _leading(deps: SchedulerDeps, held_since: float) -> None:
         deps.wanted.set()
         await _gauge_queues(deps)
 
-    router = Router()
-    for kind in (JobSubmitted, NodeRegistered, JobCompleted, JobRequeued):
-        router.on(kind, on_change)
+    router = scheduler_router(on_change)
     async with AsyncExitStack() as stack:
         _keep_lease(deps, stack, held_since)
         subscription = await deps.bus.subscribe(  # bounded (BusError): then stand by and try again
-            f"{deps.settings.queue_prefix}.scheduler",
-            ["job.submitted", "node.registered", "job.completed", "job.requeued"], router)
+            f"{deps.settings.queue_prefix}.scheduler", router.event_types, router)
         stack.push_async_callback(subscription.cancel)
         deps.vitals.background(stack, "scheduler-passes", lambda: _passes(deps))
         deps.vitals.periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)

@@ -193,16 +193,21 @@ def _complete_if_decided(job: JobRecord, now: int, policy: RetryPolicy) -> Chang
     return None if outcome is None else lifecycle.conclude(job, outcome, now, policy)
 
 
-async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
+def status_router(deps: StatusDeps) -> Router:
+    """The events the status service folds into jobs; its queue is bound to these types alone
+    (shared/schemas/EVENTS.md's consumers are checked against it)."""
     router = Router()
     router.on(TaskStarted, lambda evt: on_task_started(evt, deps))
     router.on(TaskProgress, lambda evt: on_task_progress(evt, deps))
     router.on(TaskExited, lambda evt: on_task_exited(evt, deps))
     router.on(JobStopRequested, lambda evt: on_stop_requested(evt, deps))
     router.on(JobPreempted, lambda evt: on_preempted(evt, deps))
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status",
-                             ["task.started", "task.progress", "task.exited", "job.stop_requested", "job.preempted"],
-                             router)
+    return router
+
+
+async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
+    router = status_router(deps)
+    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status", router.event_types, router)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))

@@ -60,6 +60,11 @@ class Router:
         literal = event_type.model_fields["type"].default
         self._handlers[str(literal)] = handler
 
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        """The event types it has handlers for: the bindings of a queue that takes just those."""
+        return tuple(self._handlers)
+
     async def dispatch(self, event: CloudEvent) -> Sequence[CloudEvent]:
         handler = self._handlers.get(getattr(event, "type", ""))
         if handler is None:
