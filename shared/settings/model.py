@@ -101,8 +101,10 @@ def _total_memory_mb() -> int:
 
 
 def _file_system_in_data_dir(values: dict[str, Any]) -> str:
-    """PAIQ_DEFAULT_FS_URI unset: file://<data dir>/fs (PAIQ_DATA_DIR is read before it)."""
-    return f"file://{values.get('data_dir', Path('.paiq')) / 'fs'}"
+    """PAIQ_DEFAULT_FS_URI unset: file://<data dir>/fs. PAIQ_DATA_DIR is read before it; were it refused, its
+    error would be the one reported and this value never used."""
+    data_dir = values.get("data_dir")
+    return f"file://{data_dir / 'fs'}" if isinstance(data_dir, Path) else ""
 
 
 # --- the parts ----------------------------------------------------------------------------------------
