@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from shared.db.packing import configs_once, configs_whole, pack, unpack
+from shared.db.packing import PACK_MIN_BYTES, configs_once, configs_whole, pack, unpack
 from shared.jobconfig.limits import bson_bytes
 from shared.jobconfig.model import JobConfig, TaskRole
 from shared.scheduling.priority import FIELD_PATH, priority_class_of
@@ -242,11 +242,32 @@ class JobRecord(_Record):
     counted: bool = False
 
     def to_document(self, *, packed: bool = True) -> dict[str, Any]:
-        """The job as stored: a big job's configs and tasks packed (:mod:`shared.db.packing`; ``packed=False``:
-        its plain form, which is never smaller), the fields queries read plain, with the derived ones (what
-        it holds, its counts)."""
-        doc = self.model_dump(mode="json", by_alias=True, exclude={"archived", "config", "raw_config", "tasks"})
+        """The job as one document: a big job's configs and tasks packed (:mod:`shared.db.packing`;
+        ``packed=False``: its plain form, which is never smaller), the fields queries read plain, with the
+        derived ones (what it holds, its counts). A new job is stored as :meth:`documents`."""
+        doc = self.head_document(packed=packed)
         doc.update(config_fields(self.config, self.raw_config, packed=packed))
+        return doc
+
+    def documents(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """A new job as stored: its document, and its configs' where they are big (``PACK_MIN_BYTES`` of
+        JSON), the job's then keeping their stub (:func:`config_stub`) and ``configs_apart``.
+
+        Why apart: the embedded SecantusDB decodes every document a read touches whole, so a list window,
+        the queue's projection and every update of a job with a megabyte of ``extras`` that zlib cannot
+        shrink (random text: packed, still 0.8 MB) cost the database's only core about a millisecond per
+        job; a list page waited 50-150 ms behind a burst of them (issue 24, tests/benchmarks/worst_job.py).
+        The configs never change, so their document is written once and read only with the whole job."""
+        apart = apart_configs(self.config, self.raw_config)
+        if apart is None:
+            return self.to_document(), None
+        doc = self.head_document()
+        doc.update({"config": config_stub(self.config), CONFIGS_APART: True})
+        return doc, {"_id": self.id, **apart}
+
+    def head_document(self, *, packed: bool = True) -> dict[str, Any]:
+        """Every field of the job's document but the configs (which never change): what a rewrite sets."""
+        doc = self.model_dump(mode="json", by_alias=True, exclude={"archived", "config", "raw_config", "tasks"})
         doc.update(task_fields(self.tasks, packed=packed))
         doc.update(holding_fields(self.tasks))
         doc.update(task_count=self.config.total_tasks, gpu_count=self.config.total_gpus,
@@ -255,7 +276,8 @@ class JobRecord(_Record):
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> JobRecord:
-        """A stored job, its parts packed or plain (documents of any age: a packed part wins)."""
+        """A stored job, its parts packed or plain (documents of any age: a packed part wins); a job whose
+        configs are apart with its configs' document merged in (:meth:`shared.db.store.Store.get_job`)."""
         configs, tasks = doc.get(PACKED_CONFIG), doc.get(PACKED_TASKS)
         if configs is None and tasks is None:
             return cls.model_validate(doc)
@@ -275,6 +297,7 @@ class JobRecord(_Record):
 
 
 PACKED_CONFIG = "packed_config"  # a big job's ``config`` and ``raw_config``, packed together (written once)
+CONFIGS_APART = "configs_apart"  # the job's field saying its configs are in a document of their own
 PACKED_TASKS = "packed_tasks"  # a big job's ``tasks``, packed (rewritten with them)
 _TASKS: TypeAdapter[tuple[TaskRecord, ...]] = TypeAdapter(tuple[TaskRecord, ...])
 
@@ -287,6 +310,17 @@ def config_fields(config: JobConfig, raw: dict[str, Any], *, packed: bool = True
     text = json.dumps(configs_once(plain), separators=(",", ":"), ensure_ascii=False).encode()
     blob = pack(text, lambda: bson_bytes(plain))
     return plain if blob is None else {PACKED_CONFIG: blob, "config": config_stub(config)}
+
+
+def apart_configs(config: JobConfig, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The fields of a document of their own for the job's two configs (packed, or plain where zlib cannot
+    shrink them), or None where they are small enough to stay in the job's document."""
+    plain = {"config": config.model_dump(mode="json", by_alias=True), "raw_config": raw}
+    text = json.dumps(configs_once(plain), separators=(",", ":"), ensure_ascii=False).encode()
+    if len(text) < PACK_MIN_BYTES:
+        return None
+    blob = pack(text, lambda: bson_bytes(plain))
+    return plain if blob is None else {PACKED_CONFIG: blob}
 
 
 def config_stub(config: JobConfig) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from urllib.parse import quote, urlencode
 import structlog
 import yaml
 from aiohttp import web
-from bson.raw_bson import RawBSONDocument
 
 from services.submit.access import optional_principal, principal_of
 from services.submit.answers import JobList, Message, answer
@@ -29,7 +28,7 @@ from services.submit.views import job_detail, job_summary
 from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
 from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
 from shared.db.paging import Cursor, CursorError
-from shared.db.store import Store, encoded_job
+from shared.db.store import EncodedJob, Store, encoded_job
 from shared.errors import BusError, JobExistsError, SubmitOutcomeUnknownError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.jobconfig.envsize import env_size_problems
@@ -106,7 +105,7 @@ class Prepared:
 
     result: Accepted
     job: JobRecord
-    document: RawBSONDocument  # the job as stored, encoded off the event loop
+    document: EncodedJob  # the job as stored, encoded off the event loop
 
 
 def prepare_job(body: bytes, path_name: str | None, user: str, settings: Settings) -> Prepared:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import bson
 import pymongo
@@ -37,6 +37,7 @@ from shared.db.tallies import Tallies
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.records import (
     ACTIVE_JOB_STATES,
+    CONFIGS_APART,
     PACKED_CONFIG,
     PACKED_TASKS,
     AttemptRecord,
@@ -63,9 +64,19 @@ SCHEMA_SECONDS = 3600  # index builds and a migration, once at start
 MAX_IDLE_MS = 60_000  # well under a server's idle limit (SecantusDB closes connections idle for 300 s)
 
 
-def encoded_job(job: JobRecord) -> RawBSONDocument:
-    """The job's document as :meth:`Store.insert_job` stores it, encoded: pure CPU, for a worker thread."""
-    return RawBSONDocument(bson.encode(job.to_document()))
+class EncodedJob(NamedTuple):
+    """A new job's documents as :meth:`Store.insert_job` stores them, encoded: the job's, and its configs'
+    where they are big (:meth:`shared.records.JobRecord.documents`)."""
+
+    job: RawBSONDocument
+    configs: RawBSONDocument | None
+
+
+def encoded_job(job: JobRecord) -> EncodedJob:
+    """The job's documents, encoded: pure CPU (~15 ms for the largest job), for a worker thread."""
+    doc, configs = job.documents()
+    return EncodedJob(RawBSONDocument(bson.encode(doc)),
+                      None if configs is None else RawBSONDocument(bson.encode(configs)))
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ class Store:
         self._client = client
         db = client[database]
         self.jobs: AsyncCollection[Doc] = db["jobs"]
+        self.job_configs: AsyncCollection[Doc] = db["job_configs"]  # big jobs' configs (JobRecord.documents)
         self.nodes: AsyncCollection[Doc] = db["nodes"]
         self.users: AsyncCollection[Doc] = db["users"]
         self.vcs: AsyncCollection[Doc] = db["virtual_clusters"]
@@ -105,15 +117,19 @@ class Store:
 
     # --- jobs ------------------------------------------------------------------------------
 
-    async def insert_job(self, job: JobRecord, document: RawBSONDocument | None = None) -> None:
-        """Store a new job; ``document`` is ``encoded_job(job)`` where the caller made it off the event loop
+    async def insert_job(self, job: JobRecord, document: EncodedJob | None = None) -> None:
+        """Store a new job (its configs first, where apart; imports, tests: submit stores with
+        :meth:`submit_job`); ``document`` is ``encoded_job(job)`` where the caller made it off the event loop
         (a job of thousands of tasks is ~15 ms of dumping and encoding)."""
+        doc, configs = document if document is not None else job.documents()
         try:
-            await self.jobs.insert_one(document if document is not None else job.to_document())
+            if configs is not None:
+                await self.job_configs.replace_one({"_id": job.id}, configs, upsert=True)
+            await self.jobs.insert_one(doc)
         except DuplicateKeyError as e:
             raise JobExistsError(job.id) from e
 
-    async def submit_job(self, job: JobRecord, document: RawBSONDocument, key: JobKey,
+    async def submit_job(self, job: JobRecord, document: EncodedJob, key: JobKey,
                          idempotency: IdempotencyRecord | None = None) -> Submitted:
         """Store a new job with its SSH key and idempotency record as one step (:mod:`shared.db.submission`)."""
         return await submit_job(self, job, document, key, idempotency)
@@ -131,22 +147,46 @@ class Store:
         """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
         are counted in the tallies."""
         finished = Counter((j.virtual_cluster, j.state.value) for j in jobs if j.state.is_final)
-        docs = [j.model_copy(update={"counted": j.state.is_final}).to_document() for j in jobs]
+        written = [j.model_copy(update={"counted": j.state.is_final}).documents() for j in jobs]
+        docs = [doc for doc, _ in written]
+        configs = [c for _, c in written if c is not None]
         attempts = [a.to_document(j.id) for j in jobs for a in j.archived]
         if attempts:
             await self.attempts.insert_many(attempts, ordered=False)
+        if configs:
+            await self.job_configs.insert_many(configs, ordered=False)
         if docs:
             await self.jobs.insert_many(docs, ordered=False)
         await self.tallies.add_counts(finished)
         await self.list_counts.add((j.created_ms, j.user, j.state.value) for j in jobs if j.state.is_final)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
-        doc = await self.jobs.find_one({"_id": job_id})
-        return JobRecord.from_document(doc) if doc else None
+        return await self._record(await self.jobs.find_one({"_id": job_id}))
 
     async def find_job(self, user: str, name: str) -> JobRecord | None:
-        doc = await self.jobs.find_one({"user": user, "name": name})
-        return JobRecord.from_document(doc) if doc else None
+        return await self._record(await self.jobs.find_one({"user": user, "name": name}))
+
+    async def _record(self, doc: Doc | None) -> JobRecord | None:
+        """A job read whole, or None (not stored; or its configs lost: see :meth:`_records`)."""
+        found = await self._records([doc] if doc else [])
+        return found[0] if found else None
+
+    async def _records(self, docs: Sequence[Doc] | AsyncIterator[Doc]) -> list[JobRecord]:
+        """Jobs read whole: the documents of those whose configs are apart read beside them, in one query.
+        A job whose configs' document is missing (written before the job's, deleted after it: only a store
+        changed by hand) is left out, with a warning."""
+        docs = docs if isinstance(docs, Sequence) else [d async for d in docs]
+        apart = [d["_id"] for d in docs if d.get(CONFIGS_APART)]
+        configs = {c["_id"]: c async for c in self.job_configs.find({"_id": {"$in": apart}})} if apart else {}
+        jobs = []
+        for doc in docs:
+            if doc.get(CONFIGS_APART):
+                if (found := configs.get(doc["_id"])) is None:
+                    log.warning("a stored job has lost its configs; it is left out", job_id=doc["_id"])
+                    continue
+                doc = {**doc, **{k: v for k, v in found.items() if k != "_id"}}
+            jobs.append(JobRecord.from_document(doc))
+        return jobs
 
     async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
                         offset: int = 0, cursor: Cursor | None = None) -> JobPage:
@@ -162,7 +202,7 @@ class Store:
     async def queued_jobs(self) -> list[JobRecord]:
         """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False})
-        jobs = [JobRecord.from_document(d) async for d in cursor]
+        jobs = await self._records(cursor)
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
 
     async def unpark_queued(self) -> int:
@@ -213,18 +253,18 @@ class Store:
         """Active jobs that hold a placement."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)},
                                  "sub_state": {"$ne": SubState.QUEUED.value}})
-        return [JobRecord.from_document(d) async for d in cursor]
+        return await self._records(cursor)
 
     async def jobs_holding_resources(self) -> list[JobRecord]:
         """Jobs with a task holding resources (see :func:`shared.records.holds_resources`), final jobs
         included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
         containers are really gone."""
-        return [JobRecord.from_document(d) async for d in self.jobs.find({"holds": True})]
+        return await self._records(self.jobs.find({"holds": True}))
 
     async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
         """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""
         cursor = self.jobs.find({"holds": True, "hold_nodes": node_id})
-        return [JobRecord.from_document(d) async for d in cursor]
+        return await self._records(cursor)
 
     async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
         """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None.
@@ -232,7 +272,7 @@ class Store:
         An update then a read by ``_id``, not ``find_one_and_update``: SecantusDB answers the latter
         by reading the whole collection. ``tasks`` are written packed or plain (:func:`tasks_update`); the
         configs, written once and maybe packed, are never changed."""
-        if {"config", "raw_config", PACKED_CONFIG, PACKED_TASKS} & set(changes):
+        if {"config", "raw_config", PACKED_CONFIG, PACKED_TASKS, CONFIGS_APART} & set(changes):
             raise ValueError(f"update_job: a job's configs never change, its tasks go as tasks: {sorted(changes)}")
         update_doc: Doc = {"$set": dict(changes), "$inc": {"version": 1}}
         if "tasks" in changes:
@@ -247,18 +287,21 @@ class Store:
             doc = await idempotent(update, "update a job")
         except PyMongoError as e:
             raise StoreError(f"updating job {job_id} failed: {e}") from e
-        return JobRecord.from_document(doc) if doc else None
+        return await self._record(doc)
 
     async def replace_job(self, job: JobRecord, expected_version: int) -> bool:
         """Write ``job`` whole if nobody changed it since ``expected_version`` was read; attempts it ended
-        go to ``job_attempts`` first, and a job that has just ended is counted in the tallies after."""
-        doc = job.to_document()
-        doc["version"] = expected_version + 1
+        go to ``job_attempts`` first, and a job that has just ended is counted in the tallies after. Its
+        configs, which never change, stay as they were written (never packed again, never read)."""
+        head = job.head_document()
+        del head["_id"]
+        unset = {field: "" for field in ("tasks", PACKED_TASKS) if field not in head}
+        change: Doc = {"$set": {**head, "version": expected_version + 1}, **({"$unset": unset} if unset else {})}
         try:
             for past in job.archived:  # by id: archiving again (a write that missed, retried) replaces it
                 await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"}, past.to_document(job.id),
                                                 upsert=True)
-            result = await self.jobs.replace_one({"_id": job.id, "version": expected_version}, doc)
+            result = await self.jobs.update_one({"_id": job.id, "version": expected_version}, change)
             if result.modified_count == 1 and job.state.is_final and not job.counted:
                 await self.count_finished(job)
         except PyMongoError as e:
@@ -276,11 +319,11 @@ class Store:
     async def uncounted_finished_jobs(self) -> list[JobRecord]:
         """Ended jobs not yet in the tallies (served by the partial index of uncounted, i.e. active, jobs)."""
         cursor = self.jobs.find({"counted": False, "state": {"$nin": list(ACTIVE_JOB_STATES)}})
-        return [JobRecord.from_document(d) async for d in cursor]
+        return await self._records(cursor)
 
     async def retry_pending_jobs(self) -> list[JobRecord]:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.RETRY_PENDING.value})
-        return [JobRecord.from_document(d) async for d in cursor]
+        return await self._records(cursor)
 
     async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
                                 fence: Fence | None = None) -> list[JobRecord]:
@@ -305,7 +348,7 @@ class Store:
             else:
                 await self.jobs.bulk_write(ops, ordered=False)
             cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
-            return [JobRecord.from_document(d) async for d in cursor]
+            return await self._records(cursor)
         except PyMongoError as e:
             raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
 
@@ -331,7 +374,7 @@ class Store:
             # Marked by this write: each decision has its own id (one left alone keeps an earlier one or none).
             wanted = {job.id: mark for job, mark, _ in marks}
             cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
-            after = [JobRecord.from_document(d) async for d in cursor]
+            after = await self._records(cursor)
         except PyMongoError as e:
             raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
         return [j for j in after if j.preempted == wanted[j.id]]
@@ -341,7 +384,7 @@ class Store:
         have been lost)."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "preempted": {"$ne": None},
                                  "sub_state": {"$ne": SubState.RETRY_PENDING.value}})
-        jobs = [JobRecord.from_document(d) async for d in cursor]
+        jobs = await self._records(cursor)
         return [j for j in jobs if j.preempted is not None and j.preempted.attempt == j.attempt]
 
     async def _fenced_write(self, fence: Fence, ops: list[UpdateOne]) -> None:
@@ -391,7 +434,7 @@ class Store:
     async def jobs_to_stop(self) -> list[JobRecord]:
         """Active jobs a user asked to stop (the stop event may have been lost)."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "stop_requested_by": {"$ne": None}})
-        return [JobRecord.from_document(d) async for d in cursor]
+        return await self._records(cursor)
 
     async def delete_job(self, job_id: str) -> bool:
         """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the
@@ -401,6 +444,7 @@ class Store:
     async def _delete_job(self, job_id: str) -> bool:
         doc = await self.jobs.find_one({"_id": job_id}, {"virtual_cluster": 1, "state": 1, "counted": 1})
         if doc is None:
+            await self.job_configs.delete_one({"_id": job_id})  # a try cut off after the job's document
             return False
         if doc.get("counted"):
             await self.tallies.remove(str(doc["virtual_cluster"]), str(doc["state"]), job_id)
@@ -408,8 +452,11 @@ class Store:
         await self.job_keys.delete_one({"_id": job_id})
         await LogStore(self.jobs.database).delete_job(job_id)
         await self.profiles.delete_job(job_id)
-        # the document and its place in the lists' counts together (shared.db.listcounts)
-        return await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
+        # the document and its place in the lists' counts together (shared.db.listcounts), then its configs
+        # (after, so that no read finds the job without them; a process killed in between leaves them alone)
+        deleted = await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
+        await self.job_configs.delete_one({"_id": job_id})
+        return deleted
 
     async def put_job_key(self, key: JobKey) -> None:
         await idempotent(lambda: self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True),

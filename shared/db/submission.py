@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import pymongo
 import structlog
-from bson.raw_bson import RawBSONDocument
 from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
 
 from shared.db.idempotency import IdempotencyRecord, Submitted
@@ -28,7 +27,7 @@ from shared.records import JobRecord
 from shared.tasks.jobkeys import JobKey
 
 if TYPE_CHECKING:
-    from shared.db.store import Store
+    from shared.db.store import EncodedJob, Store
 
 log = structlog.get_logger("paiq.store")
 
@@ -41,7 +40,7 @@ def _outcome_unknown(error: PyMongoError) -> bool:
             or error.has_error_label("UnknownTransactionCommitResult"))
 
 
-async def submit_job(store: Store, job: JobRecord, document: RawBSONDocument, key: JobKey,
+async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: JobKey,
                      idempotency: IdempotencyRecord | None = None) -> Submitted:
     """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
     or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
@@ -77,15 +76,18 @@ async def submit_job(store: Store, job: JobRecord, document: RawBSONDocument, ke
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-async def _submit_once(store: Store, job: JobRecord, document: RawBSONDocument, key: JobKey,
+async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: JobKey,
                        idempotency: IdempotencyRecord | None) -> None:
-    if not await store.supports_transactions():  # a standalone mongod: key, job, then the record
+    if not await store.supports_transactions():  # a standalone mongod: key, configs, job, then the record
         await store.put_job_key(key)
+        if (configs := document.configs) is not None:
+            await idempotent(lambda: store.job_configs.replace_one({"_id": job.id}, configs, upsert=True),
+                             "store a job's configs")
         try:
-            await store.jobs.insert_one(document)
+            await store.jobs.insert_one(document.job)
         except DuplicateKeyError:
             if not await _stored(store, job.id):
-                await store.delete_job_key(job.id)
+                await idempotent(lambda: _unstore_parts(store, job.id), "remove a refused job's key")
             raise
         if idempotency is not None:
             await idempotent(lambda: store.idempotency.replace_one({"_id": idempotency.id},
@@ -96,13 +98,15 @@ async def _submit_once(store: Store, job: JobRecord, document: RawBSONDocument, 
         await store.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
         if idempotency is not None:
             await store.idempotency.insert_one(idempotency.to_document(), session=session)
-        await store.jobs.insert_one(document, session=session)
+        if document.configs is not None:
+            await store.job_configs.insert_one(document.configs, session=session)
+        await store.jobs.insert_one(document.job, session=session)
 
 async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
                   maybe_sent: bool) -> bool:
     """After a failed try: True when the job is stored; False to try again; on the ``last`` try, raise
     ``error`` when it is surely not stored (no try reached a server, or the job is not there; its key
-    removed where no transaction took it along), or SubmitOutcomeUnknownError when a try may have
+    and configs removed where no transaction took them along), or SubmitOutcomeUnknownError when a try may have
     reached the server and the database cannot tell."""
     stored: bool | None = False
     if maybe_sent:
@@ -112,10 +116,16 @@ async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: f
         return bool(stored)
     if stored is None:
         raise SubmitOutcomeUnknownError(job_id) from error
-    if store.transactions_known is False:  # the key went on its own, before the job: take it back if we can
+    if store.transactions_known is False:  # the key and configs went on their own, before the job: take them back
         with contextlib.suppress(PyMongoError):
-            await store.job_keys.delete_one({"_id": job_id})
+            await _unstore_parts(store, job_id)
     raise error
+
+
+async def _unstore_parts(store: Store, job_id: str) -> None:
+    """Remove what a submission without a transaction stored before the job: its key and configs."""
+    await store.job_keys.delete_one({"_id": job_id})
+    await store.job_configs.delete_one({"_id": job_id})
 
 async def _stored(store: Store, job_id: str) -> bool:
     return await store.jobs.find_one({"_id": job_id}, {"_id": 1}) is not None
