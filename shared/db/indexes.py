@@ -63,6 +63,7 @@ async def _create_indexes(store: Store) -> None:
     # retention: ended jobs by completion time
     await jobs.create_index([("completed_ms", ASCENDING)])
     await store.attempts.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
+    # store.job_configs (big jobs' configs, shared.records.JobRecord.documents) is read by _id alone
     await store.profiles.ensure_indexes()  # an attempt's task profiles (job detail, profile API, job removal)
     await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
     # submissions by Idempotency-Key (read by _id), kept a day (shared.db.idempotency)
