@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import structlog
 from aiohttp import web
 
-from services.submit.answers import Message, Token, UserList, answer
-from services.submit.bodies import read_object
+from services.submit.answers import Message, Token, User, UserList, answer
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
+from services.submit.lookup import USER_PARAM
 from services.submit.requests import TokenRequest, UserChange, UserRemoval
-from services.submit.users import (
-    DEFAULT_TOKEN_SECONDS,
-    MAX_TOKEN_SECONDS,
-    MIN_PASSWORD_LENGTH,
-    Principal,
-    check_user_name,
-    password_problem,
-)
+from services.submit.routes import ModelBody, Reply, Route
+from services.submit.users import Principal, check_user_name
 from services.submit.views import user_view
 from shared.scheduling.vclusters import with_default
 
@@ -57,79 +49,27 @@ async def require_admin(request: web.Request) -> Principal:
     return principal
 
 
-def _string(body: dict[str, Any], field: str) -> str:
-    value = body.get(field)
-    if not isinstance(value, str) or not value:
-        raise ApiError("InvalidParametersError", f"{field}: is required and must be a non-empty string")
-    return value
-
-
-def _expiration(raw: object) -> int:
-    """A token's lifetime in seconds: an integral number, or a numeric string as forms send it."""
-    refusal = ApiError("InvalidParametersError",
-                       f"expiration: must be a whole number of seconds, 1-{MAX_TOKEN_SECONDS}")
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise refusal
-    if isinstance(raw, str) and not (raw.isascii() and raw.isdigit()):  # int() takes any script's digits, ' 3'
-        raise refusal
-    try:
-        seconds = int(raw)
-    except (ValueError, OverflowError) as e:  # "1.5", "abc", a string of thousands of digits, inf, nan
-        raise refusal from e
-    if isinstance(raw, float) and seconds != raw:
-        raise refusal
-    if not 1 <= seconds <= MAX_TOKEN_SECONDS:
-        raise refusal
-    return seconds
-
-
-def _password(value: str, *, at_least: int = MIN_PASSWORD_LENGTH) -> str:
-    problem = password_problem(value, at_least=at_least)
-    if problem:
-        raise ApiError("InvalidParametersError", problem)
-    return value
-
-
-def token_request(body: dict[str, Any]) -> TokenRequest:
-    user = check_user_name(_string(body, "username"))
-    # No stored password breaks these rules, so this says nothing about the user; bcrypt would refuse it.
-    password = _password(_string(body, "password"), at_least=1)
-    return TokenRequest(username=user, password=password,
-                        expiration=_expiration(body.get("expiration", DEFAULT_TOKEN_SECONDS)))
+TOKEN_BODY = ModelBody(TokenRequest, form=True)
+USER_CHANGE = ModelBody(UserChange)
+USER_REMOVAL = ModelBody(UserRemoval)
 
 
 async def create_token(request: web.Request) -> web.Response:
-    asked = token_request(await read_object(request))
+    asked = await TOKEN_BODY.read(request)
     token, admin = await request.app[DEPS].users.login(asked.username, asked.password, asked.expiration)
     return answer(Token(user=asked.username, token=token, admin=admin))
-
-
-def user_change(body: dict[str, Any]) -> UserChange:
-    """The body of ``PUT /api/v1/user``, each field checked in turn (``modify`` is true only when it is
-    ``true``; a password only when it is not null, and required to create a user)."""
-    user = check_user_name(_string(body, "username"))
-    admin = body.get("admin")
-    if admin is not None and not isinstance(admin, bool):
-        raise ApiError("InvalidParametersError", "admin: must be true or false")
-    groups = body.get("groups")
-    if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) and g for g in groups)):
-        raise ApiError("InvalidParametersError", "groups: must be a list of non-empty strings")
-    modify = body.get("modify") is True
-    password = _string(body, "password") if body.get("password") is not None or not modify else None
-    return UserChange(username=user, password=_password(password) if password is not None else None, admin=admin,
-                      groups=groups, modify=modify)
 
 
 async def put_user(request: web.Request) -> web.Response:
     """OpenPAI's ``PUT /api/v1/user``: an admin creates (``modify: false``) or changes a user."""
     await require_admin(request)
-    change = user_change(await read_object(request))
+    change = await USER_CHANGE.read(request)
     users, user = request.app[DEPS].users, change.username
     groups = tuple(change.groups) if change.groups is not None else None
     if change.modify:
         await users.update(user, password=change.password, admin=change.admin, groups=groups)
         return answer(Message(message=f"update user {user} successfully"))
-    assert change.password is not None  # user_change requires one to create a user
+    assert change.password is not None  # UserChange requires one to create a user
     await users.create(user, change.password, admin=bool(change.admin), groups=groups or ())
     return answer(Message(message=f"create user {user} successfully"), status=201)
 
@@ -160,15 +100,24 @@ async def delete_user(request: web.Request) -> web.Response:
     """OpenPAI's ``DELETE /api/v1/user`` ``{"username": ...}``: an admin removes a user who is not an
     admin; the user's tokens stop working at once. Their jobs stay, as in OpenPAI."""
     principal = await require_admin(request)
-    user = UserRemoval(username=check_user_name(_string(await read_object(request), "username"))).username
+    user = (await USER_REMOVAL.read(request)).username
     tokens = await request.app[DEPS].users.delete(user)
     log.info("user removed", user=user, by=principal.user, tokens_ended=tokens)
     return answer(Message(message=f"remove user {user} successfully"))
 
 
-def add_access_routes(app: web.Application) -> None:
-    app.router.add_post("/api/v1/token", create_token)
-    app.router.add_put("/api/v1/user", put_user)
-    app.router.add_get("/api/v1/user", list_users)
-    app.router.add_delete("/api/v1/user", delete_user)
-    app.router.add_get("/api/v1/user/{user}", get_user)
+ROUTES = (
+    Route("POST", "/api/v1/token", create_token, "log in: a bearer token (JSON or form body: username, password, "
+          "expiration seconds)", {200: Reply("a new token", Token)}, (400, 401, 408, 413), body=TOKEN_BODY),
+    Route("PUT", "/api/v1/user", put_user, "admin: create a user (modify false) or change one (modify true)",
+          {200: Reply("changed", Message), 201: Reply("created", Message)}, (400, 401, 403, 404, 408, 409, 413),
+          auth="token", body=USER_CHANGE),
+    Route("GET", "/api/v1/user", list_users, "admin: every user, by name", {200: Reply("the users", UserList)},
+          (401, 403), auth="token"),
+    Route("DELETE", "/api/v1/user", delete_user, "admin: remove a user who is not an admin (403 RemoveAdminError "
+          "for an admin, yourself included); their tokens end at once, their jobs stay",
+          {200: Reply("removed", Message)}, (400, 401, 403, 404, 408, 413), auth="token", body=USER_REMOVAL),
+    Route("GET", "/api/v1/user/{user}", get_user, "a user's profile: one's own, or anyone's for an admin (400 "
+          "NoUserError for an unknown user, as in OpenPAI)", {200: Reply("the user", User)}, (400, 401, 403),
+          also={400: ("NoUserError",)}, auth="token", params=(USER_PARAM,)),
+)

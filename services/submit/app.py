@@ -1,4 +1,5 @@
-"""The REST API (OpenPAI v1): wiring, the error middleware, health, and the admin bootstrap."""
+"""The REST API (OpenPAI v1): wiring (the routes: :mod:`services.submit.table`), the error middleware, and the
+admin bootstrap."""
 
 from __future__ import annotations
 
@@ -9,24 +10,19 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from services.submit.access import add_access_routes
-from services.submit.clusters import add_cluster_routes
 from services.submit.deps import DEPS, SubmitDeps
 from services.submit.errors import ApiError, for_status, shown
-from services.submit.feed import add_feed_routes
-from services.submit.jobs import add_job_routes
-from services.submit.logs import add_log_routes
-from services.submit.openapi import add_openapi_route
-from services.submit.pages import add_portal_routes
-from services.submit.profiles import add_profile_routes
+from services.submit.feed import add_feed
+from services.submit.openapi import document
+from services.submit.pages import add_portal
 from services.submit.protocol import ApiRunner
-from services.submit.ssh import add_ssh_routes
+from services.submit.routes import add_routes
+from services.submit.table import DOCUMENT, ROUTES
 from services.submit.throttle import heavy_read_budget
 from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.db.store import Store
 from shared.jobconfig.validation import MAX_CONFIG_BYTES
-from shared.runtime.metrics import health_response, metrics
 from shared.runtime.vitals import Vitals, describe, is_outage
 from shared.scheduling.vclusters import load_config
 from shared.settings.credentials import credentials_path, write_credentials
@@ -84,38 +80,14 @@ def _failure(request: web.Request, error: Exception) -> web.Response:
     return ApiError("UnknownError", "internal error; the submit service log has the details").response()
 
 
-async def healthz(request: web.Request) -> web.Response:
-    """The process's health (``paiq up``: of every service in it); 503 while it cannot do its work."""
-    return health_response(await request.app[DEPS].vitals.report())
-
-
-async def livez(request: web.Request) -> web.Response:
-    """Whether the process should be restarted (a loop ended), whatever its database and broker do."""
-    return health_response(request.app[DEPS].vitals.liveness())
-
-
-async def api_root(request: web.Request) -> web.Response:
-    """OpenPAI's ``/api/v1`` answered this HTML line (its ``controllers/index.js``); clients probe it."""
-    return web.Response(text="<pre>PAI RESTful API</pre>", content_type="text/html")
-
-
 def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
     app.cleanup_ctx.append(heavy_read_budget)  # anonymous heavy reads (services.submit.throttle)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/livez", livez)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/api/v1", api_root)
-    add_access_routes(app)
-    add_job_routes(app)
-    add_ssh_routes(app)
-    add_cluster_routes(app)
-    add_openapi_route(app)
-    add_log_routes(app)
-    add_profile_routes(app)
-    add_feed_routes(app)
-    add_portal_routes(app)
+    add_feed(app)
+    add_portal(app)
+    add_routes(app, ROUTES)  # every route is one of the table's, which the document describes
+    app[DOCUMENT] = document()
     return app
 
 

@@ -3,49 +3,31 @@ state; admins define them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
-from pydantic import ValidationError
 
 from services.submit import answers
 from services.submit.access import require_admin
 from services.submit.answers import Message, answer
 from services.submit.bodies import read_json
+from services.submit.configschema import REF
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
+from services.submit.refusals import validated
+from services.submit.routes import Body, Param, Reply, Route
 from shared.records import JobState
 from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
 from shared.scheduling.priority import priority_name
 from shared.scheduling.queueing import NO_SHARE, queue_positions, usage_by_vc
 from shared.scheduling.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
 
-# pydantic's error types, said in this API's words (its own messages are not passed on).
-_RULES = {
-    "missing": "is required",
+# How pydantic's refusals of a virtual cluster are worded, besides services.submit.refusals.RULES.
+_WORDS = {
     "extra_forbidden": "is not a field of a virtual cluster (quota, borrowing, users, groups)",
-    "float_type": "must be a number", "float_parsing": "must be a number", "finite_number": "must be a number",
-    "greater_than_equal": "must be at least {ge}", "less_than_equal": "must be at most {le}",
-    "string_type": "must be a string", "tuple_type": "must be a list", "list_type": "must be a list",
-    "model_type": "must be an object", "dict_type": "must be an object",
+    "extra_forbidden inside": "is not a resource (cpus, memory, gpus)",  # inside quota or borrowing
     "string_pattern_mismatch": "must be 1-64 letters, digits, '_' or '-'",
 }
-
-
-def _field(part: str | int) -> str:
-    return str(part) if isinstance(part, int) or (len(part) <= 64 and part.isprintable()) else shown(part)
-
-
-def _problems(error: ValidationError) -> str:
-    """Each problem as ``field: rule``, without pydantic's wording, the input or a link."""
-    said = []
-    for e in error.errors(include_url=False, include_input=False):
-        where = ".".join(_field(p) for p in e["loc"]) or "(body)"
-        if e["type"] == "extra_forbidden" and len(e["loc"]) > 1:  # inside quota or borrowing
-            rule = "is not a resource (cpus, memory, gpus)"
-        else:
-            ctx = {k: f"{v:g}" if isinstance(v, float) else v for k, v in e.get("ctx", {}).items()}  # 100, not 100.0
-            rule = _RULES.get(e["type"], "is not valid").format(**ctx)
-        said.append(f"{where}: {rule}")
-    return "; ".join(said)
 
 
 def _resources(r: Resources) -> answers.Resources:
@@ -132,10 +114,7 @@ async def put_virtual_cluster(request: web.Request) -> web.Response:
     problem = _default_problem(body) if name == DEFAULT_VC else None
     if problem:
         raise ApiError("InvalidParametersError", problem)
-    try:
-        vc = VirtualCluster.model_validate({**body, "name": name})
-    except ValidationError as e:
-        raise ApiError("InvalidParametersError", f"invalid virtual cluster: {_problems(e)}") from e
+    vc = validated(VirtualCluster, {**body, "name": name}, words=_WORDS, prefix="invalid virtual cluster: ")
     store = request.app[DEPS].store
     others = [v for v in await store.list_vcs() if v.name != name]
     problem = total_problem([*others, vc])
@@ -158,9 +137,34 @@ async def delete_virtual_cluster(request: web.Request) -> web.Response:
     return answer(Message(message=f"virtual cluster {name} deleted"))
 
 
-def add_cluster_routes(app: web.Application) -> None:
-    app.router.add_get("/api/v1/virtual-clusters", list_virtual_clusters)
-    app.router.add_get("/api/v1/virtual-clusters/{vc}", get_virtual_cluster)
-    app.router.add_get("/api/v1/virtual-clusters/{vc}/queue", get_queue)
-    app.router.add_put("/api/v1/virtual-clusters/{vc}", put_virtual_cluster)
-    app.router.add_delete("/api/v1/virtual-clusters/{vc}", delete_virtual_cluster)
+def _change() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The body of ``PUT /api/v1/virtual-clusters/{vc}`` (the model less the name its path gives), its quota,
+    and the schema of that name."""
+    schema = VirtualCluster.model_json_schema(ref_template=REF)
+    quota = schema.pop("$defs")["Quota"]
+    name = schema["properties"].pop("name")
+    schema.pop("required")
+    schema.pop("title")
+    return schema, quota, {k: v for k, v in name.items() if k != "title"}
+
+
+VC_CHANGE, QUOTA, _NAME = _change()
+_VC = Param("vc", "path")
+_NEW_VC = Param("vc", "path", _NAME, "'default' takes only borrowing (its quota is what the others leave; 400)")
+
+ROUTES = (
+    Route("GET", "/api/v1/virtual-clusters", list_virtual_clusters, "virtual clusters: capacity, used, borrowed and "
+          "lent, jobs per state", {200: Reply("", answers.VirtualClusters)}),
+    Route("GET", "/api/v1/virtual-clusters/{vc}", get_virtual_cluster, "one virtual cluster",
+          {200: Reply("", answers.VirtualCluster)}, (404,), params=(_VC,)),
+    Route("GET", "/api/v1/virtual-clusters/{vc}/queue", get_queue, "paiq: a virtual cluster's queued jobs in the "
+          "scheduler's order (priority class, then the users' shares of the quota, then age), each with why it waits",
+          {200: Reply("", answers.Queue)}, (404,), params=(_VC,)),
+    Route("PUT", "/api/v1/virtual-clusters/{vc}", put_virtual_cluster, "admin: create or replace a virtual cluster "
+          "(quota and borrowing limit in % of the cluster, users, groups); 400 when the quotas would pass 100%, or "
+          "for 'default' with more than borrowing", {200: Reply("saved", Message)}, (400, 401, 403, 408, 413),
+          auth="token", params=(_NEW_VC,), body=Body("VirtualClusterChange")),
+    Route("DELETE", "/api/v1/virtual-clusters/{vc}", delete_virtual_cluster, "admin: delete a virtual cluster "
+          "without active jobs (not 'default')", {200: Reply("deleted", Message)}, (400, 401, 403, 404, 409),
+          auth="token", params=(_VC,)),
+)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from services.submit.deps import DEPS
+from services.submit.routes import Param, Route, text
 from shared.bus.base import Bus, Router
 from shared.eventdocs import event_classes, event_type
 from shared.events import CloudEvent, TaskExited, dump_event
@@ -101,8 +102,15 @@ async def start_feed(app: web.Application) -> None:
     await app[FEED].attach(deps.bus, deps.settings.queue_prefix)
 
 
-def add_feed_routes(app: web.Application) -> None:
+def add_feed(app: web.Application) -> None:
+    """The feed's lifetime: attached to the bus at startup, its streams ended at shutdown."""
     app[FEED] = EventFeed()
     app.on_startup.append(start_feed)
     app.on_shutdown.append(app[FEED].close)
-    app.router.add_get("/api/v1/events", stream_events)
+
+
+ROUTES = (
+    Route("GET", "/api/v1/events", stream_events, "live job and task events (CloudEvents) as Server-Sent Events; see "
+          "shared/schemas/EVENTS.md", {200: text("an endless event stream", "text/event-stream")},
+          params=(Param("user", "query"), Param("job", "query"))),
+)

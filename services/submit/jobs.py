@@ -1,55 +1,54 @@
-"""Job routes of the v1 API: submit (POST, or PUT by name), list, detail, config, stop, delete (SSH:
-:mod:`services.submit.ssh`)."""
+"""Job routes of the v1 API: submit (POST, or PUT by name), detail, config, stop, delete (lists:
+:mod:`services.submit.listing`; SSH: :mod:`services.submit.ssh`)."""
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import structlog
 import yaml
 from aiohttp import web
 
 from services.submit.access import optional_principal, principal_of
-from services.submit.answers import JobList, Message, answer
-from services.submit.bodies import read_bytes, read_json
+from services.submit.answers import JobDetail, Message, answer
+from services.submit.bodies import read_bytes
+from services.submit.configschema import job_config_schemas
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError
-from services.submit.lookup import job_or_404, path_user
+from services.submit.listing import positions
+from services.submit.lookup import JOB_PARAMS, USER_PARAM, job_or_404, path_user
 from services.submit.profiles import job_usage_of
 from services.submit.requests import ExecutionTypeChange
+from services.submit.routes import STRING, Body, ModelBody, Param, Reply, Route
 from services.submit.ssh import new_job_key, requested_user_keys
-from services.submit.throttle import heavy_read, is_heavy_page
-from services.submit.users import Principal, check_user_name
-from services.submit.views import job_detail, job_summary
+from services.submit.users import Principal
+from services.submit.views import job_detail
 from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
 from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
-from shared.db.paging import Cursor, CursorError
 from shared.db.store import EncodedJob, Store, encoded_job
 from shared.errors import BusError, JobExistsError, SubmitOutcomeUnknownError
 from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.jobconfig.envsize import env_size_problems
 from shared.jobconfig.limits import JobLimits, printable
 from shared.jobconfig.model import JobConfig
-from shared.jobconfig.problems import shown
 from shared.jobconfig.storagepath import StorageRefusal, resolve_in_storage, storage_root
 from shared.jobconfig.validation import Accepted, parse_job_json, validate_job_config
-from shared.records import ACTIVE_JOB_STATES, JobRecord, JobState, SubState, initial_tasks, new_job_id, now_ms
+from shared.records import ACTIVE_JOB_STATES, JobRecord, SubState, initial_tasks, new_job_id, now_ms
 from shared.scheduling.priority import FIELD_PATH as PRIORITY_FIELD
 from shared.scheduling.priority import PriorityClass, priority_class_of
-from shared.scheduling.queueing import queue_positions
 from shared.scheduling.vclusters import VirtualCluster, with_default
 from shared.settings.model import Settings
 from shared.tasks.envvars import resolve_paths
 
 log = structlog.get_logger("paiq.submit")
+# What a new job's name may be, as the job config's schema says it (the path names it on a PUT).
+JOB_NAME_SCHEMA = job_config_schemas()["JobConfig"]["properties"]["jobName"]
 
 # The X-Warning header's length at most (20 warnings of keys quoted up to 64 characters fit).
 MAX_WARNING_HEADER = 4096
-MAX_LIMIT, MAX_OFFSET = 10_000, 100_000  # of a list page
 
 
 async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
@@ -259,7 +258,7 @@ async def get_job(request: web.Request) -> web.Response:
     job = await job_or_404(request)
     store = request.app[DEPS].store
     attempts = await store.attempts_of(job.id) if job.attempt else []
-    detail = job_detail(job, attempts, await _positions(store) if job.sub_state == SubState.QUEUED else {},
+    detail = job_detail(job, attempts, await positions(store) if job.sub_state == SubState.QUEUED else {},
                         await job_usage_of(request, job))
     principal = await optional_principal(request)
     if principal is None or (principal.user != job.user and not principal.admin):
@@ -303,12 +302,11 @@ def warning_header(warnings: tuple[str, ...]) -> str:
     return text if len(text) <= MAX_WARNING_HEADER else text[:MAX_WARNING_HEADER - 3] + "..."
 
 
+EXECUTION_TYPE = ModelBody(ExecutionTypeChange)
+
+
 async def put_execution_type(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    value = body.get("value") if isinstance(body, dict) else None
-    if value != "STOP":
-        raise ApiError("InvalidParametersError", f'value: must be "STOP", got {shown(value)[1:-1]}')
-    ExecutionTypeChange(value=value)  # what the document says the body is (services.submit.requests)
+    await EXECUTION_TYPE.read(request)  # "STOP" is all it may say
     job, changed = await _request_stop(request, delete=False)
     if changed is None:
         latest = await request.app[DEPS].store.get_job(job.id)
@@ -333,73 +331,31 @@ async def delete_job(request: web.Request) -> web.Response:
     return answer(Message(message=f"job {job.name} is being stopped and will then be deleted"), status=202)
 
 
-def query_number(request: web.Request, name: str, default: int, least: int, most: int, hint: str = "") -> int:
-    """A whole number from the query, ``least``-``most``: ASCII digits only (``int`` would also take '\u0661',
-    fullwidth digits, ' 1', '1_0', '+1'); 400 naming the parameter otherwise, never echoing the value."""
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    if raw.isascii() and raw.isdigit() and len(raw) <= len(str(most)) and least <= int(raw) <= most:
-        return int(raw)
-    raise ApiError("InvalidParametersError", f"{name}: must be a whole number {least}-{most} in ASCII digits{hint}")
+_NEW_JOB_PARAMS = (USER_PARAM, Param("job", "path", JOB_NAME_SCHEMA))
+_ACCEPTED = Reply("accepted; Location names the job, warnings (and X-Warning) what was ignored", Message, headers={
+    "Location": {"schema": {"type": "string"}, "description": "the job's URL path"},
+    "X-Warning": {"schema": {"type": "string"}, "description": "the warnings, ' | '"}})
+_SUBMIT_ERRORS = (400, 401, 403, 404, 408, 409, 413)
+_AS_SUBMITTED = {"type": "object", "description": "as submitted: it passed JobConfig's validation, and keeps its "
+                                                  "unknown fields and spellings"}
 
-
-def _page(request: web.Request) -> tuple[int, int, Cursor | None]:
-    limit = query_number(request, "limit", 1000, 1, MAX_LIMIT)
-    offset = query_number(request, "offset", 0, 0, MAX_OFFSET, " (use the cursor of X-Next-Cursor for deeper pages)")
-    text = request.query.get("cursor")
-    try:
-        cursor = Cursor.decode(text) if text else None
-    except CursorError as e:
-        raise ApiError("InvalidParametersError", str(e)) from e
-    return limit, offset, cursor
-
-
-def _state_filter(request: web.Request) -> str | None:
-    state = request.query.get("state") or None
-    if state is not None and state not in {s.value for s in JobState}:
-        raise ApiError("InvalidParametersError",
-                       f"state: must be one of {', '.join(s.value for s in JobState)}, got {shown(state)[1:-1]}")
-    return state
-
-
-async def _list(request: web.Request, user: str | None) -> web.Response:
-    """A page of summaries, newest first; ``X-Next-Cursor`` (and a ``Link`` rel=next) when more follow."""
-    limit, offset, cursor = _page(request)
-    state = _state_filter(request)
-    async with heavy_read(request) if is_heavy_page(limit, offset) else nullcontext():
-        page = await request.app[DEPS].store.list_jobs(user=user, state=state, limit=limit, offset=offset,
-                                                       cursor=cursor)
-    headers = {}
-    if page.next_cursor:
-        query = {k: v for k, v in request.query.items() if k not in {"cursor", "offset"}}
-        headers["X-Next-Cursor"] = page.next_cursor
-        headers["Link"] = f'<{request.path}?{urlencode({**query, "cursor": page.next_cursor})}>; rel="next"'
-    queued = any(j.sub_state == SubState.QUEUED for j in page.jobs)
-    positions = await _positions(request.app[DEPS].store) if queued else {}
-    return answer(JobList(tuple(job_summary(j, positions) for j in page.jobs)), headers=headers)
-
-
-async def _positions(store: Store) -> dict[str, int]:
-    """Queued jobs' places in their queues, derived from the queue as it is now (active work only)."""
-    return queue_positions(await store.queue_order(), await store.queue_shares())
-
-
-async def list_jobs(request: web.Request) -> web.Response:
-    user = request.query.get("username") or None
-    return await _list(request, check_user_name(user) if user else None)
-
-
-async def list_user_jobs(request: web.Request) -> web.Response:
-    return await _list(request, path_user(request))
-
-
-def add_job_routes(app: web.Application) -> None:
-    app.router.add_get("/api/v1/jobs", list_jobs)
-    app.router.add_get("/api/v1/user/{user}/jobs", list_user_jobs)
-    app.router.add_post("/api/v1/user/{user}/jobs", submit_job)
-    app.router.add_get("/api/v1/user/{user}/jobs/{job}", get_job)
-    app.router.add_put("/api/v1/user/{user}/jobs/{job}", put_job)
-    app.router.add_delete("/api/v1/user/{user}/jobs/{job}", delete_job)
-    app.router.add_get("/api/v1/user/{user}/jobs/{job}/config", get_job_config)
-    app.router.add_put("/api/v1/user/{user}/jobs/{job}/executionType", put_execution_type)
+ROUTES = (
+    Route("POST", "/api/v1/user/{user}/jobs", submit_job, "submit a job as the path's user (an admin too submits "
+          "only as themself)", {202: _ACCEPTED}, _SUBMIT_ERRORS, auth="token", params=(USER_PARAM,),
+          body=Body("JobConfig")),
+    Route("GET", "/api/v1/user/{user}/jobs/{job}", get_job, "job detail (what the tasks printed only with the "
+          "owner's or an admin's token)", {200: Reply("the job", JobDetail)}, (400, 404), auth="optional",
+          params=JOB_PARAMS),
+    Route("PUT", "/api/v1/user/{user}/jobs/{job}", put_job, "submit a job named by the path (the body's jobName is "
+          "required; where it differs, the path's name is used and a warning says so)", {202: _ACCEPTED},
+          _SUBMIT_ERRORS, auth="token", params=_NEW_JOB_PARAMS, body=Body("JobConfigNamedByPath")),
+    Route("DELETE", "/api/v1/user/{user}/jobs/{job}", delete_job, "stop (if running) and delete a job",
+          {202: Reply("deleted or being stopped", Message)}, (400, 401, 403, 404), auth="token", params=JOB_PARAMS),
+    Route("GET", "/api/v1/user/{user}/jobs/{job}/config", get_job_config, "the config as submitted (JSON, or YAML "
+          "with Accept: text/yaml)", {200: Reply("the config", content={"application/json": _AS_SUBMITTED,
+                                                                         "text/yaml": STRING})},
+          (400, 404), params=JOB_PARAMS),
+    Route("PUT", "/api/v1/user/{user}/jobs/{job}/executionType", put_execution_type, 'stop a job: {"value": "STOP"}',
+          {200: Reply("the job had already ended", Message), 202: Reply("stop requested", Message)},
+          (400, 401, 403, 404, 408, 413), auth="token", params=JOB_PARAMS, body=EXECUTION_TYPE),
+)

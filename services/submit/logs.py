@@ -16,13 +16,13 @@ data or credentials).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from aiohttp import web
 
 from services.submit.access import principal_of
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError, error_responses, shown
+from services.submit.errors import ApiError, shown
+from services.submit.routes import Param, Route, text
 from services.submit.users import check_user_name
 from shared.db.logs import LogLineRecord, LogStore, RunKey
 
@@ -112,24 +112,13 @@ async def get_task_log(request: web.Request) -> web.StreamResponse:
     return response
 
 
-_PARAMS: list[dict[str, Any]] = [
-    *({"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in ("user", "job", "role")),
-    {"name": "index", "in": "path", "required": True,
-     "schema": {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}},
-    {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}},
-    {"name": "follow", "in": "query", "schema": {"type": "boolean"}},
-    {"name": "stream", "in": "query", "schema": {"enum": ["stdout", "stderr", "all"]}},
-    {"name": "attempt", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}},
-]
+NUMBER = {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}  # of a tail, an attempt or a task index
+TASK_PARAMS = (Param("role", "path"), Param("index", "path", NUMBER))
 
-# The route's OpenAPI description (merged into services.submit.openapi.PATHS).
-LOG_PATHS: dict[str, Any] = {LOG_ROUTE: {"get": {
-    "summary": "a task's stdout and stderr (kept after its container is gone); follow=true streams new lines",
-    "security": [{"bearer": []}], "parameters": _PARAMS,
-    "responses": {
-        "200": {"description": "the log, as text", "content": {"text/plain": {"schema": {"type": "string"}}}},
-        **error_responses(400, 401, 403, 404)}}}}
-
-
-def add_log_routes(app: web.Application) -> None:
-    app.router.add_get(LOG_ROUTE, get_task_log)
+ROUTES = (
+    Route("GET", LOG_ROUTE, get_task_log, "a task's stdout and stderr (kept after its container is gone); "
+          "follow=true streams new lines", {200: text("the log, as text")}, (400, 401, 403, 404), auth="token",
+          params=(Param("user", "path"), Param("job", "path"), *TASK_PARAMS, Param("tail", "query", NUMBER),
+                  Param("follow", "query", {"type": "boolean"}),
+                  Param("stream", "query", {"enum": ["stdout", "stderr", "all"]}), Param("attempt", "query", NUMBER))),
+)

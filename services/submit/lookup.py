@@ -1,4 +1,5 @@
-"""What a route's path names: its user (a valid name, else 400) and that user's job (else 404)."""
+"""What a route's path names: its user (a valid name, else 400) and that user's job (else 404); and the path
+parameters as the document gives them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from aiohttp import web
 
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
+from services.submit.requests import USER_NAME_SCHEMA
+from services.submit.routes import Param
 from services.submit.users import check_user_name
 from shared.records import JobRecord
 
@@ -20,3 +23,7 @@ async def job_or_404(request: web.Request) -> JobRecord:
     if job is None:
         raise ApiError("NoJobError", f"job {shown(name)} of user {user} was not found")
     return job
+
+
+USER_PARAM = Param("user", "path", USER_NAME_SCHEMA, "a user name (400 otherwise)")
+JOB_PARAMS = (USER_PARAM, Param("job", "path"))

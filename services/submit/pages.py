@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 from aiohttp import web
 
 from services.submit.access import principal_of
 from services.submit.answers import Whoami, answer
-from services.submit.errors import ApiError, error_responses, shown
+from services.submit.errors import ApiError, shown
+from services.submit.routes import Param, Reply, Route, text
 
 log = structlog.get_logger("paiq.submit")
 
@@ -84,33 +84,19 @@ async def get_whoami(request: web.Request) -> web.Response:
     return answer(Whoami(user=principal.user, admin=principal.admin, groups=principal.groups))
 
 
-def add_portal_routes(app: web.Application) -> None:
+def add_portal(app: web.Application) -> None:
+    """The portal's files, read once."""
     app[ASSETS] = load_assets(PORTAL_DIR)
-    app.router.add_get("/", get_index)
-    app.router.add_get("/portal/{file}", get_asset)
-    app.router.add_get("/api/v1/whoami", get_whoami)
 
 
-def _text(content_type: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {content_type: {"schema": {"type": "string"}}}}
+_UNCHANGED = Reply("unchanged since the ETag sent in If-None-Match")
 
-
-# The routes' OpenAPI description (merged into services.submit.openapi.PATHS).
-PORTAL_PATHS: dict[str, Any] = {
-    "/": {"get": {"summary": "the web portal (a single page; see README: Web portal)",
-                  "responses": {"200": _text("text/html", "the portal's page"),
-                                "304": {"description": "unchanged since the ETag sent in If-None-Match"}}}},
-    "/portal/{file}": {"get": {
-        "summary": "a file of the web portal (JavaScript module, style sheet or icon)",
-        "parameters": [{"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}],
-        "responses": {"200": {"description": "the file", "content": {
-            t: {"schema": {"type": "string"}} for t in sorted(set(CONTENT_TYPES.values()) - {"text/html"})}},
-            "304": {"description": "unchanged since the ETag sent in If-None-Match"},
-            **error_responses(404)}}},
-    "/api/v1/whoami": {"get": {
-        "summary": "whose token this is: the user, whether an administrator, and the user's groups",
-        "security": [{"bearer": []}],
-        "responses": {"200": {"description": "the token's user", "content": {"application/json": {"schema": {
-            "$ref": "#/components/schemas/Whoami"}}}},
-            **error_responses(401)}}},
-}
+ROUTES = (
+    Route("GET", "/", get_index, "the web portal (a single page; see README: Web portal)",
+          {200: text("the portal's page", "text/html"), 304: _UNCHANGED}),
+    Route("GET", "/portal/{file}", get_asset, "a file of the web portal (JavaScript module, style sheet or icon)",
+          {200: text("the file", *sorted(set(CONTENT_TYPES.values()) - {"text/html"})), 304: _UNCHANGED}, (404,),
+          params=(Param("file", "path"),)),
+    Route("GET", "/api/v1/whoami", get_whoami, "whose token this is: the user, whether an administrator, and the "
+          "user's groups", {200: Reply("the token's user", Whoami)}, (401,), auth="token"),
+)

@@ -11,16 +11,15 @@ the job detail's ``jobStatus.usage`` is the same summary as the first route's ``
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from services.submit import answers
 from services.submit.answers import answer
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError, error_responses, shown
-from services.submit.logs import MAX_NUMBER, _int_query, _number
+from services.submit.errors import ApiError, shown
+from services.submit.logs import NUMBER, TASK_PARAMS, _int_query, _number
 from services.submit.lookup import job_or_404
+from services.submit.routes import Param, Reply, Route
 from services.submit.throttle import heavy_read
 from shared.db.logs import RunKey
 from shared.db.profiles import ProfileStore, TaskProfile
@@ -115,37 +114,17 @@ async def get_task_profile(request: web.Request) -> web.Response:
                                       task=task_view(found) if found else None, points=points))
 
 
-_JOB = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in ("user", "job")]
-_NUMBER = {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}
-_ATTEMPT = {"name": "attempt", "in": "query", "description": "an earlier attempt (default: the current one)",
-            "schema": _NUMBER}
-_OPTIONAL_AUTH: list[dict[str, Any]] = [{}, {"bearer": []}]
+_ATTEMPT = Param("attempt", "query", NUMBER, "an earlier attempt (default: the current one)")
+_JOB = (Param("user", "path"), Param("job", "path"))
 
-
-def _ok(model: str, description: str) -> dict[str, Any]:
-    return {"description": description,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}}}}
-
-
-# The routes' OpenAPI description (merged into services.submit.openapi.PATHS).
-PROFILE_PATHS: dict[str, Any] = {
-    JOB_PROFILE_ROUTE: {"get": {
-        "summary": "the attempt's usage: summed (GPU-hours held and used, memory peak against limit, idle-GPU "
-                   "warnings) and each task's totals and latest point (paiq's extension)",
-        "security": _OPTIONAL_AUTH, "parameters": [*_JOB, _ATTEMPT],
-        "responses": {"200": _ok("JobProfile", "the job's profile"), **error_responses(400, 404, 429)}}},
-    TASK_PROFILE_ROUTE: {"get": {
-        "summary": "one task's usage over time, oldest point first; older points span longer (paiq's extension)",
-        "security": _OPTIONAL_AUTH, "parameters": [
-            *_JOB, {"name": "role", "in": "path", "required": True, "schema": {"type": "string"}},
-            {"name": "index", "in": "path", "required": True, "schema": _NUMBER}, _ATTEMPT,
-            {"name": "since", "in": "query", "description": "only points ending after this time (ms since the "
-                                                            "epoch)",
-             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_TIME}}],
-        "responses": {"200": _ok("TaskProfile", "the task's series"), **error_responses(400, 404)}}},
-}
-
-
-def add_profile_routes(app: web.Application) -> None:
-    app.router.add_get(JOB_PROFILE_ROUTE, get_job_profile)
-    app.router.add_get(TASK_PROFILE_ROUTE, get_task_profile)
+ROUTES = (
+    Route("GET", JOB_PROFILE_ROUTE, get_job_profile, "the attempt's usage: summed (GPU-hours held and used, memory "
+          "peak against limit, idle-GPU warnings) and each task's totals and latest point (paiq's extension)",
+          {200: Reply("the job's profile", answers.JobProfile)}, (400, 404, 429), auth="optional",
+          params=(*_JOB, _ATTEMPT)),
+    Route("GET", TASK_PROFILE_ROUTE, get_task_profile, "one task's usage over time, oldest point first; older points "
+          "span longer (paiq's extension)", {200: Reply("the task's series", answers.TaskProfile)}, (400, 404),
+          auth="optional", params=(*_JOB, *TASK_PARAMS, _ATTEMPT, Param(
+              "since", "query", {"type": "integer", "minimum": 0, "maximum": MAX_TIME},
+              "only points ending after this time (ms since the epoch)"))),
+)

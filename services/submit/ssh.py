@@ -17,7 +17,8 @@ from services.submit.access import principal_of
 from services.submit.answers import KeyPair, SshContainer, SshInfo, answer
 from services.submit.deps import DEPS
 from services.submit.errors import ApiError, shown
-from services.submit.lookup import job_or_404
+from services.submit.lookup import JOB_PARAMS, job_or_404
+from services.submit.routes import Param, Reply, Route, text
 from shared.jobconfig.model import JobConfig
 from shared.records import JobRecord, TaskState, now_ms
 from shared.tasks.jobkeys import USER_KEY_VARIABLE, JobKey, user_keys
@@ -99,6 +100,11 @@ async def get_key_file(request: web.Request) -> web.Response:
         "Content-Disposition": f'attachment; filename="{wanted}"', "Cache-Control": "no-store"})
 
 
-def add_ssh_routes(app: web.Application) -> None:
-    app.router.add_get("/api/v1/user/{user}/jobs/{job}/ssh", get_job_ssh)
-    app.router.add_get("/api/v1/user/{user}/jobs/{job}/ssh/{file}", get_key_file)
+ROUTES = (
+    Route("GET", "/api/v1/user/{user}/jobs/{job}/ssh", get_job_ssh, "SSH information (OpenPAI's shape): the running "
+          "tasks' ssh endpoints and the key pair's files", {200: Reply("ssh info", SshInfo)}, (400, 404),
+          params=JOB_PARAMS),
+    Route("GET", "/api/v1/user/{user}/jobs/{job}/ssh/{file}", get_key_file, "a key file of the job: <user>~<job>.pub "
+          "to anyone, the private key <user>~<job> to the job's owner or an admin", {200: text("the key file")},
+          (400, 401, 403, 404), auth="optional", params=(*JOB_PARAMS, Param("file", "path"))),
+)

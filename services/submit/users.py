@@ -60,10 +60,17 @@ def _info(doc: dict[str, object]) -> UserInfo:
                     groups=tuple(str(g) for g in groups) if isinstance(groups, list) else ())
 
 
+def user_name_problem(user: str) -> str | None:
+    """What is wrong with ``user`` as a user name, or None."""
+    if USER_PATTERN.fullmatch(user):
+        return None
+    return f"user name {shown(user)} must be 1-64 letters, digits, '_', '-' or '.', not dots only"
+
+
 def check_user_name(user: str) -> str:
-    if not USER_PATTERN.fullmatch(user):
-        raise ApiError("InvalidParametersError",
-                       f"user name {shown(user)} must be 1-64 letters, digits, '_', '-' or '.', not dots only")
+    problem = user_name_problem(user)
+    if problem:
+        raise ApiError("InvalidParametersError", problem)
     return user
 
 
