@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from shared.records import JobState, TaskSpec, TaskSubState
+from shared.tasks.ref import TaskRef
 
 
 def _now() -> datetime:
@@ -221,11 +222,7 @@ class StopTasks(CloudEvent):
         return f"node.{self.data.node_id}.stop"
 
 
-class TaskStartedData(_Data):
-    job_id: str
-    attempt: int
-    role: str
-    index: int
+class TaskStartedData(_Data, TaskRef):
     node_id: str
     container_id: str
 
@@ -237,11 +234,7 @@ class TaskStarted(CloudEvent):
     data: TaskStartedData
 
 
-class TaskExitedData(_Data):
-    job_id: str
-    attempt: int
-    role: str
-    index: int
+class TaskExitedData(_Data, TaskRef):
     node_id: str
     exit_code: int
     reason: str = ""
@@ -256,11 +249,7 @@ class TaskExited(CloudEvent):
     data: TaskExitedData
 
 
-class TaskProgressData(_Data):
-    job_id: str
-    attempt: int
-    role: str
-    index: int
+class TaskProgressData(_Data, TaskRef):
     node_id: str
     sub_state: TaskSubState
     detail: str = ""
@@ -275,11 +264,7 @@ class TaskProgress(CloudEvent):
     data: TaskProgressData
 
 
-class TaskGpuIdleData(_Data):
-    job_id: str
-    attempt: int
-    role: str
-    index: int
+class TaskGpuIdleData(_Data, TaskRef):
     node_id: str
     user: str
     virtual_cluster: str

@@ -15,6 +15,7 @@ from shared.db.packing import PACK_MIN_BYTES, configs_once, configs_whole, pack,
 from shared.jobconfig.limits import bson_bytes
 from shared.jobconfig.model import JobConfig, TaskRole
 from shared.scheduling.priority import FIELD_PATH, priority_class_of
+from shared.tasks.ref import TaskRef
 
 
 def now_ms() -> int:
@@ -86,15 +87,11 @@ class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
-class TaskSpec(_Record):
+class TaskSpec(_Record, TaskRef):
     """Everything a launcher needs to start one task: resolved, so it decides nothing."""
 
-    job_id: str
-    attempt: int
     user: str
     virtual_cluster: str
-    role: str
-    index: int
     image: str
     command: str
     env: dict[str, str]

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 
 from services.launcher.driver import ContainerExit, ContainerInfo
 from shared.records import JobRecord, TaskRecord, TaskState
+from shared.tasks.ref import TaskRef
 
 
 class Prompt(StrEnum):
@@ -98,9 +99,7 @@ class Seen(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     prompt: Prompt
-    attempt: int
-    role: str
-    index: int
+    task: TaskRef
     job: JobRecord | None
     container: ContainerState | None = None
     run: RunSeen | None = None
@@ -154,7 +153,7 @@ def decide(seen: Seen) -> Decision:
 
 
 def _on_launch(seen: Seen) -> Decision:
-    if not is_current(seen.job, seen.attempt):
+    if not is_current(seen.job, seen.task.attempt):
         return Decision(action=Action.SKIP_STALE, why="the job is gone, over, or on another attempt")
     if seen.container is ContainerState.RUNNING:
         return Decision(action=Action.ADOPT, why="the task already has a running container", announce=True)
@@ -174,7 +173,7 @@ def _on_exit(seen: Seen) -> Decision:
     if seen.job is None:
         return Decision(action=Action.FORGET, why="a container of a deleted job ended")
     return Decision(action=Action.REPORT_EXIT, why="the task's container ended",
-                    by_user=stopped_by_user(seen.job, seen.attempt, user_stop=seen.user_stop))
+                    by_user=stopped_by_user(seen.job, seen.task.attempt, user_stop=seen.user_stop))
 
 
 def _on_container(seen: Seen) -> Decision:
@@ -183,17 +182,17 @@ def _on_container(seen: Seen) -> Decision:
     if seen.container is ContainerState.ENDED:
         return Decision(action=Action.FINISH, why="the task's container ended")
     job = seen.job
-    if job is None or not is_current(job, seen.attempt):
+    if job is None or not is_current(job, seen.task.attempt):
         return Decision(action=Action.STOP, why="its job is over or gone",
-                        by_user=stopped_by_user(job, seen.attempt, user_stop=seen.user_stop))
-    task = _task(job, seen.role, seen.index)
+                        by_user=stopped_by_user(job, seen.task.attempt, user_stop=seen.user_stop))
+    task = _task(job, seen.task.role, seen.task.index)
     return Decision(action=Action.ADOPT, why="a running container of a current job",
                     announce=task is not None and task.state is TaskState.WAITING)
 
 
 def _on_placed(seen: Seen) -> Decision:
     job, run = seen.job, seen.run
-    task = None if job is None else _task(job, seen.role, seen.index)
+    task = None if job is None else _task(job, seen.task.role, seen.task.index)
     if job is None or task is None or task.state.is_final:
         return Decision(action=Action.NOTHING, why="the task is over")
     if run is not None and run.phase == "ended":

@@ -19,11 +19,11 @@ from services.launcher.exits import classify_exit, memory_before_oom
 from services.launcher.recorder import LogRecorder
 from services.launcher.taskcontainer import parse_debug_marker
 from services.launcher.tasklabels import TaskLabels
-from shared.db.logs import RunKey
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.lifecycle import exitcodes
 from shared.records import TaskSubState
 from shared.tasks.launchspec import container_name
+from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -32,32 +32,25 @@ OOM_CURVE_POINTS = 12  # the samples an OOM kill's diagnostics show
 RECORDER_DRAIN_SECONDS = 15
 
 
-def run_key(task: TaskLabels) -> RunKey:
-    """The run of the task a container belongs to."""
-    return RunKey(job_id=task.job, attempt=task.attempt, role=task.role, index=task.index)
-
-
-def exited_event(key: RunKey, node_id: str, code: int, reason: str, diagnostics: str = "",
+def exited_event(key: TaskRef, node_id: str, code: int, reason: str, diagnostics: str = "",
                  container_id: str | None = None) -> TaskExited:
     return TaskExited(subject=key.job_id, data=TaskExitedData(
-        job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=node_id,
-        exit_code=code, reason=reason, diagnostics=diagnostics, container_id=container_id))
-
-
-def started_event(key: RunKey, node_id: str, container_id: str) -> TaskStarted:
-    return TaskStarted(subject=key.job_id, data=TaskStartedData(
-        job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=node_id,
+        **key.fields(), node_id=node_id, exit_code=code, reason=reason, diagnostics=diagnostics,
         container_id=container_id))
 
 
-def progress_event(key: RunKey, node_id: str, sub_state: TaskSubState, detail: str = "",
+def started_event(key: TaskRef, node_id: str, container_id: str) -> TaskStarted:
+    return TaskStarted(subject=key.job_id, data=TaskStartedData(**key.fields(), node_id=node_id,
+                                                                container_id=container_id))
+
+
+def progress_event(key: TaskRef, node_id: str, sub_state: TaskSubState, detail: str = "",
                    kept_until_ms: int | None = None) -> TaskProgress:
     return TaskProgress(subject=key.job_id, data=TaskProgressData(
-        job_id=key.job_id, attempt=key.attempt, role=key.role, index=key.index, node_id=node_id,
-        sub_state=sub_state, detail=detail, kept_until_ms=kept_until_ms))
+        **key.fields(), node_id=node_id, sub_state=sub_state, detail=detail, kept_until_ms=kept_until_ms))
 
 
-def watch(deps: LauncherDeps, key: RunKey, container_id: str, *, is_debug: bool) -> None:
+def watch(deps: LauncherDeps, key: TaskRef, container_id: str, *, is_debug: bool) -> None:
     """Record the running container's output (once per container, however often asked)."""
     on_line = _Announce(deps, key, container_id) if is_debug else None
     deps.work.record(container_id, lambda: LogRecorder(deps.logs, deps.driver, key, container_id,
@@ -68,7 +61,7 @@ def watch(deps: LauncherDeps, key: RunKey, container_id: str, *, is_debug: bool)
 class _Announce:
     """Turns the isDebug wrapper's stderr line into a ``task.progress`` (kept for debugging, until when)."""
 
-    def __init__(self, deps: LauncherDeps, key: RunKey, container_id: str) -> None:
+    def __init__(self, deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
         self._deps, self._key, self._container_id = deps, key, container_id
 
     def __call__(self, line: LogLine) -> None:
@@ -97,17 +90,17 @@ async def _finish(deps: LauncherDeps, ended: ContainerExit | ContainerInfo) -> N
     task = TaskLabels.from_labels(ended.labels)
     if task is None:
         return
-    key = run_key(task)
+    key = task.ref
     job = await deps.store.get_job(key.job_id)
-    decision = decide(Seen(prompt=Prompt.EXIT, attempt=task.attempt, role=task.role, index=task.index, job=job,
-                           container=ContainerState.ENDED, user_stop=deps.work.was_stopped_by_user(ended.id)))
+    decision = decide(Seen(prompt=Prompt.EXIT, task=key, job=job, container=ContainerState.ENDED,
+                           user_stop=deps.work.was_stopped_by_user(ended.id)))
     if decision.action is Action.FORGET:
         await _forget(deps, key, ended)
     else:
         await _report(deps, key, task, ended, by_user=decision.by_user)
 
 
-async def _forget(deps: LauncherDeps, key: RunKey, ended: ContainerExit | ContainerInfo) -> None:
+async def _forget(deps: LauncherDeps, key: TaskRef, ended: ContainerExit | ContainerInfo) -> None:
     """A container of a deleted job: removed without a report, its run forgotten."""
     log.info("a container of a deleted job ended; removed without a report", job_id=key.job_id,
              container=ended.id[:12])
@@ -120,7 +113,7 @@ async def _forget(deps: LauncherDeps, key: RunKey, ended: ContainerExit | Contai
     await deps.driver.remove(ended.id)
 
 
-async def _save_log(deps: LauncherDeps, key: RunKey, container_id: str) -> None:
+async def _save_log(deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
     recorder = deps.work.take_recorder(container_id)
     if recorder is not None:
         with contextlib.suppress(Exception):
@@ -130,7 +123,7 @@ async def _save_log(deps: LauncherDeps, key: RunKey, container_id: str) -> None:
     await deps.logs.set_log_state(key, complete=True)
 
 
-async def _report(deps: LauncherDeps, key: RunKey, task: TaskLabels, ended: ContainerExit | ContainerInfo, *,
+async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: ContainerExit | ContainerInfo, *,
                   by_user: bool) -> None:
     """Save the log, record and publish the exit, then remove the container (in that order: see above)."""
     launching = deps.work.launches.get(container_name(key.job_id, key.attempt, key.role, key.index))

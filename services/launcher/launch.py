@@ -24,7 +24,6 @@ from services.launcher.finish import exited_event, progress_event, started_event
 from services.launcher.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.stopping import stop_container
 from services.launcher.taskcontainer import container_spec, wants_pull
-from shared.db.logs import RunKey
 from shared.errors import DriverError
 from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
@@ -32,6 +31,7 @@ from shared.records import TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import container_name
+from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -48,7 +48,7 @@ async def launch_task(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, 
     return list(await asyncio.shield(current))
 
 
-async def _fail(deps: LauncherDeps, key: RunKey, code: int, reason: str) -> list[CloudEvent]:
+async def _fail(deps: LauncherDeps, key: TaskRef, code: int, reason: str) -> list[CloudEvent]:
     log.warning("task could not start", job_id=key.job_id, role=key.role, index=key.index, exit_code=code,
                 reason=reason)
     await deps.logs.set_ended(key, exit_code=code, reason=reason, diagnostics="", container_id=None)
@@ -59,9 +59,8 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
     began = time.monotonic()
     existing, job, ssh = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id),
                                               deps.store.job_key(spec.job_id))
-    key = RunKey(job_id=spec.job_id, attempt=spec.attempt, role=spec.role, index=spec.index)
-    seen = Seen(prompt=Prompt.LAUNCH, attempt=spec.attempt, role=spec.role, index=spec.index, job=job,
-                container=container_state(existing))
+    key = spec.ref
+    seen = Seen(prompt=Prompt.LAUNCH, task=key, job=job, container=container_state(existing))
     decision = decide(seen)
     if decision.action is Action.CLAIM:
         run = await deps.logs.claim(key, deps.node.node_id)
@@ -84,7 +83,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
     return []
 
 
-async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, began: float,
+async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, began: float,
                              job_env: Mapping[str, str], ssh: JobKey | None) -> list[CloudEvent]:
     code_dir = ""
     if spec.code_dir:
@@ -96,7 +95,7 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, na
     return await _start(deps, spec, key, name, code_dir, began, job_env, ssh)
 
 
-async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, code_dir: str,
+async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, code_dir: str,
                  began: float, job_env: Mapping[str, str], ssh: JobKey | None) -> list[CloudEvent]:
     """Pull if needed, then create and start the container, unless the job no longer wants it."""
     node_id = deps.node.node_id
@@ -124,7 +123,7 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: RunKey, name: str, cod
     return [started_event(key, node_id, container_id)]
 
 
-async def _say_if_no_sshd(deps: LauncherDeps, key: RunKey, container_id: str) -> None:
+async def _say_if_no_sshd(deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
     """When the task's image has no sshd, the task's message says ssh into it is unavailable."""
     try:
         found = await deps.driver.first_file(container_id, SSHD_PATHS)
@@ -139,7 +138,7 @@ async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
     return still_wanted(await deps.store.get_job(spec.job_id), spec.attempt, spec.role, spec.index)
 
 
-async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: RunKey) -> None:
+async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef) -> None:
     """Pull the task's image when the node lacks it (or it is ``latest`` and the node re-pulls those).
 
     Tasks needing the same image with the same authFile share one pull. A refresh of an image the

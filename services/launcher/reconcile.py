@@ -18,14 +18,14 @@ import structlog
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen
 from services.launcher.deps import LauncherDeps
 from services.launcher.driver import ContainerInfo
-from services.launcher.finish import exited_event, finish, run_key, started_event, watch
+from services.launcher.finish import exited_event, finish, started_event, watch
 from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from services.launcher.tasklabels import TaskLabels
-from shared.db.logs import RunKey
 from shared.records import JobRecord, now_ms
 from shared.scheduling.placement import Plan, TaskPlacement
 from shared.tasks.launchspec import JobLaunch, container_name, job_launch
+from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -54,9 +54,9 @@ async def reconcile(deps: LauncherDeps) -> None:
 
 
 async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: JobRecord | None) -> None:
-    key = run_key(task)
-    decision = decide(Seen(prompt=Prompt.PASS, attempt=task.attempt, role=task.role, index=task.index, job=job,
-                           container=container_state(c), user_stop=deps.work.was_stopped_by_user(c.id)))
+    key = task.ref
+    decision = decide(Seen(prompt=Prompt.PASS, task=key, job=job, container=container_state(c),
+                           user_stop=deps.work.was_stopped_by_user(c.id)))
     log_ids = {"job_id": key.job_id, "role": key.role, "index": key.index, "container": c.id[:12]}
     match decision.action:
         case Action.FINISH:
@@ -84,12 +84,12 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
         name = container_name(job.id, job.attempt, task.role, task.index)
         if name in containers or name in deps.work.launches:
             continue
-        run = await deps.logs.get_run(RunKey(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index))
-        decision = decide(Seen(prompt=Prompt.PASS, attempt=job.attempt, role=task.role, index=task.index, job=job,
-                               run=run_seen(run), now_ms=now_ms(),
+        key = TaskRef(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index)
+        run = await deps.logs.get_run(key)
+        decision = decide(Seen(prompt=Prompt.PASS, task=key, job=job, run=run_seen(run), now_ms=now_ms(),
                                stale_after_ms=deps.settings.reconcile_seconds * 1000))
         if decision.action is Action.RESEND_EXIT and run is not None and run.exit_code is not None:
-            await deps.publish([exited_event(run.key, deps.node.node_id, run.exit_code, run.reason,
+            await deps.publish([exited_event(run, deps.node.node_id, run.exit_code, run.reason,
                                              run.diagnostics, run.container_id)])
         elif decision.action is Action.RELAUNCH:
             launch = launch or _launch_of(job, deps.settings.default_fs_uri)

@@ -15,7 +15,8 @@ from collections.abc import Callable
 import structlog
 
 from services.launcher.driver import ContainerDriver, LogLine
-from shared.db.logs import LogChunk, LogLineRecord, LogStore, RunKey
+from shared.db.logs import LogChunk, LogLineRecord, LogStore
+from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher.logs")
 
@@ -29,7 +30,7 @@ def truncation_notice(max_bytes: int) -> str:
 
 
 class LogRecorder:
-    def __init__(self, logs: LogStore, driver: ContainerDriver, key: RunKey, container_id: str, *,
+    def __init__(self, logs: LogStore, driver: ContainerDriver, key: TaskRef, container_id: str, *,
                  max_bytes: int, on_line: Callable[[LogLine], None] | None = None) -> None:
         self._logs = logs
         self._driver = driver

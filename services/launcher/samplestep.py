@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict
 
 from services.launcher.enginestats import Counters, GpuReading, usage_between
 from services.launcher.tasklabels import TaskLabels
-from shared.db.logs import RunKey
 from shared.db.profiles import ProfileWrite, TaskProfile
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy, watch
 from shared.profiling.series import add
@@ -29,10 +28,8 @@ class Step(BaseModel):
 
 
 def new_profile(task: TaskLabels, node_id: str, interval_ms: int, reading: Counters) -> TaskProfile:
-    key = RunKey(job_id=task.job, attempt=task.attempt, role=task.role, index=task.index)
     return TaskProfile(
-        id=key.id, job_id=task.job, attempt=task.attempt, role=task.role, index=task.index, node_id=node_id,
-        vc=task.vc, cpus=task.cpus, gpus=task.gpus, interval_ms=interval_ms,
+        **task.ref.fields(), node_id=node_id, vc=task.vc, cpus=task.cpus, gpus=task.gpus, interval_ms=interval_ms,
         mem_limit=task.memory_mb * MIB if task.memory_mb else reading.mem_limit)
 
 

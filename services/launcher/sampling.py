@@ -21,7 +21,6 @@ from services.launcher.enginestats import Counters, GpuReading
 from services.launcher.gpureader import GpuReader
 from services.launcher.samplestep import advance, new_profile
 from services.launcher.tasklabels import TaskLabels
-from shared.db.logs import RunKey
 from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
 from shared.events import CloudEvent, TaskGpuIdle, TaskGpuIdleData
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy
@@ -110,7 +109,7 @@ class Sampler:
             return None
 
     async def _track(self, new: list[tuple[str, TaskLabels]]) -> None:
-        stored = await asyncio.gather(*(self._profiles.get(_key(task)) for _, task in new))
+        stored = await asyncio.gather(*(self._profiles.get(task.ref) for _, task in new))
         for (cid, task), profile in zip(new, stored, strict=True):
             self._tracked[cid] = _Tracked(task=task, profile=profile, stored=profile is not None)
 
@@ -149,7 +148,7 @@ class Sampler:
     def _idle_event(self, tracked: _Tracked, finding: GpuIdleFinding) -> TaskGpuIdle:
         t, node_id = tracked.task, self._deps.node.node_id
         return TaskGpuIdle(subject=t.job, data=TaskGpuIdleData(
-            job_id=t.job, attempt=t.attempt, role=t.role, index=t.index, node_id=node_id, user=t.user,
+            **t.ref.fields(), node_id=node_id, user=t.user,
             virtual_cluster=t.vc, gpus=t.gpus, idle_since_ms=finding.since_ms, idle_seconds=finding.idle_ms // 1000,
             peak_percent=finding.peak_percent, below_percent=finding.below_percent))
 
@@ -165,6 +164,3 @@ class Sampler:
             NODE_GPU_UTILIZATION.labels(node, str(index)).set(reading.utilization_percent)
             NODE_GPU_MEMORY.labels(node, str(index)).set(reading.memory_used_bytes)
 
-
-def _key(task: TaskLabels) -> RunKey:
-    return RunKey(job_id=task.job, attempt=task.attempt, role=task.role, index=task.index)

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from shared.records import TaskSpec
+from shared.tasks.ref import TaskRef
 
 PREFIX = "paiq."
 
@@ -33,6 +34,11 @@ class TaskLabels(BaseModel):
     memory_mb: int = 0
     cpus: int = 0
     gpus: tuple[int, ...] = ()  # the node's GPU indices the task holds (label: "0,1")
+
+    @property
+    def ref(self) -> TaskRef:
+        """The task the container runs (its labels name the job ``job``, a label older containers carry)."""
+        return TaskRef(job_id=self.job, attempt=self.attempt, role=self.role, index=self.index)
 
     @classmethod
     def of(cls, spec: TaskSpec, node_id: str) -> TaskLabels:

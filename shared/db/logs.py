@@ -18,30 +18,20 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from shared.records import now_ms
+from shared.tasks.ref import TaskRef
 
 Doc = dict[str, Any]
 STREAM_CODES = {"stdout": "o", "stderr": "e"}
 STREAM_NAMES = {v: k for k, v in STREAM_CODES.items()}
 
 
-class RunKey(BaseModel):
-    """One task of one attempt of one job (job ids are unique per submission)."""
-
-    model_config = ConfigDict(frozen=True)
-    job_id: str
-    attempt: int
-    role: str
-    index: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.job_id}/{self.attempt}/{self.role}/{self.index}"
+RunKey = TaskRef  # the name services/submit still uses; shared.tasks.ref.TaskRef is the one
 
 
 class RunPhase(StrEnum):
@@ -50,13 +40,10 @@ class RunPhase(StrEnum):
     ENDED = "ended"  # the exit (or the failure to start) was reported
 
 
-class TaskRun(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-    id: str = Field(alias="_id")
-    job_id: str
-    attempt: int
-    role: str
-    index: int
+class TaskRun(TaskRef):
+    """A task's run as ``task_runs`` keeps it (``_id``: :attr:`TaskRef.id`)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
     node_id: str
     phase: RunPhase
     container_id: str | None = None
@@ -67,10 +54,6 @@ class TaskRun(BaseModel):
     diagnostics: str = ""
     log_truncated: bool = False
     log_complete: bool = False
-
-    @property
-    def key(self) -> RunKey:
-        return RunKey(job_id=self.job_id, attempt=self.attempt, role=self.role, index=self.index)
 
 
 class LogLineRecord(BaseModel):
@@ -99,11 +82,11 @@ class LogStore:
 
     # --- runs ------------------------------------------------------------------------------
 
-    async def claim(self, key: RunKey, node_id: str) -> TaskRun:
+    async def claim(self, key: TaskRef, node_id: str) -> TaskRun:
         """The run of ``key``: created (``launching``) unless it exists; as it is now. (An insert that may
         collide, not an upsert through ``find_one_and_update``, which SecantusDB answers by reading the
         whole collection, and this one grows with every task ever run.)"""
-        doc = {"_id": key.id, **key.model_dump(), "node_id": node_id, "phase": RunPhase.LAUNCHING.value,
+        doc = {"_id": key.id, **key.fields(), "node_id": node_id, "phase": RunPhase.LAUNCHING.value,
                "claimed_ms": now_ms()}
         try:
             await self.runs.insert_one(doc)
@@ -113,15 +96,15 @@ class LogStore:
                 return TaskRun.model_validate(found)
         return TaskRun.model_validate(doc)
 
-    async def get_run(self, key: RunKey) -> TaskRun | None:
+    async def get_run(self, key: TaskRef) -> TaskRun | None:
         doc = await self.runs.find_one({"_id": key.id})
         return TaskRun.model_validate(doc) if doc else None
 
-    async def set_running(self, key: RunKey, container_id: str) -> None:
+    async def set_running(self, key: TaskRef, container_id: str) -> None:
         await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}},
                                    {"$set": {"phase": RunPhase.RUNNING.value, "container_id": container_id}})
 
-    async def set_ended(self, key: RunKey, *, exit_code: int, reason: str, diagnostics: str,
+    async def set_ended(self, key: TaskRef, *, exit_code: int, reason: str, diagnostics: str,
                         container_id: str | None) -> None:
         changes: Doc = {"phase": RunPhase.ENDED.value, "exit_code": exit_code, "reason": reason,
                         "diagnostics": diagnostics, "ended_ms": now_ms()}
@@ -131,7 +114,7 @@ class LogStore:
             changes["log_complete"] = True  # never ran: there is no log to wait for
         await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}}, {"$set": changes})
 
-    async def set_log_state(self, key: RunKey, *, truncated: bool | None = None, complete: bool | None = None) -> None:
+    async def set_log_state(self, key: TaskRef, *, truncated: bool | None = None, complete: bool | None = None) -> None:
         changes: Doc = {}
         if truncated is not None:
             changes["log_truncated"] = truncated
@@ -142,7 +125,7 @@ class LogStore:
 
     # --- log chunks ------------------------------------------------------------------------
 
-    async def append(self, key: RunKey, chunk: LogChunk) -> None:
+    async def append(self, key: TaskRef, chunk: LogChunk) -> None:
         """Store one chunk; storing the same ``seq`` twice (a replay) keeps the first."""
         doc = {"run": key.id, "seq": chunk.seq, "total_bytes": chunk.total_bytes, "last_ts_ns": chunk.last_ts_ns,
                "lines": [[STREAM_CODES.get(ln.stream, "o"), ln.ts_ns, ln.text] for ln in chunk.lines]}
@@ -151,15 +134,15 @@ class LogStore:
         except DuplicateKeyError:
             return
 
-    async def last_chunk(self, key: RunKey) -> LogChunk | None:
+    async def last_chunk(self, key: TaskRef) -> LogChunk | None:
         doc = await self.chunks.find_one({"run": key.id}, sort=[("seq", DESCENDING)])
         return _chunk(doc) if doc else None
 
-    async def chunks_after(self, key: RunKey, seq: int, limit: int = 100) -> list[LogChunk]:
+    async def chunks_after(self, key: TaskRef, seq: int, limit: int = 100) -> list[LogChunk]:
         cursor = self.chunks.find({"run": key.id, "seq": {"$gt": seq}}).sort([("seq", ASCENDING)]).limit(limit)
         return [_chunk(d) async for d in cursor]
 
-    async def tail(self, key: RunKey, lines: int, streams: frozenset[str]) -> tuple[list[LogLineRecord], int]:
+    async def tail(self, key: TaskRef, lines: int, streams: frozenset[str]) -> tuple[list[LogLineRecord], int]:
         """The last ``lines`` lines of ``streams``, oldest first, and the seq of the last chunk (-1: none)."""
         kept: list[LogLineRecord] = []
         last_seq = -1
@@ -172,7 +155,7 @@ class LogStore:
                 break
         return kept[-lines:] if lines else [], last_seq
 
-    async def forget_run(self, key: RunKey) -> None:
+    async def forget_run(self, key: TaskRef) -> None:
         await self.chunks.delete_many({"run": key.id})
         await self.runs.delete_one({"_id": key.id})
 

@@ -11,31 +11,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from pymongo import ASCENDING, InsertOne, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
-from shared.db.logs import RunKey
 from shared.profiling.idle import IdleState
 from shared.profiling.series import Added, Series
 from shared.profiling.totals import TaskTotals, TaskUse
 from shared.profiling.usage import Usage
+from shared.tasks.ref import TaskRef
 
 Doc = dict[str, Any]
 LEVEL_FIELDS = ("l0", "l1", "l2", "l3")
 _SUMMARY = {name: 0 for name in LEVEL_FIELDS}  # a projection: everything but the series
 
 
-class TaskProfile(BaseModel):
-    """A task's stored profile: who it is, what it holds, its series, totals and idle state."""
+class TaskProfile(TaskRef):
+    """A task's stored profile (``_id``: :attr:`TaskRef.id`): who it is, what it holds, its series, totals
+    and idle state."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-    id: str = Field(alias="_id")
-    job_id: str
-    attempt: int
-    role: str
-    index: int
+    model_config = ConfigDict(frozen=True, extra="ignore")
     node_id: str
     vc: str = ""
     cpus: int = 0
@@ -47,16 +43,12 @@ class TaskProfile(BaseModel):
     totals: TaskTotals = TaskTotals()
     idle: IdleState = IdleState()
 
-    @property
-    def key(self) -> RunKey:
-        return RunKey(job_id=self.job_id, attempt=self.attempt, role=self.role, index=self.index)
-
     def use(self) -> TaskUse:
         return TaskUse(role=self.role, index=self.index, gpus=len(self.gpus), mem_limit=self.mem_limit,
                        totals=self.totals, idle=self.idle, last=self.last)
 
     def to_document(self) -> Doc:
-        doc: Doc = self.model_dump(by_alias=True, exclude={"series", "last", "totals", "idle"})
+        doc: Doc = {"_id": self.id, **self.model_dump(exclude={"series", "last", "totals", "idle"})}
         doc.update(_levels(self.series, range(len(LEVEL_FIELDS))))
         doc.update(_state(self))
         return doc
@@ -106,7 +98,7 @@ class ProfileStore:
     async def ensure_indexes(self) -> None:
         await self.col.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
 
-    async def get(self, key: RunKey) -> TaskProfile | None:
+    async def get(self, key: TaskRef) -> TaskProfile | None:
         doc = await self.col.find_one({"_id": key.id})
         return TaskProfile.from_document(doc) if doc else None
 
@@ -127,12 +119,12 @@ class ProfileStore:
         found = [TaskProfile.from_document(d) async for d in cursor]
         return sorted(found, key=lambda p: (p.role, p.index))
 
-    async def recent(self, key: RunKey, n: int) -> list[Usage]:
+    async def recent(self, key: TaskRef, n: int) -> list[Usage]:
         """The task's newest ``n`` points, oldest first (its memory before an OOM kill)."""
         doc = await self.col.find_one({"_id": key.id}, {"l0": {"$slice": -n}})
         return [Usage.from_row(r) for r in (doc or {}).get("l0") or ()]
 
-    async def forget(self, key: RunKey) -> None:
+    async def forget(self, key: TaskRef) -> None:
         await self.col.delete_one({"_id": key.id})
 
     async def delete_job(self, job_id: str) -> None:

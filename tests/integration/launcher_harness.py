@@ -24,7 +24,7 @@ from services.launcher.reconcile import plan_of
 from services.launcher.service import start_launcher
 from shared.bus.base import Router
 from shared.bus.memory import MemoryBus
-from shared.db.logs import LogStore, RunKey
+from shared.db.logs import LogStore
 from shared.db.store import Store, open_store
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
 from shared.jobconfig.validation import Accepted, validate_job_config
@@ -32,6 +32,7 @@ from shared.records import JobRecord, SubState, TaskRecord, TaskSpec, job_id_of,
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from shared.tasks.launchspec import task_specs
+from shared.tasks.ref import TaskRef
 from tests.infra import unique
 
 E = TypeVar("E", bound=CloudEvent)
@@ -96,8 +97,8 @@ class Harness:
     async def exited(self, job: JobRecord, limit_s: float = 30, index: int = 0) -> TaskExited:
         return await self.wait_for(TaskExited, lambda e: e.subject == job.id and e.data.index == index, limit_s)
 
-    def key(self, job: JobRecord, role: str = "main", index: int = 0) -> RunKey:
-        return RunKey(job_id=job.id, attempt=job.attempt, role=role, index=index)
+    def key(self, job: JobRecord, role: str = "main", index: int = 0) -> TaskRef:
+        return TaskRef(job_id=job.id, attempt=job.attempt, role=role, index=index)
 
     async def log_text(self, job: JobRecord, role: str = "main", index: int = 0,
                        streams: frozenset[str] = frozenset({"stdout", "stderr"})) -> str:

@@ -26,10 +26,10 @@ from services.launcher.docker_driver import DockerDriver
 from services.launcher.sampling import Sampler
 from services.launcher.service import start_launcher
 from services.launcher.tasklabels import TaskLabels
-from shared.db.logs import RunKey
 from shared.db.profiles import ProfileStore
 from shared.events import TaskExited
 from shared.runtime.vitals import Vitals
+from shared.tasks.ref import TaskRef
 from tests.integration.launcher_harness import Harness, harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -110,7 +110,7 @@ async def test_containers_removed_while_sampled_cost_their_samples_never_a_round
     assert any(isinstance(e, requests.exceptions.JSONDecodeError) for e in raised), \
         f"the engine never answered a removed container's stats with an empty body in {removed} removals: {kinds}"
     assert failures == [] and unhealthy == [] and last.loops[loop_name] == "ok", (failures, unhealthy, last)
-    steady = await ProfileStore(h.store.jobs.database).get(RunKey(job_id=JOB, attempt=0, role="steady", index=0))
+    steady = await ProfileStore(h.store.jobs.database).get(TaskRef(job_id=JOB, attempt=0, role="steady", index=0))
     assert steady is not None and steady.totals.samples >= 2, steady
     assert _skipped(h.node_id) - before >= 1, "the lost samples are counted"
 

@@ -22,6 +22,7 @@ from services.launcher.decide import (
 from services.launcher.driver import ContainerExit, ContainerInfo
 from shared.db.logs import RunPhase, TaskRun
 from shared.records import JobRecord, JobState, TaskState
+from shared.tasks.ref import TaskRef
 from tests.unit.factories import make_job, make_task
 from tests.unit.test_pure_cores import IO, _closure
 
@@ -42,9 +43,10 @@ def run(phase: str, *, ended_ms: int | None = None, exit_code: int | None = None
     return RunSeen.model_validate({"phase": phase, "ended_ms": ended_ms, "exit_code": exit_code})
 
 
-def seen(prompt: Prompt, the_job: JobRecord | None, **fields: Any) -> Seen:
-    values: dict[str, Any] = {"prompt": prompt, "attempt": 1, "role": "main", "index": 0, "job": the_job,
-                              "now_ms": NOW, "stale_after_ms": STALE_MS}
+def seen(prompt: Prompt, the_job: JobRecord | None, *, index: int = 0, **fields: Any) -> Seen:
+    task = TaskRef(job_id="alice~job", attempt=1, role="main", index=index)
+    values: dict[str, Any] = {"prompt": prompt, "task": task, "job": the_job, "now_ms": NOW,
+                              "stale_after_ms": STALE_MS}
     values.update(fields)
     return Seen.model_validate(values)
 

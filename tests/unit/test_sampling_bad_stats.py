@@ -25,10 +25,11 @@ from services.launcher.enginestats import Counters, counters
 from services.launcher.sampling import Sampler
 from services.launcher.tasklabels import TaskLabels
 from shared.bus.memory import MemoryBus
-from shared.db.logs import LogStore, RunKey
+from shared.db.logs import LogStore
 from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
 from shared.db.store import Store
 from shared.settings.model import Settings
+from shared.tasks.ref import TaskRef
 from tests.unit.test_engine_stats import V1_BUSY_1, V1_BUSY_2
 
 pytestmark = pytest.mark.unit
@@ -145,7 +146,7 @@ class MemoryProfiles:
     def __init__(self) -> None:
         self.saved: dict[str, TaskProfile] = {}
 
-    async def get(self, key: RunKey) -> TaskProfile | None:
+    async def get(self, key: TaskRef) -> TaskProfile | None:
         return self.saved.get(key.id)
 
     async def save(self, writes: list[ProfileWrite]) -> int:
