@@ -1,13 +1,14 @@
 """The job config's JSON Schema for the OpenAPI document, generated from the models that validate it.
 
 :mod:`shared.jobconfig.model`'s pydantic models give every field, its type, bounds, pattern, default and
-whether it is required (``model_json_schema``). What :mod:`shared.jobconfig.validation` accepts beyond those
-models, as OpenPAI's Joi schema did, is added here and nowhere else:
+whether it is required (``model_json_schema``). What OpenPAI's Joi schema accepted beyond the plain types
+is declared on those fields (:mod:`shared.jobconfig.lenient`) and written here as JSON Schema says it:
 
-- every integer may also be written as a string of its decimal digits (``"2"``; Joi also took
-  ``" 2 "``, ``"2.0"`` and ``"1e3"``, which the validator accepts and this schema does not list);
-- an optional field of the config or of a task role may be ``null``, meaning its default
-  (``virtualCluster`` also ``""``); ``minFailedTaskCount`` and ``minSucceededTaskCount`` are
+- every integer (:data:`~shared.jobconfig.lenient.JOI_INTEGER`) may also be written as a string of its decimal
+  digits (``"2"``; Joi also took ``" 2 "``, ``"2.0"`` and ``"1e3"``, which the validator accepts and this
+  schema does not list);
+- an optional field where null means the default (:func:`~shared.jobconfig.lenient.default_keys`) may be
+  ``null`` (``virtualCluster`` also ``""``); ``minFailedTaskCount`` and ``minSucceededTaskCount`` are
   nullable in the model itself, where null means "never a trigger";
 - unknown fields are accepted with a warning (kept in the stored config), so every object stays open
   (``additionalProperties`` true) while the known fields are exact;
@@ -32,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from shared.jobconfig.lenient import OBSOLETE_FIELDS, default_keys
 from shared.jobconfig.limits import INT64, JobLimits
 from shared.jobconfig.model import (
     EXTRAS_KEY_PATTERN,
@@ -45,15 +47,8 @@ from shared.jobconfig.validation import MAX_CONFIG_BYTES, MAX_SAFE_INTEGER
 from shared.scheduling.priority import DEFAULT_CLASS, PriorityClass
 
 REF = "#/components/schemas/{model}"
-# Optional fields where null means "the default" (shared.jobconfig.validation's _TOP_NULLABLE, _ROLE_NULLABLE:
-# every optional field of the config and of a role; none of a port).
-NULL_MEANS_DEFAULT: dict[type[BaseModel], bool] = {JobConfig: True, TaskRole: True, PortSpec: False}
-EMPTY_MEANS_DEFAULT = {"virtualCluster"}
 # Maxima the model leaves open but a rule across fields closes: field -> the field it may not exceed.
 BOUNDED_BY = {"shmMB": "memoryMB", "minFailedTaskCount": "taskNumber", "minSucceededTaskCount": "taskNumber"}
-# OpenPAI's obsolete field: still validated as an integer, then ignored with a warning.
-OBSOLETE_INTEGERS = {"killAllOnCompletedTaskNumber": "obsolete, ignored with a warning: use minFailedTaskCount "
-                                                     "and minSucceededTaskCount instead"}
 LIMITS = JobLimits()  # the defaults; each is a setting (PAIQ_MAX_...), see README
 # No NUL character in any key or string (MongoDB cannot store one in a key, nor Linux pass one to a task).
 NO_NUL = r"^[^\u0000]*$"
@@ -194,11 +189,12 @@ def _object(model: type[BaseModel], schema: dict[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = schema["properties"]
     required = set(schema.get("required", ()))
     out: dict[str, Any] = {}
+    defaults = default_keys(model)
     for name, prop in props.items():
         prop = {k: v for k, v in prop.items() if k != "title"}
         if name in _FIELD_DESCRIPTIONS:
             prop["description"] = _FIELD_DESCRIPTIONS[name]
-        optional_null = NULL_MEANS_DEFAULT[model] and name not in required
+        optional_null = name in defaults
         bounds = _bounds(prop)
         if bounds is not None:
             hi = bounds[1] if bounds[1] is not None else (
@@ -209,7 +205,7 @@ def _object(model: type[BaseModel], schema: dict[str, Any]) -> dict[str, Any]:
             prop = _nullable(prop)
         if _is_free_text(prop):
             prop["pattern"] = NO_NUL
-        if name in EMPTY_MEANS_DEFAULT:
+        if defaults.get(name):
             prop = {"anyOf": [{k: v for k, v in prop.items() if k != "default"}, {"const": ""}],
                     "default": prop.get("default"), "description": "'' or null: the default"}
         out[name] = prop
@@ -248,9 +244,9 @@ def job_config_schemas() -> dict[str, dict[str, Any]]:
                     f"{c.value} {c.number}" for c in PriorityClass) + f"; absent: {DEFAULT_CLASS.value}. "
                     "crit is for administrators."}}}],
         "description": "OpenPAI's HiveD options; paiq reads jobPriorityClass"}}
-    for name, description in OBSOLETE_INTEGERS.items():
+    for name, instead in OBSOLETE_FIELDS.items():
         top[name] = {**_lenient_integer({}, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, nullable=False),
-                     "deprecated": True, "description": description}
+                     "deprecated": True, "description": f"obsolete, ignored with a warning: {instead}"}
     return schemas
 
 

@@ -1,14 +1,25 @@
-"""Integers as OpenPAI's Joi schema read them: a JSON integer, an integral number or a string of one.
+"""What OpenPAI's Joi schema let through beyond the plain types, declared once as annotations that the
+models (:mod:`shared.jobconfig.model`), the validator and the published JSON Schema all read.
 
-OpenPAI v0.14's rest-server declared its integers ``Joi.number().integer()`` with Joi's default
-conversion, so ``"2"``, ``" 2 "``, ``"2.0"``, ``"1e3"`` and ``2.0`` are the integers they spell; ``"1.5"``,
-``"abc"``, ``""`` and booleans are not.
+- Integers as Joi read them (:data:`JOI_INTEGER`): OpenPAI v0.14's rest-server declared its integers
+  ``Joi.number().integer()`` with Joi's default conversion, so ``"2"``, ``" 2 "``, ``"2.0"``, ``"1e3"`` and
+  ``2.0`` are the integers they spell; ``"1.5"``, ``"abc"``, ``""`` and booleans are not.
+- Null as the default (:class:`NullMeansDefault`, :func:`defaults_for_nulls`): an optional field written
+  ``null`` takes its default, as Joi's ``.allow(null)`` with a default did; a field whose type admits
+  None (``minFailedTaskCount``: "never a trigger") keeps it. :class:`EmptyMeansDefault` marks a field
+  where ``""`` means the default too (``virtualCluster``).
+- Obsolete fields (:data:`OBSOLETE_FIELDS`): validated as an integer, then ignored with a warning.
 """
 
 from __future__ import annotations
 
 import re
+import types
+from dataclasses import dataclass
 from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, BeforeValidator
 
 # What JavaScript's Number() reads as a decimal number (after trimming whitespace): no hex, no Infinity.
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -41,3 +52,55 @@ def count_of(value: object, default: int, least: int, most: int) -> int:
     if isinstance(number, bool) or not isinstance(number, int):
         return default
     return min(max(number, least), most)
+
+
+# An integer of the protocol, last in its field's ``Annotated[int, Field(strict=True, ge=.., le=..), ...]``
+# (after its bounds, so that the JSON Schema keeps them): what Joi's ``number().integer()`` took
+# (:func:`joi_integer`), nothing else.
+JOI_INTEGER = BeforeValidator(joi_integer)
+
+
+@dataclass(frozen=True)
+class EmptyMeansDefault:
+    """A field's marker (in ``Annotated``): ``""`` as well as ``null`` means its default."""
+
+
+# In OpenPAI's schema, obsolete: validated as an integer, then only warned about (rest-server
+# middlewares/job.js). Field -> what to use instead.
+OBSOLETE_FIELDS = {"killAllOnCompletedTaskNumber": "use minFailedTaskCount and minSucceededTaskCount instead"}
+
+
+class NullMeansDefault:
+    """A model mixin: an optional field written ``null`` takes its default (``NULL_MEANS_DEFAULT``; a
+    field whose type admits None keeps it), as do ``""`` in a field marked :class:`EmptyMeansDefault`."""
+
+    NULL_MEANS_DEFAULT: ClassVar[bool] = True
+
+
+def defaults_for_nulls(model: type[BaseModel], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (keyed by alias) without the nulls and empty strings that mean the field's default."""
+    dropped = default_keys(model)
+    if not dropped:
+        return values
+    return {k: v for k, v in values.items() if not (k in dropped and (v is None or (v == "" and dropped[k])))}
+
+
+def default_keys(model: type[BaseModel]) -> dict[str, bool]:
+    """The fields (by alias) where null means the default, each with whether ``""`` does too."""
+    if not getattr(model, "NULL_MEANS_DEFAULT", False):
+        return {}
+    out = {}
+    for name, field in model.model_fields.items():
+        if field.is_required() or admits_none(field.annotation):
+            continue
+        out[field.alias or name] = any(isinstance(m, EmptyMeansDefault) for m in field.metadata)
+    return out
+
+
+def admits_none(annotation: Any) -> bool:
+    """Whether a field's type has None among its values (``X | None``)."""
+    if get_origin(annotation) is Annotated:
+        return admits_none(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(a is type(None) or admits_none(a) for a in get_args(annotation))
+    return annotation is type(None)

@@ -1,8 +1,10 @@
 """The OpenPAI v1 job config as validated, normalised pydantic values.
 
-Field names follow the protocol (camelCase aliases); defaults are OpenPAI's (see OPENPAI.md).
-These models only describe a config that already passed :mod:`shared.jobconfig.validation`, which is where
-unknown fields, nulls, numbers written as strings, size limits and cross-field rules are dealt with.
+Field names follow the protocol (camelCase aliases); defaults are OpenPAI's (see OPENPAI.md). What Joi
+let through beyond the plain types is declared on the fields (:mod:`shared.jobconfig.lenient`: integers
+written as strings, null as the default), so these models, the validator and the published JSON Schema
+read it from one place. Unknown fields (warned about), size limits and cross-field rules are
+:mod:`shared.jobconfig.validation`'s.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from shared.jobconfig.lenient import JOI_INTEGER, EmptyMeansDefault, NullMeansDefault, defaults_for_nulls
 
 # OpenPAI v0.14's own jobName pattern: no ``~``, which separates the parts of paiq's job ids
 # (``user~jobName~suffix``, shared.records.new_job_id). Role names and port labels may hold one.
@@ -33,7 +37,6 @@ RETRY_ALWAYS = -2  # every completion, success included, starts a new attempt: r
 
 MAX_ROLE_TASKS = 5000
 MAX_TASK_ROLES = 100
-StrictInt = Annotated[int, Field(strict=True)]
 JobName = Annotated[str, StringConstraints(strict=True, pattern=JOB_NAME_PATTERN, max_length=255)]
 RoleName = Annotated[str, StringConstraints(strict=True, pattern=ROLE_NAME_PATTERN, max_length=64)]
 PortLabel = Annotated[str, StringConstraints(strict=True, pattern=PORT_LABEL_PATTERN, max_length=64)]
@@ -44,11 +47,17 @@ EnvValue = str | int | float | bool
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_as_defaults(cls, data: Any) -> Any:
+        return defaults_for_nulls(cls, data) if isinstance(data, dict) else data
+
 
 class PortSpec(_Model):
     label: PortLabel
-    begin_at: Annotated[StrictInt, Field(ge=0, le=65535)] = Field(0, alias="beginAt")  # 0: the platform picks
-    port_number: Annotated[StrictInt, Field(ge=1, le=1000)] = Field(1, alias="portNumber")
+    # 0: the platform picks
+    begin_at: Annotated[int, Field(strict=True, ge=0, le=65535), JOI_INTEGER] = Field(0, alias="beginAt")
+    port_number: Annotated[int, Field(strict=True, ge=1, le=1000), JOI_INTEGER] = Field(1, alias="portNumber")
 
 
 # OpenPAI gave every role these labels, one port each chosen by the platform, when its portList did not
@@ -56,19 +65,21 @@ class PortSpec(_Model):
 DEFAULT_PORT_LABELS = ("http", "ssh")
 
 
-class TaskRole(_Model):
+class TaskRole(NullMeansDefault, _Model):
     name: RoleName
     # A role has at most as many tasks as a job (the default of PAIQ_MAX_JOB_TASKS, which the validator
     # checks on the whole job before this model): its host list alone passes Linux's 128 KiB at 5,956.
-    task_number: Annotated[StrictInt, Field(ge=1, le=MAX_ROLE_TASKS)] = Field(1, alias="taskNumber")
-    cpu_number: Annotated[StrictInt, Field(ge=1, le=1024)] = Field(1, alias="cpuNumber")
-    memory_mb: Annotated[StrictInt, Field(ge=100, le=16 * 1024 * 1024)] = Field(100, alias="memoryMB")
-    shm_mb: Annotated[StrictInt, Field(ge=1)] = Field(64, alias="shmMB")
-    gpu_number: Annotated[StrictInt, Field(ge=0, le=1024)] = Field(0, alias="gpuNumber")
+    task_number: Annotated[int, Field(strict=True, ge=1, le=MAX_ROLE_TASKS), JOI_INTEGER] = Field(1, alias="taskNumber")
+    cpu_number: Annotated[int, Field(strict=True, ge=1, le=1024), JOI_INTEGER] = Field(1, alias="cpuNumber")
+    memory_mb: Annotated[int, Field(strict=True, ge=100, le=16 * 1024 * 1024), JOI_INTEGER] = Field(
+        100, alias="memoryMB")
+    shm_mb: Annotated[int, Field(strict=True, ge=1), JOI_INTEGER] = Field(64, alias="shmMB")
+    gpu_number: Annotated[int, Field(strict=True, ge=0, le=1024), JOI_INTEGER] = Field(0, alias="gpuNumber")
     port_list: tuple[PortSpec, ...] = Field((), alias="portList")
     command: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=65536)]
-    min_failed_task_count: Annotated[StrictInt, Field(ge=1)] | None = Field(1, alias="minFailedTaskCount")
-    min_succeeded_task_count: Annotated[StrictInt, Field(ge=1)] | None = Field(
+    min_failed_task_count: Annotated[int, Field(strict=True, ge=1), JOI_INTEGER] | None = Field(
+        1, alias="minFailedTaskCount")
+    min_succeeded_task_count: Annotated[int, Field(strict=True, ge=1), JOI_INTEGER] | None = Field(
         None, alias="minSucceededTaskCount"
     )
 
@@ -81,20 +92,20 @@ class TaskRole(_Model):
                                       for label in DEFAULT_PORT_LABELS if label not in declared)
 
 
-class JobConfig(_Model):
+class JobConfig(NullMeansDefault, _Model):
     job_name: JobName = Field(alias="jobName")
     image: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=1024)]
     auth_file: OptionalPath = Field("", alias="authFile")
     data_dir: OptionalPath = Field("", alias="dataDir")
     output_dir: OptionalPath = Field("", alias="outputDir")
     code_dir: OptionalPath = Field("", alias="codeDir")
-    virtual_cluster: Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_\-]+$")] = Field(
-        "default", alias="virtualCluster"
-    )
+    virtual_cluster: Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_\-]+$"),
+                               EmptyMeansDefault()] = Field("default", alias="virtualCluster")
     task_roles: Annotated[tuple[TaskRole, ...], Field(min_length=1, max_length=MAX_TASK_ROLES)] = Field(
         alias="taskRoles")
     gpu_type: Annotated[str, StringConstraints(strict=True, max_length=128)] = Field("", alias="gpuType")
-    retry_count: Annotated[StrictInt, Field(ge=RETRY_ALWAYS, le=1000)] = Field(0, alias="retryCount")
+    retry_count: Annotated[int, Field(strict=True, ge=RETRY_ALWAYS, le=1000), JOI_INTEGER] = Field(
+        0, alias="retryCount")
     job_envs: dict[str, EnvValue] = Field(default_factory=dict, alias="jobEnvs")
     extras: dict[str, Any] = Field(default_factory=dict)
 

@@ -5,9 +5,14 @@ value (``Accepted`` or ``Rejected``), so callers map it to an answer in one plac
 
 What is accepted follows OpenPAI v0.14's Joi schema (rest-server src/config/job.js): its integers were
 ``Joi.number().integer()`` with Joi's default conversion, so ``"2"``, ``" 2 "``, ``"2.0"``, ``"1e3"`` and
-``2.0`` are the integers they spell; ``"1.5"``, ``"abc"``, ``""`` and booleans are not. paiq converts them
-before its models see them (:func:`joi_integer`) and stores the config as submitted. Where paiq is
-stricter than that schema the rule says why.
+``2.0`` are the integers they spell; ``"1.5"``, ``"abc"``, ``""`` and booleans are not. The models declare
+that leniency on their fields (:mod:`shared.jobconfig.lenient`), and paiq stores the config as submitted.
+Where paiq is stricter than that schema the rule says why.
+
+The steps, each a function, so that another protocol (v2's YAML) maps onto the same :class:`JobConfig`
+and the same checks: the limits on the raw body (:func:`limit_problems`), the protocol's own leniency
+(:func:`_clean`: unknown and obsolete fields), the models, then the rules across fields that a model
+cannot say (:func:`config_problems`).
 
 Before any of that, the body is held to the limits of :mod:`shared.jobconfig.limits` (its values counted from
 its bytes, then one linear walk of the decoded JSON: depth, keys, strings, text MongoDB and the engine
@@ -26,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.jobconfig.docsize import declared_ports, job_document_bytes, role_shapes
 from shared.jobconfig.lenient import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
+from shared.jobconfig.lenient import OBSOLETE_FIELDS
 from shared.jobconfig.lenient import joi_integer as joi_integer
 from shared.jobconfig.limits import JobLimits, count_values, nesting_depth, printable, setting, walk
 from shared.jobconfig.model import (
@@ -47,20 +53,7 @@ MAX_WARNINGS = 20  # warnings about unknown fields listed in one answer; the res
 
 _TOP_FIELDS = {f.alias or n for n, f in JobConfig.model_fields.items()}
 _ROLE_FIELDS = {f.alias or n for n, f in TaskRole.model_fields.items()}
-_PORT_FIELDS = {"label", "beginAt", "portNumber"}
-# Optional fields where an explicit null (or "") means "use the default". minFailedTaskCount and
-# minSucceededTaskCount are not here: for them null has a meaning of its own ("never a trigger").
-_TOP_NULLABLE = {"authFile", "dataDir", "outputDir", "codeDir", "virtualCluster", "gpuType",
-                 "retryCount", "jobEnvs", "extras"}
-_TOP_EMPTY_MEANS_DEFAULT = {"virtualCluster"}
-_ROLE_NULLABLE = {"taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "portList"}
-# Every integer of the protocol: Joi's ``number().integer()``, numeric strings converted.
-_TOP_INTEGERS = {"retryCount"}
-_ROLE_INTEGERS = {"taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "minFailedTaskCount",
-                  "minSucceededTaskCount"}
-_PORT_INTEGERS = {"beginAt", "portNumber"}
-# In OpenPAI's schema, obsolete: validated as an integer, then only warned about (middlewares/job.js).
-_OBSOLETE_INTEGERS = {"killAllOnCompletedTaskNumber": "use minFailedTaskCount and minSucceededTaskCount instead"}
+_PORT_FIELDS = {f.alias or n for n, f in PortSpec.model_fields.items()}
 
 
 class Rejected(BaseModel):
@@ -158,14 +151,20 @@ def validate_job_config(raw: Mapping[str, Any], limits: JobLimits = DEFAULT_LIMI
         # lists everything to fix.
         problems.extend(_cross_field_problems(_roles_valid_alone(cleaned.get("taskRoles"))))
         return Rejected(problems=tuple(_dedupe(problems)))
-    problems.extend(_cross_field_problems(list(config.task_roles)))
+    problems.extend(config_problems(config))
+    if problems:
+        return Rejected(problems=tuple(_dedupe(problems)))
+    return Accepted(config=config, raw=dict(raw), warnings=_capped(warnings))
+
+
+def config_problems(config: JobConfig) -> list[ConfigProblem]:
+    """What a config that its models accept may still break: the rules across fields and the image."""
+    problems = _cross_field_problems(list(config.task_roles))
     if not re.fullmatch(IMAGE_PATTERN, config.image):
         problems.append(ConfigProblem(path="image", rule=(
             f"must be a Docker image reference like registry:5000/team/name:tag (lowercase name, optional "
             f"tag and digest), got {config.image!r}")))
-    if problems:
-        return Rejected(problems=tuple(_dedupe(problems)))
-    return Accepted(config=config, raw=dict(raw), warnings=_capped(warnings))
+    return problems
 
 
 TASKS_WHY = ("every task's environment lists every task's host and ports, and Linux starts a task only if "
@@ -209,27 +208,17 @@ def _capped(warnings: list[str]) -> tuple[str, ...]:
             f"and {len(warnings) - MAX_WARNINGS:,} more unknown fields, ignored (kept in the stored config)")
 
 
-def _integers(values: dict[str, Any], keys: set[str]) -> dict[str, Any]:
-    return {k: joi_integer(v) if k in keys else v for k, v in values.items()}
-
-
 def _clean(raw: Mapping[str, Any], warnings: list[str], problems: list[ConfigProblem]) -> dict[str, Any]:
-    """Drop nulls that mean "default" and fields the protocol does not know (with a warning each);
-    integers written as strings or as integral numbers become integers (:func:`joi_integer`)."""
+    """The v1 protocol's fields alone: those it does not know dropped with a warning each, an obsolete one
+    checked and dropped (nulls and integers written as strings are the models' to read)."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in _OBSOLETE_INTEGERS:
+        if key in OBSOLETE_FIELDS:
             problems.extend(_obsolete_integer(key, value, warnings))
-            continue
-        if key not in _TOP_FIELDS:
+        elif key not in _TOP_FIELDS:
             warnings.append(f"{printable(key, 64)}: unknown field, ignored (kept in the stored config)")
-            continue
-        if value is None and key in _TOP_NULLABLE:
-            continue
-        if value == "" and key in _TOP_EMPTY_MEANS_DEFAULT:
-            continue
-        out[key] = value
-    out = _integers(out, _TOP_INTEGERS)
+        else:
+            out[key] = value
     roles = out.get("taskRoles")
     if isinstance(roles, list):
         out["taskRoles"] = [_clean_role(r, i, warnings) for i, r in enumerate(roles)]
@@ -243,9 +232,8 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
     for key, value in role.items():
         if key not in _ROLE_FIELDS:
             warnings.append(f"taskRoles[{i}].{printable(key, 64)}: unknown field, ignored (kept in the stored config)")
-        elif not (value is None and key in _ROLE_NULLABLE):
+        else:
             out[key] = value
-    out = _integers(out, _ROLE_INTEGERS)
     ports = out.get("portList")
     if isinstance(ports, list):
         cleaned_ports: list[object] = []
@@ -253,14 +241,14 @@ def _clean_role(role: object, i: int, warnings: list[str]) -> object:
             if isinstance(port, dict):
                 for key in port.keys() - _PORT_FIELDS:
                     warnings.append(f"taskRoles[{i}].portList[{j}].{printable(key, 64)}: unknown field, ignored")
-                port = _integers({k: v for k, v in port.items() if k in _PORT_FIELDS}, _PORT_INTEGERS)
+                port = {k: v for k, v in port.items() if k in _PORT_FIELDS}
             cleaned_ports.append(port)
         out["portList"] = cleaned_ports
     return out
 
 
 def _obsolete_integer(key: str, value: object, warnings: list[str]) -> list[ConfigProblem]:
-    instead = _OBSOLETE_INTEGERS[key]
+    instead = OBSOLETE_FIELDS[key]
     number = joi_integer(value)
     if isinstance(number, bool) or not isinstance(number, int) or abs(number) > MAX_SAFE_INTEGER:
         return [ConfigProblem(path=key, rule=f"must be an integer within +-{MAX_SAFE_INTEGER} (JavaScript's safe "
@@ -273,7 +261,7 @@ def _obsolete_integer(key: str, value: object, warnings: list[str]) -> list[Conf
 def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
     """jobEnvs and extras are free-form maps with rules on their keys (and jobEnvs on its values)."""
     problems: list[ConfigProblem] = []
-    envs = cleaned.get("jobEnvs", {})
+    envs = _or_empty(cleaned.get("jobEnvs"))  # null: the default, {}
     if not isinstance(envs, dict):
         problems.append(ConfigProblem(path="jobEnvs", rule=f"must be an object, got {json_type(envs)}"))
         cleaned.pop("jobEnvs", None)
@@ -285,7 +273,7 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
                 problems.append(ConfigProblem(
                     path=f"jobEnvs.{key}",
                     rule=f"must be a string, number or boolean, got {json_type(value)}"))
-    extras = cleaned.get("extras", {})
+    extras = _or_empty(cleaned.get("extras"))
     if not isinstance(extras, dict):
         problems.append(ConfigProblem(path="extras", rule=f"must be an object, got {json_type(extras)}"))
         cleaned.pop("extras", None)
@@ -300,6 +288,10 @@ def _check_free_maps(cleaned: dict[str, Any]) -> list[ConfigProblem]:
         cleaned.pop("jobEnvs", None)
         cleaned.pop("extras", None)
     return problems
+
+
+def _or_empty(value: object) -> object:
+    return {} if value is None else value
 
 
 def _roles_valid_alone(roles: object) -> list[TaskRole | None]:

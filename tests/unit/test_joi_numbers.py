@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from shared.jobconfig.model import JobConfig
+from shared.jobconfig.lenient import JOI_INTEGER, default_keys
+from shared.jobconfig.model import JobConfig, PortSpec, TaskRole
 from shared.jobconfig.validation import MAX_SAFE_INTEGER, joi_integer
 from tests.unit.factories import config_dict, port_dict, role_dict
 from tests.unit.test_validation import PROPERTY, accepted, rejected
@@ -132,3 +134,32 @@ def test_joi_integer_never_raises_and_gives_only_the_integer_spelled(value: Any)
         assert Decimal(str(value).strip()) == got and abs(got) <= MAX_SAFE_INTEGER
     else:
         assert got is value
+
+
+def test_the_leniency_is_declared_on_the_models_fields() -> None:
+    """Which fields take null (or "") as their default and which integers Joi converted is read from the
+    models' own annotations, by the validator and the published schema alike."""
+    assert default_keys(JobConfig) == {"authFile": False, "dataDir": False, "outputDir": False, "codeDir": False,
+                                       "virtualCluster": True, "gpuType": False, "retryCount": False,
+                                       "jobEnvs": False, "extras": False}
+    # null has a meaning of its own for the min counts ("never a trigger"): not a default there
+    assert default_keys(TaskRole) == dict.fromkeys(
+        ("taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber", "portList"), False)
+    assert default_keys(PortSpec) == {}
+    integers = {f.alias for model in (JobConfig, TaskRole, PortSpec) for f in model.model_fields.values()
+                if JOI_INTEGER in f.metadata or any(JOI_INTEGER in getattr(a, "__metadata__", ())
+                                                    for a in getattr(f.annotation, "__args__", ()))}
+    assert integers == {"retryCount", "taskNumber", "cpuNumber", "memoryMB", "shmMB", "gpuNumber",
+                        "minFailedTaskCount", "minSucceededTaskCount", "beginAt", "portNumber"}
+
+
+def test_the_models_read_the_leniency_without_the_validator() -> None:
+    role = TaskRole.model_validate({"name": "r", "command": "c", "taskNumber": " 3 ", "cpuNumber": None,
+                                    "minFailedTaskCount": None, "portList": [{"label": "a", "beginAt": "2e3"}]})
+    assert (role.task_number, role.cpu_number, role.min_failed_task_count) == (3, 1, None)
+    assert role.port_list[0].begin_at == 2000
+    config = JobConfig.model_validate({"jobName": "j", "image": "i", "virtualCluster": "", "retryCount": None,
+                                       "taskRoles": [role.model_dump(by_alias=True)]})
+    assert (config.virtual_cluster, config.retry_count) == ("default", 0)
+    with pytest.raises(ValidationError, match="portNumber"):
+        PortSpec.model_validate({"label": "a", "portNumber": None})  # a port's fields take no null
