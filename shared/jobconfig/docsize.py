@@ -26,7 +26,7 @@ from shared.jobconfig.lenient import count_of
 from shared.jobconfig.limits import bson_bytes, digits_below
 from shared.jobconfig.model import DEFAULT_PORT_LABELS, JobConfig, PortSpec, TaskRole
 from shared.lifecycle.transitions import TASK_DIAGNOSTICS_MAX, kept_diagnostics
-from shared.records import TaskRecord, TaskState
+from shared.records import TaskRecord, TaskState, TaskSubState
 
 NODE_ID_MAX = 64  # PAIQ_NODE_ID: 1-64 letters, digits, '-' or '_'
 IP_MAX = 64  # PAIQ_NODE_IP, as the operator wrote it (an IPv6 address is at most 45)
@@ -87,7 +87,7 @@ def worst_task_record(role: RoleShape, total_tasks: int) -> TaskRecord:
         ip="i" * IP_MAX, gpus=(99,) * role.gpus, ports={label: (65535,) * n for label, n in role.ports},
         container_id="c" * CONTAINER_ID, exit_code=-(2**40), reason="r" * REASON_MAX,
         diagnostics=kept_diagnostics("d" * TASK_DIAGNOSTICS_MAX, total_tasks), started_ms=_WORST_TIME_MS,
-        completed_ms=_WORST_TIME_MS, sub_state="kept for debugging", kept_until_ms=_WORST_TIME_MS)
+        completed_ms=_WORST_TIME_MS, sub_state=max(TaskSubState, key=len), kept_until_ms=_WORST_TIME_MS)
 
 
 def _largest_fields(model: type[BaseModel]) -> int:
