@@ -52,7 +52,7 @@ from shared.records import (
     tasks_update,
 )
 from shared.runtime.vitals import CHECK_SECONDS
-from shared.scheduling.priority import class_of_extras
+from shared.scheduling.priority import FIELD_PATH, class_of_extras
 from shared.scheduling.queueing import QueueEntry, Share
 from shared.scheduling.vclusters import VirtualCluster
 from shared.tasks.jobkeys import JobKey
@@ -87,6 +87,7 @@ class Fence:
     holder: str
 
 
+PRIORITY_FIELD = f"config.{FIELD_PATH}"  # the one field of the config a query projects (the queue's class)
 QUEUE_SHARES = "queue_shares"  # meta document: the users' shares of the scheduler's last pass
 
 
@@ -224,7 +225,7 @@ class Store:
         fields projected, the priority class read from the stored config (documents of any age)."""
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value},
                                 {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1,
-                                 "config.extras.hivedScheduler.jobPriorityClass": 1})
+                                 PRIORITY_FIELD: 1})
         return [_entry(d) async for d in cursor]
 
     async def queue_of_vc(self, vc: str) -> list[tuple[QueueEntry, str, str]]:
@@ -232,7 +233,7 @@ class Store:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
                                  "virtual_cluster": vc},
                                 {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1, "name": 1,
-                                 "reason": 1, "config.extras.hivedScheduler.jobPriorityClass": 1})
+                                 "reason": 1, PRIORITY_FIELD: 1})
         return [(_entry(d), str(d.get("name", "")), str(d.get("reason", ""))) async for d in cursor]
 
     async def queue_shares(self) -> dict[str, dict[str, Share]]:
@@ -343,10 +344,7 @@ class Store:
             _placed(tuple(tasks), token))
             for job, tasks in placements]
         try:
-            if fence is not None and await self.supports_transactions():
-                await self._fenced_write(fence, ops)
-            else:
-                await self.jobs.bulk_write(ops, ordered=False)
+            await self._write_jobs(ops, fence)
             cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
             return await self._records(cursor)
         except PyMongoError as e:
@@ -367,10 +365,7 @@ class Store:
              "$inc": {"version": 1}})
             for job, mark, lineage in marks]
         try:
-            if fence is not None and await self.supports_transactions():
-                await self._fenced_write(fence, ops)
-            else:
-                await self.jobs.bulk_write(ops, ordered=False)
+            await self._write_jobs(ops, fence)
             # Marked by this write: each decision has its own id (one left alone keeps an earlier one or none).
             wanted = {job.id: mark for job, mark, _ in marks}
             cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
@@ -387,7 +382,13 @@ class Store:
         jobs = await self._records(cursor)
         return [j for j in jobs if j.preempted is not None and j.preempted.attempt == j.attempt]
 
-    async def _fenced_write(self, fence: Fence, ops: list[UpdateOne]) -> None:
+    async def _write_jobs(self, ops: list[UpdateOne], fence: Fence | None) -> None:
+        """The scheduler's writes to jobs in one round trip: with a ``fence``, one transaction that checks its
+        holder still holds the lease (:class:`LeaseLostError` if not); unfenced on a server without
+        transactions (a standalone mongod) or without a fence."""
+        if fence is None or not await self.supports_transactions():
+            await self.jobs.bulk_write(ops, ordered=False)
+            return
         async with self._client.start_session() as session, await session.start_transaction():
             held = await self.leases.update_one(
                 {"_id": fence.lease, "holder": fence.holder, "expires_ms": {"$gt": now_ms()}},
