@@ -1,0 +1,76 @@
+"""README, Reliability: "A service that cannot reach its database or broker at start exits non-zero."
+
+Each of the four services is started as its own process (``python -m services.<name>``, as a supervisor
+starts it) against a database or a broker that is not there: it must end by itself, with a non-zero exit
+status and a line naming what it could not reach, instead of looking alive doing nothing.
+
+The database case allows a whole server selection (30 s, the README's wait for the database) on top of
+the call's own deadline (``PAIQ_MONGODB_TIMEOUT_SECONDS``, 2 here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+SERVICES = ("submit", "scheduler", "status", "launcher")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def run_service(name: str, tmp: Path, limit_s: float = 30, **env: str) -> tuple[int, str]:
+    """Start the service as a process of its own; its exit status and what it wrote, once it ended."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
+    base.update({"PAIQ_DATA_DIR": str(tmp / name), "PAIQ_NODE_ID": f"startfail-{name}", "PAIQ_API_PORT": "0",
+                 "PAIQ_OPS_PORT": "0", "PAIQ_LOG_FORMAT": "json", **env})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", f"services.{name}", cwd=ROOT, env=base,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), limit_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"{name} still ran {limit_s:g} s after it started without its dependency") from None
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
+
+
+# Found false when this test was written: the schema step at start (shared/db/store.py ensure_indexes) runs
+# under pymongo.timeout(SCHEMA_SECONDS = 3600), and under a timeout() block PyMongo's server selection lasts
+# that whole deadline (serverSelectionTimeoutMS is not applied), so a service started without its database
+# waits an hour before it exits. Strict: once fixed, this test passes and the marker must go.
+@pytest.mark.xfail(strict=True, reason="a service without its database at start waits SCHEMA_SECONDS (1 h) to exit")
+async def test_every_service_exits_non_zero_when_the_database_is_unreachable_at_start(tmp_path: Path) -> None:
+    uri = f"mongodb://127.0.0.1:{closed_port()}/?directConnection=true"
+    amqp = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    results = await asyncio.gather(*(run_service(name, tmp_path, 40, PAIQ_MONGODB_URI=uri, PAIQ_AMQP_URL=amqp,
+                                                 PAIQ_MONGODB_TIMEOUT_SECONDS="2") for name in SERVICES))
+    for name, (code, out) in zip(SERVICES, results, strict=True):
+        assert code != 0, f"{name} exited 0 without its database:\n{out}"
+        assert f"paiq {name}: cannot reach MongoDB" in out, f"{name} must say what it could not reach:\n{out}"
+
+
+async def test_every_service_exits_non_zero_when_the_broker_is_unreachable_at_start(tmp_path: Path,
+                                                                                    mongo_uri: str) -> None:
+    amqp = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    results = await asyncio.gather(*(run_service(name, tmp_path, PAIQ_MONGODB_URI=mongo_uri, PAIQ_AMQP_URL=amqp,
+                                                 PAIQ_MONGODB_DATABASE=f"startfail_{name}")
+                                     for name in SERVICES))
+    for name, (code, out) in zip(SERVICES, results, strict=True):
+        assert code != 0, f"{name} exited 0 without its broker:\n{out}"
+        assert f"paiq {name}: cannot connect to RabbitMQ at" in out, f"{name} must say what it could not reach:\n{out}"
+        assert "guest:***@" in out and "guest:guest@" not in out, "the broker's password is never printed"
