@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import aio_pika
 
 from services.cli.client import ApiCallError, PaiqClient, paiq_client
-from tests.benchmarks.growth import exponent
+from tests.benchmarks.figures import exponent
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import cpu_seconds, processes
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique

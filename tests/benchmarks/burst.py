@@ -55,9 +55,9 @@ from shared.jobconfig.model import JobConfig
 from shared.records import JobRecord, initial_tasks, now_ms
 from shared.settings.model import Settings
 from tests.benchmarks.bigjob import login, profiling
-from tests.benchmarks.growth import exponent
+from tests.benchmarks.figures import exponent, percentile
 from tests.benchmarks.platform_run import separate_platform
-from tests.benchmarks.submit_to_scheduled import _pct, cpu_seconds, job_config, processes
+from tests.benchmarks.submit_to_scheduled import cpu_seconds, job_config, processes
 from tests.infra import Platform
 
 STANDING_USER = "standing"
@@ -282,7 +282,8 @@ def table(o: Options, decided: float, singles: list[float], phases: list[Phase])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
     lines += [f"standing queue: {o.standing:,} jobs that never fit, decided once in {decided:.1f} s",
-              f"single job POST -> job.scheduled: p50 {_pct(singles, 0.5):.3f} s, p99 {_pct(singles, 0.99):.3f} s, "
+              f"single job POST -> job.scheduled: p50 {percentile(singles, 0.5):.3f} s, "
+              f"p99 {percentile(singles, 0.99):.3f} s, "
               f"max {max(singles, default=0):.3f} s (target p99 < 1 s)",
               f"load average after the run (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"]
     return "\n".join(lines)
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     total = {n: round(sum(p.cpu_s.get(n, 0) for p in phases), 2) for n in phases[0].cpu_s}
     print(json.dumps({
         "burst_exponent": round(exponent([p.jobs for p in bursts], [p.seconds for p in bursts]), 3),
-        "single_p50_s": round(_pct(singles, 0.5), 3), "single_p99_s": round(_pct(singles, 0.99), 3),
+        "single_p50_s": round(percentile(singles, 0.5), 3), "single_p99_s": round(percentile(singles, 0.99), 3),
         "single_max_s": round(max(singles, default=0.0), 3),
         "burst_seconds": {str(p.jobs): p.seconds for p in bursts},
         "scheduler_cpu_s": total.get("scheduler", 0.0), "secantusdb_cpu_s": total.get("secantusdb", 0.0),

@@ -73,6 +73,7 @@ from shared.records import (
 )
 from shared.runtime.logsetup import configure_logging
 from shared.settings.model import Settings
+from tests.benchmarks.figures import percentile
 from tests.benchmarks.submit_to_scheduled import cpu_seconds, pid_listening_on
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform
 
@@ -125,10 +126,6 @@ def parse(argv: list[str] | None = None) -> Options:
     return Options(jobs=a.jobs, sizes=tuple(sizes), requests=a.requests, passes=a.passes, idle_s=a.idle_seconds,
                    batch=a.batch, seed=a.seed, keep=a.keep)
 
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2) if ordered else 0.0
 
 
 def _roles(rng: random.Random) -> list[dict[str, Any]]:
@@ -390,8 +387,9 @@ async def stage(o: Options, size: int, seeder: Seeder, api: Api, deps: Scheduler
     times = await time_routes(api, table, o.requests)
     await stop_posted(api, size, o.requests)
     return Stage(size=size, seed_jobs_per_s=seed_rate, seed_last_jobs_per_s=last_rate, seed_s=seed_s, load_average=load,
-                 api_ms={name: (pct(ms, 0.5), pct(ms, 0.99)) for name, ms in times.items()},
-                 pass_p50_ms=pct(passes, 0.5), pass_p99_ms=pct(passes, 0.99),
+                 api_ms={name: (round(percentile(ms, 0.5), 2), round(percentile(ms, 0.99), 2))
+                         for name, ms in times.items()},
+                 pass_p50_ms=round(percentile(passes, 0.5), 2), pass_p99_ms=round(percentile(passes, 0.99), 2),
                  idle_cpu_percent=await idle_cpu(pids, o.idle_s))
 
 

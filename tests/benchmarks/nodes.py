@@ -55,8 +55,9 @@ from shared.events import NodeRegistered, NodeRegisteredData
 from shared.records import GpuInfo, NodeRecord, now_ms
 from shared.settings.model import Settings
 from tests.benchmarks.burst import pass_metrics
+from tests.benchmarks.figures import percentile
 from tests.benchmarks.platform_run import separate_platform
-from tests.benchmarks.submit_to_scheduled import _pct, cpu_seconds, processes
+from tests.benchmarks.submit_to_scheduled import cpu_seconds, processes
 from tests.infra import Platform
 
 GPUS = tuple(GpuInfo(index=i, type="V100") for i in range(8))
@@ -269,9 +270,9 @@ def table(o: Options, r: Result) -> str:
     hb, rc = r.calls.heartbeats, r.calls.reconciles
     lines += [
         f"{o.nodes:,} simulated nodes registered in {r.register_s:.1f} s; lost during the run: {r.lost}",
-        f"heartbeats: {len(hb):,} ({len(hb) / r.overall.seconds:.0f}/s), ms p50/p99 {_pct(hb, 0.5):.1f} / "
-        f"{_pct(hb, 0.99):.1f}; reconcile reads: {len(rc):,} ({len(rc) / r.overall.seconds:.0f}/s), ms p50/p99 "
-        f"{_pct(rc, 0.5):.1f} / {_pct(rc, 0.99):.1f}; failed calls {r.calls.failures}",
+        f"heartbeats: {len(hb):,} ({len(hb) / r.overall.seconds:.0f}/s), ms p50/p99 {percentile(hb, 0.5):.1f} / "
+        f"{percentile(hb, 0.99):.1f}; reconcile reads: {len(rc):,} ({len(rc) / r.overall.seconds:.0f}/s), ms p50/p99 "
+        f"{percentile(rc, 0.5):.1f} / {percentile(rc, 0.99):.1f}; failed calls {r.calls.failures}",
         f"scheduler passes: {r.passes}, mean {r.pass_mean_ms:.0f} ms",
         "target: scheduler, status, SecantusDB each under 20% of a core",
         f"load average after the run (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs",
@@ -290,10 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         "db_cpu_percent": cpu.get("secantusdb"), "bench_cpu_percent": cpu.get("bench"),
         "submit_cpu_percent": cpu.get("submit"), "rabbitmq_cpu_percent": cpu.get("rabbitmq"),
         "nodes": o.nodes, "seconds": r.overall.seconds, "register_s": r.register_s, "lost_nodes": r.lost,
-        "heartbeats": len(hb), "heartbeat_ms_p50": round(_pct(hb, 0.5), 2),
-        "heartbeat_ms_p99": round(_pct(hb, 0.99), 2),
-        "reconcile_reads": len(rc), "reconcile_ms_p50": round(_pct(rc, 0.5), 2),
-        "reconcile_ms_p99": round(_pct(rc, 0.99), 2), "failed_calls": r.calls.failures,
+        "heartbeats": len(hb), "heartbeat_ms_p50": round(percentile(hb, 0.5), 2),
+        "heartbeat_ms_p99": round(percentile(hb, 0.99), 2),
+        "reconcile_reads": len(rc), "reconcile_ms_p50": round(percentile(rc, 0.5), 2),
+        "reconcile_ms_p99": round(percentile(rc, 0.99), 2), "failed_calls": r.calls.failures,
         "scheduler_passes": r.passes, "scheduler_pass_mean_ms": r.pass_mean_ms,
         "samples": [s.__dict__ for s in r.samples], "load_average": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),

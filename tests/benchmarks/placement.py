@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from shared.jobconfig.model import JobConfig
 from shared.records import GpuInfo, NodeRecord
 from shared.scheduling.placement import ClusterSnapshot, Plan, Strategy, place
+from tests.benchmarks.figures import percentile
 
 # GPUs per task of a role, and how often: most tasks take one GPU, some a whole node, some none.
 GPU_CHOICES = (0, 1, 2, 4, 8)
@@ -138,12 +139,6 @@ class Figures:
     load_average: float
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
 
 def run(o: Options) -> Figures:
     rng = random.Random(o.seed)
@@ -176,9 +171,9 @@ def run(o: Options) -> Figures:
         tasks_per_s=round(tasks_placed / pass_s) if pass_s else 0.0,
         tasks_per_cpu_s=round(tasks_placed / pass_cpu_s) if pass_cpu_s else 0.0,
         placed_p50_ms=round(statistics.median(placed_ms), 3) if placed_ms else 0.0,
-        placed_p99_ms=round(_pct(placed_ms, 0.99), 3), placed_max_ms=round(max(placed_ms, default=0.0), 3),
+        placed_p99_ms=round(percentile(placed_ms, 0.99), 3), placed_max_ms=round(max(placed_ms, default=0.0), 3),
         unplaceable_p50_ms=round(statistics.median(unplaceable_ms), 3) if unplaceable_ms else 0.0,
-        unplaceable_p99_ms=round(_pct(unplaceable_ms, 0.99), 3),
+        unplaceable_p99_ms=round(percentile(unplaceable_ms, 0.99), 3),
         unplaceable_max_ms=round(max(unplaceable_ms, default=0.0), 3),
         seed=o.seed, strategy=o.strategy or "default (pack GPU jobs, spread CPU-only jobs)",
         audit=audit(nodes, plans), load_average=round(os.getloadavg()[0], 2),

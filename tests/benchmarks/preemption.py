@@ -47,7 +47,7 @@ from shared.records import GpuInfo, JobRecord, NodeRecord, TaskRecord, TaskState
 from shared.scheduling.placement import ClusterSnapshot, NodeUsage, Plan, place
 from shared.scheduling.preemption import Candidate, Held, NoPreemption, Preemption, Waiter, choose_victims, eligible
 from shared.scheduling.priority import PRIORITIES, PriorityClass
-from tests.benchmarks.growth import exponent
+from tests.benchmarks.figures import exponent, percentile
 
 PRIORITY_WEIGHTS = {PriorityClass.OPPO: 15, PriorityClass.TEST: 40, PriorityClass.PROD: 40, PriorityClass.CRIT: 5}
 TASK_CHOICES, TASK_WEIGHTS = (1, 2, 4), (85, 10, 5)
@@ -176,10 +176,6 @@ class Size:
     audit: str
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
-
 
 def audit(nodes: list[NodeRecord], waiting: Waiter, running: list[Candidate], answer: Preemption) -> str:
     """Every victim is eligible, and the job fits a cluster rebuilt without the victims."""
@@ -252,8 +248,9 @@ def one_size(o: Options, frac: float) -> Size:
         nodes=n_nodes, gpus=n_nodes * o.gpus, running_jobs=running_jobs // o.states,
         gpus_used_pct=round(100 * used / (o.states * n_nodes * o.gpus), 1),
         candidates_build_ms=round(statistics.median(builds), 1), decided=len(times), preempted=len(victims),
-        p50_ms=round(statistics.median(times), 3), p99_ms=round(_pct(times, 0.99), 3), max_ms=round(max(times), 3),
-        p99_ms_gc=round(_pct(times_gc, 0.99), 3), p99_cpu_ms=round(_pct(cpu_times, 0.99), 3),
+        p50_ms=round(statistics.median(times), 3), p99_ms=round(percentile(times, 0.99), 3),
+        max_ms=round(max(times), 3),
+        p99_ms_gc=round(percentile(times_gc, 0.99), 3), p99_cpu_ms=round(percentile(cpu_times, 0.99), 3),
         victims_p50=statistics.median(victims) if victims else 0, victims_max=max(victims, default=0),
         simulations_p50=statistics.median(sims), gpus_beyond_need_p50=statistics.median(beyond) if beyond else 0,
         gpus_beyond_need_max=max(beyond, default=0), no_preemption=none, audit=verdict)

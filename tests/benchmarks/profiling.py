@@ -45,7 +45,7 @@ from shared.db.embedded import embedded_mongo  # noqa: E402
 from shared.db.logs import LogStore  # noqa: E402
 from shared.db.store import open_store  # noqa: E402
 from shared.settings.model import Settings  # noqa: E402
-from tests.benchmarks.growth import exponent  # noqa: E402
+from tests.benchmarks.figures import exponent  # noqa: E402
 
 TARGET_PERCENT = 5.0
 TARGET_TASKS = 50

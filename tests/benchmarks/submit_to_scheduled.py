@@ -44,6 +44,7 @@ import docker
 
 from services.cli.client import PaiqClient, paiq_client
 from shared.db.embedded import embedded_mongo
+from tests.benchmarks.figures import percentile
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, unique
 
 IMAGE = "local/busybox:latest"
@@ -193,10 +194,6 @@ class Figures:
     load_average: float
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
-
 
 async def submit_all(client: PaiqClient, user: str, names: list[str], concurrency: int,
                      started: dict[str, float], answered: dict[str, float]) -> int:
@@ -261,8 +258,8 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> Figures:
         submit_s=round(submit_s, 3), submits_per_s=round(submitted / submit_s, 1),
         scheduled_s=round(end - t0, 3), scheduled_per_s=round(scheduled / (end - t0), 1) if end > t0 else 0.0,
         latency_p50_ms=round(statistics.median(latencies), 1) if latencies else 0.0,
-        latency_p99_ms=round(_pct(latencies, 0.99), 1), latency_max_ms=round(max(latencies, default=0.0), 1),
-        post_p50_ms=round(statistics.median(posts), 1) if posts else 0.0, post_p99_ms=round(_pct(posts, 0.99), 1),
+        latency_p99_ms=round(percentile(latencies, 0.99), 1), latency_max_ms=round(max(latencies, default=0.0), 1),
+        post_p50_ms=round(statistics.median(posts), 1) if posts else 0.0, post_p99_ms=round(percentile(posts, 0.99), 1),
         scheduler_passes=decisions - decisions_before, scheduler_deciding_s=round(deciding - deciding_before, 3),
         cpu_s=cpu, load_average=load,
     )

@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp
 
+from tests.benchmarks.figures import percentile
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import cpu_seconds
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
@@ -238,12 +239,6 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
 
 # --- the run ---------------------------------------------------------------------------------------
 
@@ -327,11 +322,11 @@ async def burst(o: Options, platform: Platform, submit_pid: int, user: str, toke
     cpu = cpu_seconds(submit_pid) - cpu_before
     return Burst(kind=kind, size_kb=size_kb, body_bytes=len(bodies[0]), answers=answers,
                  post_p50_ms=round(statistics.median(times), 1), post_max_ms=round(max(times), 1),
-                 probe_p50_ms=round(pct(latencies, 50), 1), probe_p99_ms=round(pct(latencies, 99), 1),
+                 probe_p50_ms=round(percentile(latencies, 0.5), 1), probe_p99_ms=round(percentile(latencies, 0.99), 1),
                  probe_max_ms=round(max(latencies, default=0), 1), probes=len(latencies),
-                 list_p50_ms=round(pct(lists, 50), 1), list_p99_ms=round(pct(lists, 99), 1),
+                 list_p50_ms=round(percentile(lists, 0.5), 1), list_p99_ms=round(percentile(lists, 0.99), 1),
                  list_max_ms=round(max(lists, default=0), 1), lists=len(lists),
-                 detail_p50_ms=round(pct(details, 50), 1), detail_p99_ms=round(pct(details, 99), 1),
+                 detail_p50_ms=round(percentile(details, 0.5), 1), detail_p99_ms=round(percentile(details, 0.99), 1),
                  detail_max_ms=round(max(details, default=0), 1), details=len(details),
                  rss_before_mb=round(rss_before, 1), rss_after_mb=round(rss_after, 1), submit_cpu_s=round(cpu, 2),
                  message=messages[0][:160])

@@ -45,7 +45,7 @@ SMOKE: dict[str, float] = {
     "preemption": 60,
     "placement": 60,
 }
-HELPERS = {"growth", "platform_run"}  # modules the benchmarks import; not run on their own
+HELPERS = {"figures", "platform_run"}  # modules the benchmarks import; not run on their own
 AT_ONCE = 3
 
 

@@ -1,4 +1,4 @@
-"""How a benchmark's figure grows with its size: the fitted exponent the benchmarks print."""
+"""The figures the benchmarks print: how one grows with its size (a fitted exponent), and percentiles."""
 
 from __future__ import annotations
 
@@ -13,3 +13,9 @@ def exponent(sizes: Sequence[float], values: Sequence[float]) -> float:
         return 0.0
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank (0 for none)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
