@@ -41,7 +41,7 @@ from shared.scheduling.priority import FIELD_PATH as PRIORITY_FIELD
 from shared.scheduling.priority import PriorityClass, priority_class_of
 from shared.scheduling.vclusters import VirtualCluster, with_default
 from shared.settings.model import Settings
-from shared.tasks.envvars import resolve_paths
+from shared.tasks.envvars import JobPaths, resolve_paths
 
 log = structlog.get_logger("paiq.submit")
 # What a new job's name may be, as the job config's schema says it (the path names it on a PUT).
@@ -114,9 +114,10 @@ def prepare_job(body: bytes, path_name: str | None, user: str, settings: Setting
     :class:`ApiError` (400) for what it refuses."""
     result = _accepted(body, path_name, settings.job_limits)
     config = result.config
-    _check_storage_paths(config, user, settings.default_fs_uri)
+    paths = resolve_paths(config, user, settings.default_fs_uri)  # once: both checks below read them
+    _check_storage_paths(paths, settings.default_fs_uri)
     # Every task sees every task's host and ports: refuse now a job whose tasks Linux would not start.
-    too_large = env_size_problems(config, user=user, paths=resolve_paths(config, user, settings.default_fs_uri))
+    too_large = env_size_problems(config, user=user, paths=paths)
     if too_large:
         raise ApiError("InvalidParametersError", "; ".join(map(str, too_large)))
     job = JobRecord(
@@ -230,12 +231,11 @@ def _accepted_answer(user: str, job_name: str, warnings: tuple[str, ...], *, rep
                   headers=headers)
 
 
-def _check_storage_paths(config: JobConfig, user: str, default_fs_uri: str) -> None:
+def _check_storage_paths(paths: JobPaths, default_fs_uri: str) -> None:
     """authFile and codeDir must lie inside the default file system: refuse now, not after scheduling."""
     root = storage_root(default_fs_uri)
     if isinstance(root, StorageRefusal):
         return  # an operator problem, said by the launcher when a task needs the storage
-    paths = resolve_paths(config, user, default_fs_uri)
     for field, value in (("authFile", paths.auth_file), ("codeDir", paths.code_dir)):
         if value:
             found = resolve_in_storage(value, root.path, what=field)
