@@ -112,6 +112,10 @@ class Store:
         self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
+        # Reach the server first within a call's bounds (the server selection, PAIQ_MONGODB_TIMEOUT_SECONDS):
+        # under a timeout() block PyMongo selects a server for as long as the block allows, so a service
+        # started without its database would wait the whole schema deadline (an hour) before it exits.
+        await self._client.admin.command("ping")
         # Index builds and a migration read the whole history once: a deadline of their own, not a call's.
         with pymongo.timeout(SCHEMA_SECONDS):
             await ensure_schema(self)

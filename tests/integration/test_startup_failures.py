@@ -49,11 +49,9 @@ async def run_service(name: str, tmp: Path, limit_s: float = 30, **env: str) -> 
     return proc.returncode, out.decode(errors="replace")
 
 
-# Found false when this test was written: the schema step at start (shared/db/store.py ensure_indexes) runs
-# under pymongo.timeout(SCHEMA_SECONDS = 3600), and under a timeout() block PyMongo's server selection lasts
-# that whole deadline (serverSelectionTimeoutMS is not applied), so a service started without its database
-# waits an hour before it exits. Strict: once fixed, this test passes and the marker must go.
-@pytest.mark.xfail(strict=True, reason="a service without its database at start waits SCHEMA_SECONDS (1 h) to exit")
+# Found false when this test was written (a service waited SCHEMA_SECONDS, an hour, to exit: under the schema
+# step's pymongo.timeout() block PyMongo's server selection lasted that whole deadline); the store now
+# reaches the server within a call's bounds first (shared/db/store.py ensure_indexes).
 async def test_every_service_exits_non_zero_when_the_database_is_unreachable_at_start(tmp_path: Path) -> None:
     uri = f"mongodb://127.0.0.1:{closed_port()}/?directConnection=true"
     amqp = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
