@@ -49,6 +49,7 @@ async def require_admin(request: web.Request) -> Principal:
     return principal
 
 
+# The bodies these routes read; a handler reads its body only once it knows who asks (401/403 before 400).
 TOKEN_BODY = ModelBody(TokenRequest, form=True)
 USER_CHANGE = ModelBody(UserChange)
 USER_REMOVAL = ModelBody(UserRemoval)
