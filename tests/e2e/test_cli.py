@@ -13,6 +13,7 @@ import pytest
 
 from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
+from tests.e2e.feedwatch import FeedProxy
 from tests.infra import ADMIN_PASSWORD, REPO, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -89,22 +90,23 @@ async def test_paiq_events_tails_one_jobs_lifecycle(platform: Platform, admin: P
     await admin.put_user(user, "cli-secret")
     await paiq(platform, tmp_path, "--user", user, "login", "--password-stdin", stdin="cli-secret\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
-    env.update({"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_API": platform.api})
-    tail = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "events", "--job", "tailed", env=env, cwd=REPO,
-        stdout=asyncio.subprocess.PIPE)
-    try:
-        await asyncio.sleep(1.0)  # connected before the job exists
-        config = tmp_path / "tailed.json"
-        config.write_text(json.dumps(job_config("tailed", command="exit 2")))
-        await paiq(platform, tmp_path, "submit", str(config))
-        lines: list[str] = []
-        assert tail.stdout is not None
-        while not lines or "job.completed" not in lines[-1]:
-            lines.append((await asyncio.wait_for(tail.stdout.readline(), 60)).decode().rstrip())
-    finally:
-        tail.terminate()
-        await tail.wait()
+    async with FeedProxy(platform.api) as proxy:  # sees when the feed is connected
+        env.update({"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_API": proxy.url})
+        tail = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.cli.main", "events", "--job", "tailed", env=env, cwd=REPO,
+            stdout=asyncio.subprocess.PIPE)
+        try:
+            await asyncio.wait_for(proxy.feed_open.wait(), 30)  # connected before the job exists
+            config = tmp_path / "tailed.json"
+            config.write_text(json.dumps(job_config("tailed", command="exit 2")))
+            await paiq(platform, tmp_path, "submit", str(config))
+            lines: list[str] = []
+            assert tail.stdout is not None
+            while not lines or "job.completed" not in lines[-1]:
+                lines.append((await asyncio.wait_for(tail.stdout.readline(), 60)).decode().rstrip())
+        finally:
+            tail.terminate()
+            await tail.wait()
     kinds = [line.split()[1] for line in lines]
     assert [k for k in kinds if k != "task.progress"] == [
         "job.submitted", "job.scheduled", "task.started", "task.exited", "job.completed"]

@@ -57,10 +57,16 @@ async def loop(session, k, stop_at):
                 seen["retry_after"].append(resp.headers.get("Retry-After"))
         i += 1
 
+async def announce(stop_at):
+    # the loops are going once answers come back: say so, and how long they go on
+    while not seen["statuses"] and time.monotonic() < stop_at:
+        await asyncio.sleep(0.01)
+    print(f"going {max(0.0, stop_at - time.monotonic()):.3f}", flush=True)
+
 async def main():
     stop_at = time.monotonic() + seconds
     async with aiohttp.ClientSession() as session:
-        await asyncio.gather(*(loop(session, k, stop_at) for k in range(loops)))
+        await asyncio.gather(announce(stop_at), *(loop(session, k, stop_at) for k in range(loops)))
 
 asyncio.run(main())
 print(json.dumps(seen))
@@ -169,8 +175,10 @@ async def test_anonymous_deep_pages_in_loops_get_429_and_leave_others_fast(deep:
     hammer = await asyncio.create_subprocess_exec(
         sys.executable, "-c", HAMMER, platform.api, str(HAMMER_S), str(HAMMER_LOOPS), str(HISTORY),
         stdout=subprocess.PIPE, cwd=REPO)
-    await asyncio.sleep(1.0)  # the loops are going
-    times = await _probe(platform, others, time.monotonic() + HAMMER_S - 2)
+    assert hammer.stdout is not None
+    going = (await asyncio.wait_for(hammer.stdout.readline(), 30)).decode().split()
+    assert going[0] == "going", going
+    times = await _probe(platform, others, time.monotonic() + float(going[1]) - 1)  # while the loops go
     # a caller with a token is not in the anonymous budget, even now
     status, page, _ = await raw(platform, "GET", "/api/v1/jobs?limit=20&offset=2000",
                                 headers={"Authorization": f"Bearer {token}"})

@@ -22,6 +22,7 @@ from aiohttp import web
 from services.cli.client import PaiqClient, paiq_client
 from shared.eventdocs import SCHEMA_DIR
 from tests.e2e.conftest import job_config, logged_in
+from tests.e2e.feedwatch import connected_feed
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, REPO, Platform, start_platform, stop_platform, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -130,17 +131,12 @@ async def test_the_webhook_notifier_posts_signed_job_completions(
     assert event["type"] == "job.completed" and event["data"]["state"] == "FAILED" and event["data"]["exit_code"] == 4
 
 
-async def test_the_live_feed_streams_one_jobs_events_and_nothing_of_others(api: PaiqClient, user: str) -> None:
+async def test_the_live_feed_streams_one_jobs_events_and_nothing_of_others(platform: Platform, api: PaiqClient,
+                                                                           user: str) -> None:
     seen: list[dict[str, Any]] = []
-
-    async def follow() -> None:
-        async for event in api.events(user, "fed"):
-            seen.append(event)
-            if event["type"] == "job.completed":
-                return
-
-    follower = asyncio.create_task(follow())
-    await asyncio.sleep(0.5)  # the feed is connected before the job exists
+    # connected before the job exists
+    follower = await connected_feed(platform.api, seen, user=user, job="fed",
+                                    until=lambda event: event["type"] == "job.completed")
     await api.submit(user, json.dumps(job_config("other", command="true")).encode())
     await api.submit(user, json.dumps(job_config("fed", command="true")).encode())
     await asyncio.wait_for(follower, 60)

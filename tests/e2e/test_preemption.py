@@ -17,6 +17,7 @@ import pytest
 
 from services.cli.client import PaiqClient, paiq_client
 from tests.e2e.conftest import job_config, logged_in
+from tests.e2e.feedwatch import connected_feed
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -87,13 +88,7 @@ async def test_a_borrower_is_preempted_for_its_lender_and_resumes_as_a_platform_
     assert vcs[b]["borrowing"]["gpus"] == 50
 
     seen: list[dict[str, Any]] = []
-
-    async def follow() -> None:
-        async for event in api.events(user=user):
-            seen.append(event)
-
-    feed = asyncio.create_task(follow())
-    await asyncio.sleep(1)  # the feed is connected before the job exists (it sends nothing to wait on)
+    feed = await connected_feed(gpu_platform.api, seen, user=user)  # connected before the job exists
     try:
         await api.submit(user, gpu_job("owner", a, 2, "test", "sleep 2"))
         owner, _ = await wait_final(api, user, "owner")

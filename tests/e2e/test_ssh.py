@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pymongo import AsyncMongoClient
 
 from services.cli.client import ApiCallError, PaiqClient
 from tests.e2e.conftest import job_config, logged_in
+from tests.e2e.feedwatch import connected_feed
 from tests.infra import REPO, Platform, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -51,20 +52,25 @@ def ssh_job(name: str, image: str) -> dict[str, object]:
 
 
 @contextlib.asynccontextmanager
-async def collected_events(api: PaiqClient, user: str, name: str) -> AsyncIterator[list[dict[str, Any]]]:
+async def collected_events(platform: Platform, user: str, name: str) -> AsyncIterator[list[dict[str, Any]]]:
+    """The job's events from the live feed, connected before the block starts."""
     seen: list[dict[str, Any]] = []
-
-    async def follow() -> None:
-        async for event in api.events(user, name):
-            seen.append(event)
-
-    task = asyncio.create_task(follow())
+    task = await connected_feed(platform.api, seen, user=user, job=name)
     try:
         yield seen
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ApiCallError):
+        with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def until_seen(events: list[dict[str, Any]], done: Callable[[list[dict[str, Any]]], bool],
+                     limit_s: float = 30) -> None:
+    for _ in range(int(limit_s * 10)):
+        if done(events):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the feed never said so: {[e['type'] for e in events]}")
 
 
 async def log_line(api: PaiqClient, user: str, name: str, role: str, starts: str, limit_s: float = 90) -> str:
@@ -101,7 +107,7 @@ def paiq_cli(platform: Platform, home: Path, token: str, *args: str) -> subproce
 async def test_a_task_sshes_into_its_peer_and_paiq_ssh_runs_a_command_in_a_task(
         api: PaiqClient, admin: PaiqClient, user: str, platform: Platform, sshd_image: str, cli_home: Path) -> None:
     name = unique("ssh")
-    async with collected_events(api, user, name) as events:
+    async with collected_events(platform, user, name) as events:
         await api.submit(user, json.dumps(ssh_job(name, sshd_image)).encode())
         info = await running_ssh_info(api, user, name, 2)
 
@@ -141,13 +147,17 @@ async def test_a_task_sshes_into_its_peer_and_paiq_ssh_runs_a_command_in_a_task(
         await api.stop(user, name)
         final, _ = await wait_final(api, user, name)
         assert final["jobStatus"]["state"] == "STOPPED"
-        await asyncio.sleep(0.5)  # the last events reach the feed
+        # the last events reached the feed: the job's end, and the exit of every task that started
+        await until_seen(events, lambda seen: any(e["type"] == "job.completed" for e in seen) and (
+            sum(e["type"] == "task.exited" for e in seen) == sum(e["type"] == "task.started" for e in seen)))
 
     # The private key is nowhere but in its own collection and the download: not in any log of any
     # service, any event, the job's answers, the lists, or any other document.
     secret = private.splitlines()[2]  # a line of the key's base64 body
     assert len(secret) > 40
-    assert secret not in platform.logs()
+    logs = platform.logs()
+    assert user in logs and f"{user}~{name}~" in json.dumps(events), "the logs and the events are about this job"
+    assert secret not in logs
     assert events and secret not in json.dumps(events)
     for answer in (await api.job(user, name), await api.config(user, name), await api.jobs(user),
                    await admin.jobs(), await api.ssh_info(user, name)):

@@ -79,12 +79,23 @@ async def test_limits_env_and_read_only_code_dir(driver: DockerDriver, node_id: 
 
 async def test_exit_code_comes_from_the_event_stream(driver: DockerDriver, node_id: str) -> None:
     s = spec(node_id, "sleep 0.5; exit 7")
-    watcher = asyncio.ensure_future(_first_exit_for(driver, s.name))
-    await asyncio.sleep(0.3)
+    watcher = await watching(driver, s.name)
     cid = await driver.run(s)
     ex = await asyncio.wait_for(watcher, 30)
     assert ex.id == cid and ex.exit_code == 7 and not ex.oom_killed
     assert ex.labels["paiq.job"] == "u~j"
+
+
+async def watching(driver: DockerDriver, name: str) -> asyncio.Future[ContainerExit]:
+    """The first exit of the container ``name``, followed from the engine's event stream, returned once the
+    engine has that stream open (its request answered): every exit from then on reaches it."""
+    opened = len(driver._streams)
+    watcher = asyncio.ensure_future(_first_exit_for(driver, name))
+    deadline = asyncio.get_running_loop().time() + 30
+    while len(driver._streams) == opened:
+        assert not watcher.done() and asyncio.get_running_loop().time() < deadline, "the event stream did not open"
+        await asyncio.sleep(0.02)
+    return watcher
 
 
 async def _first_exit_for(driver: DockerDriver, name: str) -> ContainerExit:
@@ -97,8 +108,7 @@ async def _first_exit_for(driver: DockerDriver, name: str) -> ContainerExit:
 
 async def test_a_task_past_its_memory_limit_is_oom_killed(driver: DockerDriver, node_id: str) -> None:
     s = spec(node_id, "head -c 300m /dev/zero | tail > /dev/null", memory_mb=100)
-    watcher = asyncio.ensure_future(_first_exit_for(driver, s.name))
-    await asyncio.sleep(0.3)
+    watcher = await watching(driver, s.name)
     await driver.run(s)
     ex = await asyncio.wait_for(watcher, 30)
     assert ex.oom_killed

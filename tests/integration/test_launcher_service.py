@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import aio_pika
@@ -347,6 +347,13 @@ async def test_a_latest_image_is_refreshed_and_the_local_copy_used_when_the_regi
         assert isinstance(driver, CountingDriver) and driver.pulls == 1
 
 
+async def until(condition: Callable[[], bool], what: str, limit_s: float = 30) -> None:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"not within {limit_s} s: {what}"
+        await asyncio.sleep(0.05)
+
+
 class SlowPullDriver(DockerDriver):
     """The real driver, whose pulls wait until the test lets them go (a registry far away)."""
 
@@ -373,12 +380,12 @@ async def test_a_launch_is_acked_before_its_pull_and_a_redelivery_meanwhile_star
             # The handler returns (so the bus acks the message) while the pull still waits: a pull longer
             # than the broker's consumer timeout can no longer break the channel.
             assert await asyncio.wait_for(on_launch(message, deps), 1.0) == []
-            await asyncio.sleep(0.3)
-            assert driver.pulls == 1 and not h.of(TaskStarted, job.id), "pulling, nothing started yet"
+            await until(lambda: driver.pulls == 1, "the pull started")
+            assert not h.of(TaskStarted, job.id), "pulling, nothing started yet"
             assert await asyncio.wait_for(on_launch(message, deps), 1.0) == []  # redelivered meanwhile
             driver.release.set()
             assert (await h.exited(job)).data.exit_code == 0
-            await asyncio.sleep(0.5)
+            await until(lambda: not deps.work.launches.tasks(), "both deliveries' launch is over")
         assert len({e.data.container_id for e in h.of(TaskStarted, job.id)}) == 1
         assert driver.pulls == 1, "the second delivery joined the launch in flight"
 
@@ -433,7 +440,8 @@ async def test_a_pull_longer_than_rabbitmqs_consumer_timeout_still_starts_one_co
                 job, specs = await h.job("long-pull", command="true")
                 await bus.publish([LaunchTasks(subject=job.id, data=LaunchTasksData(
                     job_id=job.id, attempt=job.attempt, node_id=h.node_id, tasks=tuple(specs)))])
-                await asyncio.sleep(4)  # the pull outlives the broker's 1.5 s timeout, checked every 0.5 s
+                await until(lambda: driver.pulls == 1, "the pull started")
+                await asyncio.sleep(3)  # the pull outlives the broker's 1.5 s timeout, checked every 0.5 s
                 driver.release.set()
                 await exited(job.id)
                 after, after_specs = await h.job("after-long-pull", command="true")  # the channel still consumes

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from prometheus_client import REGISTRY
 
 from services.launcher.enginestats import GpuReading
 from services.launcher.stopping import stop_job_containers
@@ -51,6 +52,17 @@ async def h(tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) 
         yield h
 
 
+async def rounds_after(rounds: int = 2, limit_s: float = 30) -> None:
+    """Until ``rounds`` more sampling rounds of the launcher have ended."""
+    def count() -> float:
+        return REGISTRY.get_sample_value("paiq_launcher_sampling_seconds_count") or 0.0
+
+    start, deadline = count(), asyncio.get_running_loop().time() + limit_s
+    while count() < start + rounds:
+        assert asyncio.get_running_loop().time() < deadline, f"fewer than {rounds} sampling rounds in {limit_s} s"
+        await asyncio.sleep(0.05)
+
+
 async def profile_with(h: Harness, job: JobRecord, role: str, points: int, limit_s: float = 40) -> TaskProfile:
     profiles = ProfileStore(h.store.jobs.database)
     for _ in range(int(limit_s * 4)):
@@ -84,7 +96,7 @@ async def test_a_burner_shows_a_core_and_an_allocator_its_200_mb_and_both_outliv
         def ended(e: TaskExited, r: str = role) -> bool:
             return e.subject == job.id and e.data.role == r
         await h.wait_for(TaskExited, ended)
-    await asyncio.sleep(2.5)  # rounds after the removal: nothing more is written, nothing is removed
+    await rounds_after()  # rounds after the removal: nothing more is written, nothing is removed
     after = await ProfileStore(h.store.jobs.database).get(h.key(job, "burn"))
     assert after is not None and after.totals.samples >= burn.totals.samples
     assert len(after.series.points()) == after.totals.samples
@@ -122,5 +134,6 @@ async def test_a_task_holding_an_idle_gpu_is_flagged_once_and_a_busy_one_never(h
     busy = next(p for p in profiles if p.index == 1)
     assert not busy.idle.flagged and busy.last is not None and busy.last.gpu_util == 97.0
     assert busy.totals.gpu_used_seconds == pytest.approx(0.97 * busy.totals.gpu_held_seconds, rel=0.01)
-    await asyncio.sleep(3)
+    # idle for another whole PAIQ_GPU_IDLE_SECONDS (3) since it was flagged: still one event
+    await profile_with(h, job, "train", idle.totals.samples + 4)
     assert [e.data.index for e in h.of(TaskGpuIdle, job.id)] == [0], "one event per idle stretch"

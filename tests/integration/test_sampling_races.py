@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,19 @@ def _spy_on_stats(driver: DockerDriver) -> list[BaseException]:
     return raised
 
 
+def _rounds() -> float:
+    """Sampling rounds this process has run (the launcher's own count)."""
+    return REGISTRY.get_sample_value("paiq_launcher_sampling_seconds_count") or 0.0
+
+
+async def rounds_after(count: Callable[[], float], rounds: int = 2, limit_s: float = 30) -> None:
+    """Until ``rounds`` more sampling rounds have ended."""
+    start, deadline = count(), time.monotonic() + limit_s
+    while count() < start + rounds:
+        assert time.monotonic() < deadline, f"fewer than {rounds} sampling rounds in {limit_s} s"
+        await asyncio.sleep(0.05)
+
+
 def _skipped(node: str) -> float:
     return REGISTRY.get_sample_value("paiq_launcher_samples_skipped_total", {"node": node}) or 0.0
 
@@ -76,12 +89,16 @@ async def test_containers_removed_while_sampled_cost_their_samples_never_a_round
     sampler = Sampler(deps, None, h.store.profiles)
     failures: list[BaseException] = []
 
+    rounds = [0]
+
     async def sampling_round() -> None:
         try:
             await sampler.round()
         except Exception as e:
             failures.append(e)
             raise
+        finally:
+            rounds[0] += 1
 
     def start(role: str) -> str:
         labels = TaskLabels(job=JOB, attempt=0, role=role, index=0, node=h.node_id,
@@ -104,7 +121,7 @@ async def test_containers_removed_while_sampled_cost_their_samples_never_a_round
             report = await vitals.report()
             if report.loops[loop_name] != "ok":
                 unhealthy.append(report.loops[loop_name])
-        await asyncio.sleep(0.5)
+        await rounds_after(lambda: rounds[0])  # the last removal's rounds are over
         last = await vitals.report()
     kinds = sorted({type(e).__name__ for e in raised})
     assert any(isinstance(e, requests.exceptions.JSONDecodeError) for e in raised), \
@@ -136,7 +153,7 @@ async def test_a_launcher_whose_tasks_exit_and_are_removed_while_sampled_stays_h
             report = await vitals.report()
             seen.add(report.loops.get(loop_name, "absent"))
             await asyncio.sleep(0.05)
-        await asyncio.sleep(2.5)  # rounds after the last removal
+        await rounds_after(_rounds)  # rounds after the last removal
         seen.add((await vitals.report()).loops.get(loop_name, "absent"))
         assert {(e.data.index, e.data.exit_code) for e in h.of(TaskExited, job.id)} == {(i, 0) for i in range(8)}
         assert seen == {"ok"}, seen
