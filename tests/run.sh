@@ -1,35 +1,92 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian 12 machine as root: installs and starts what it needs
 # (Docker engine, RabbitMQ, a Docker registry; SecantusDB comes with the Python dependencies),
-# builds the test image, checks lint and types, then runs pytest. Extra arguments go to pytest.
+# builds the test images, checks lint and types, then runs pytest. Extra arguments go to pytest.
+#
+# A Docker engine this run started itself (`nohup dockerd`, where no engine ran and systemd does not
+# run one) is stopped when the run ends, unless PAIQ_KEEP_ENGINE=1 or another run of this script still
+# uses it. An engine that was running before, or that systemd started, is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '[tests/run.sh] %s\n' "$*" >&2; }
 
-bash examples/setup-engine.sh
-
+# Debian's packages the run needs (python3-venv: Debian's python3 makes no venv without it). The package
+# lists are refreshed first, and only when something is to be installed.
+packages=(rabbitmq-server docker-registry apache2-utils debootstrap docker-compose chromium)
+[ -x .venv/bin/python ] || packages+=(python3-venv)
 missing=()
-for pkg in rabbitmq-server docker-registry apache2-utils debootstrap docker-compose chromium; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+for pkg in "${packages[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get update -qq
+  # Beside Docker CE, Debian's docker.io (which docker-compose recommends) conflicts with it: never that one.
+  keep_out=()
+  dpkg -s docker-ce >/dev/null 2>&1 && keep_out=(docker.io-)
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" "${keep_out[@]}" >/dev/null
 fi
+
+# --- the Docker engine ------------------------------------------------------------------------------
+ENGINE_USERS=/run/paiq-test-engine-users  # one file per run of this script that uses the engine now
+mkdir -p "$ENGINE_USERS"
+touch "$ENGINE_USERS/$$"
+engine_pid_file=$(mktemp)
+started_engine=""
+
+stop_engine() {  # the dockerd this run started, once no other run of this script uses it
+  rm -f "$ENGINE_USERS/$$" "$engine_pid_file"
+  [ -n "$started_engine" ] || return 0
+  if [ "${PAIQ_KEEP_ENGINE:-0}" = 1 ]; then
+    log "leaving the Docker engine this run started running (PAIQ_KEEP_ENGINE=1; dockerd pid $started_engine)"
+    return 0
+  fi
+  local other
+  for other in "$ENGINE_USERS"/*; do
+    [ -e "$other" ] || continue
+    if kill -0 "$(basename "$other")" 2>/dev/null; then
+      log "leaving the Docker engine this run started running: run $(basename "$other") still uses it"
+      return 0
+    fi
+    rm -f "$other"  # a run that was killed
+  done
+  kill -0 "$started_engine" 2>/dev/null || return 0
+  log "stopping the Docker engine this run started (dockerd pid $started_engine)"
+  kill -TERM "$started_engine" 2>/dev/null || true
+  for _ in $(seq 1 60); do kill -0 "$started_engine" 2>/dev/null || return 0; sleep 0.5; done
+  log "dockerd did not stop within 30 s; killing it"
+  kill -KILL "$started_engine" 2>/dev/null || true
+}
+
+cleanup() {
+  local status=$?
+  stop_test_broker
+  stop_engine
+  exit "$status"
+}
+trap cleanup EXIT
+stop_test_broker() { :; }  # until the broker is started
+
+PAIQ_ENGINE_PID_FILE=$engine_pid_file bash examples/setup-engine.sh
+started_engine=$(cat "$engine_pid_file")
+# The SSH tests' image: a debootstrapped Debian base with openssh-server, built here (minutes, once; a
+# no-op while its inputs are unchanged) rather than inside a test's timeout.
+log "building the test images the e2e tests run (paiq/sshd:test)"
+bash tests/deploy/build-images.sh sshd
+
 # A RabbitMQ node of this run alone, empty (the machine's own node, if any, is left alone).
 source tests/testbroker.sh
 start_test_broker
-trap stop_test_broker EXIT
 
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-log "installing paiq and its test dependencies into .venv"
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+log "installing paiq and its test dependencies into .venv (versions: tests/constraints.txt)"
+.venv/bin/pip install -q --disable-pip-version-check -c tests/constraints.txt -e '.[test]'
 
 log "ruff"
 .venv/bin/ruff check shared services tests
 log "mypy (strict)"
 .venv/bin/mypy
 log "pytest"
-.venv/bin/pytest -q "$@"
+.venv/bin/pytest -q --durations=25 "$@"
