@@ -14,6 +14,12 @@ log() { printf '[quickstart] %s\n' "$*" >&2; }
 
 bash examples/setup-engine.sh
 if [ ! -x .venv/bin/paiq ]; then
+  # Debian's python3 makes no venv without python3-venv (ensurepip)
+  if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    log "installing python3-venv"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  fi
   log "installing paiq into .venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -e .
