@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import docker
@@ -19,20 +18,6 @@ from tests.infra import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-
-@pytest.fixture
-async def driver(docker_client: docker.DockerClient) -> AsyncIterator[DockerDriver]:
-    d = DockerDriver.from_url(None)
-    yield d
-    await d.close()
-
-
-@pytest.fixture
-def node_id(docker_client: docker.DockerClient) -> Iterator[str]:
-    node = unique("drv-")
-    yield node
-    for c in docker_client.containers.list(all=True, filters={"label": f"paiq.node={node}"}):
-        c.remove(force=True)
 
 
 def spec(node_id: str, command: str, **kw: object) -> ContainerSpec:

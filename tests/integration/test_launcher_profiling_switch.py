@@ -9,7 +9,7 @@ its other loops (heartbeat, reconcile, the engine's exits) are there in every ca
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, cast
@@ -22,27 +22,14 @@ from services.launcher.service import start_launcher
 from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore
 from shared.db.store import Store, open_store
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.infra import unique
+from tests.integration.recordingvitals import RecordingVitals
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 README_PROFILE_SECONDS = 10
 
-
-class RecordingVitals(Vitals):
-    """The service's loops as it asks for them (name -> period; None: a background loop), none started."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.loops: dict[str, float | None] = {}
-
-    def periodic(self, stack: AsyncExitStack, name: str, seconds: float, fn: Callable[[], Awaitable[None]]) -> None:
-        self.loops[name] = seconds
-
-    def background(self, stack: AsyncExitStack, name: str, fn: Callable[[], Awaitable[None]]) -> None:
-        self.loops[name] = None
 
 
 class EmptyEngine:

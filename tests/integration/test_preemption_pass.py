@@ -12,13 +12,14 @@ from services.scheduler.service import SchedulerDeps, schedule_pass
 from services.status.service import StatusDeps, on_preempted, on_task_exited, reconcile, retry_policy
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store, open_store
-from shared.events import CloudEvent, JobPreempted, JobScheduled, StopTasks, TaskExited, TaskExitedData
+from shared.events import JobPreempted, JobScheduled, StopTasks, TaskExited, TaskExitedData
 from shared.lifecycle.exitcodes import PREEMPTED
-from shared.records import JobRecord, JobState, SubState, TaskState, initial_tasks, now_ms
+from shared.records import SubState, now_ms
 from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
 from tests.infra import unique
-from tests.unit.factories import make_config, make_node, role_dict
+from tests.integration.preemption_jobs import job, of, run
+from tests.unit.factories import make_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -37,25 +38,6 @@ async def store(mongo_uri: str) -> AsyncIterator[Store]:
 def settings() -> Settings:
     return Settings.from_env({"PAIQ_RECONCILE_SECONDS": "3600", "PAIQ_QUEUE_PREFIX": unique("q")})
 
-
-def job(name: str, vc: str, gpus: int, priority: str, *, at: int) -> JobRecord:
-    config = make_config(role_dict("main", gpuNumber=gpus, cpuNumber=1, memoryMB=1024), jobName=name,
-                         virtualCluster=vc, extras={"hivedScheduler": {"jobPriorityClass": priority}})
-    return JobRecord(id=f"u~{name}~00000000", user="u", name=name, virtual_cluster=vc, config=config,
-                     raw_config={}, created_ms=at, tasks=initial_tasks(config))
-
-
-async def run(store: Store, job_id: str) -> None:
-    """The launcher started the job's task: it runs."""
-    record = await store.get_job(job_id)
-    assert record is not None
-    tasks = tuple(t.model_copy(update={"state": TaskState.RUNNING, "started_ms": now_ms()}) for t in record.tasks)
-    await store.update_job(job_id, {}, {"state": JobState.RUNNING.value, "sub_state": SubState.RUNNING.value,
-                                        "launched_ms": now_ms(), "tasks": [t.model_dump(mode="json") for t in tasks]})
-
-
-def of(events: list[CloudEvent], kind: type[CloudEvent]) -> list[CloudEvent]:
-    return [e for e in events if isinstance(e, kind)]
 
 
 async def test_a_borrower_is_preempted_within_one_pass_and_waits_then_resumes(store: Store) -> None:

@@ -18,12 +18,13 @@ from prometheus_client import REGISTRY
 from services.scheduler.service import SchedulerDeps, schedule_pass
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store, open_store
-from shared.events import CloudEvent, JobPreempted, JobScheduled
-from shared.records import JobRecord, JobState, SubState, TaskState, initial_tasks, now_ms
+from shared.events import JobPreempted, JobScheduled
+from shared.records import JobRecord, JobState, now_ms
 from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
 from tests.infra import unique
-from tests.unit.factories import make_config, make_node, role_dict
+from tests.integration.preemption_jobs import job, of, run
+from tests.unit.factories import make_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -49,24 +50,6 @@ async def cluster(mongo_uri: str) -> AsyncIterator[Cluster]:
 def settings(**env: str) -> Settings:
     return Settings.from_env({"PAIQ_RECONCILE_SECONDS": "3600", "PAIQ_QUEUE_PREFIX": unique("q"), **env})
 
-
-def job(name: str, vc: str, gpus: int, priority: str, *, at: int) -> JobRecord:
-    config = make_config(role_dict("main", gpuNumber=gpus, cpuNumber=1, memoryMB=1024), jobName=name,
-                         virtualCluster=vc, extras={"hivedScheduler": {"jobPriorityClass": priority}})
-    return JobRecord(id=f"u~{name}~00000000", user="u", name=name, virtual_cluster=vc, config=config,
-                     raw_config={}, created_ms=at, tasks=initial_tasks(config))
-
-
-async def run(store: Store, job_id: str) -> None:
-    record = await store.get_job(job_id)
-    assert record is not None
-    tasks = tuple(t.model_copy(update={"state": TaskState.RUNNING, "started_ms": now_ms()}) for t in record.tasks)
-    await store.update_job(job_id, {}, {"state": JobState.RUNNING.value, "sub_state": SubState.RUNNING.value,
-                                        "launched_ms": now_ms(), "tasks": [t.model_dump(mode="json") for t in tasks]})
-
-
-def of(events: list[CloudEvent], kind: type[CloudEvent]) -> list[CloudEvent]:
-    return [e for e in events if isinstance(e, kind)]
 
 
 def sample(name: str, **labels: str) -> float:

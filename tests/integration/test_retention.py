@@ -9,7 +9,7 @@ status service's own start. (Batches, the recent jobs kept and the one still sto
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any, cast
 
@@ -20,9 +20,9 @@ from services.status.service import StatusDeps, remove_expired, retry_policy, st
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store, open_store
 from shared.records import JobState, TaskState, now_ms
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.infra import unique
+from tests.integration.recordingvitals import RecordingVitals
 from tests.unit.factories import make_config, make_job, make_task, role_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -82,19 +82,6 @@ async def test_retention_deletes_100_at_a_time_with_pauses_and_at_most_2000_a_pa
     assert await remove_expired(deps) == 50, "the rest at the next pass"
     assert fake.asked[-1] == README_BATCH and not fake.left
 
-
-class RecordingVitals(Vitals):
-    """The service's loops as it asks for them (name, period), none started."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.loops: dict[str, float | None] = {}
-
-    def periodic(self, stack: AsyncExitStack, name: str, seconds: float, fn: Callable[[], Awaitable[None]]) -> None:
-        self.loops[name] = seconds
-
-    def background(self, stack: AsyncExitStack, name: str, fn: Callable[[], Awaitable[None]]) -> None:
-        self.loops[name] = None
 
 
 @pytest.mark.parametrize("reconcile", ["1", "10"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,20 +50,6 @@ async def test_the_launcher_stops_a_task_with_the_configured_grace(tmp_path: Pat
     await stop_container(deps, "c1", by_user=True)
     assert driver.stops == [("c1", grace)]
 
-
-@pytest.fixture
-async def driver(docker_client: docker.DockerClient) -> AsyncIterator[DockerDriver]:
-    d = DockerDriver.from_url(None)
-    yield d
-    await d.close()
-
-
-@pytest.fixture
-def node_id(docker_client: docker.DockerClient) -> Iterator[str]:
-    node = unique("grace-")
-    yield node
-    for c in docker_client.containers.list(all=True, filters={"label": f"paiq.node={node}"}):
-        c.remove(force=True)
 
 
 async def started(driver: DockerDriver, docker_client: docker.DockerClient, node_id: str, command: str) -> str:
