@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.jobconfig.lenient import OBSOLETE_FIELDS, default_keys
+from shared.jobconfig.lenient import OBSOLETE_FIELDS, default_keys, protocol_fields
 from shared.jobconfig.limits import INT64, JobLimits
 from shared.jobconfig.model import (
     EXTRAS_KEY_PATTERN,
@@ -186,8 +186,10 @@ def _maximum(props: dict[str, Any], name: str) -> int | None:
 
 def _object(model: type[BaseModel], schema: dict[str, Any]) -> dict[str, Any]:
     """One model's schema as the validator reads it (see the module's docstring)."""
-    props: dict[str, Any] = schema["properties"]
-    required = set(schema.get("required", ()))
+    # The model's internal fields (another protocol's) are not the v1 protocol's: left out.
+    known = {f.alias or n for n, f in protocol_fields(model).items()}
+    props: dict[str, Any] = {k: v for k, v in schema["properties"].items() if k in known}
+    required = set(schema.get("required", ())) & known
     out: dict[str, Any] = {}
     defaults = default_keys(model)
     for name, prop in props.items():

@@ -9,6 +9,10 @@ models (:mod:`shared.jobconfig.model`), the validator and the published JSON Sch
   None (``minFailedTaskCount``: "never a trigger") keeps it. :class:`EmptyMeansDefault` marks a field
   where ``""`` means the default too (``virtualCluster``).
 - Obsolete fields (:data:`OBSOLETE_FIELDS`): validated as an integer, then ignored with a warning.
+- Internal fields (:class:`Internal`): what another protocol (v2) needs the job to hold and v1 cannot say
+  (an image per role, registry credentials, secrets). Not part of the v1 protocol: a v1 body's key of
+  that name is an unknown field (warned about, ignored) and the published JSON Schema leaves them out
+  (:func:`protocol_fields`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator
+from pydantic.fields import FieldInfo
 
 # What JavaScript's Number() reads as a decimal number (after trimming whitespace): no hex, no Infinity.
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -65,6 +70,21 @@ class EmptyMeansDefault:
     """A field's marker (in ``Annotated``): ``""`` as well as ``null`` means its default."""
 
 
+@dataclass(frozen=True)
+class Internal:
+    """A field's marker (in ``Annotated``): paiq's own, set by another protocol's mapping, never read
+    from a v1 body nor listed in the v1 schema."""
+
+
+def is_internal(field: FieldInfo) -> bool:
+    return any(isinstance(m, Internal) for m in field.metadata)
+
+
+def protocol_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """The model's fields that the v1 protocol has (its internal ones left out), by attribute name."""
+    return {name: field for name, field in model.model_fields.items() if not is_internal(field)}
+
+
 # In OpenPAI's schema, obsolete: validated as an integer, then only warned about (rest-server
 # middlewares/job.js). Field -> what to use instead.
 OBSOLETE_FIELDS = {"killAllOnCompletedTaskNumber": "use minFailedTaskCount and minSucceededTaskCount instead"}
@@ -90,7 +110,7 @@ def default_keys(model: type[BaseModel]) -> dict[str, bool]:
     if not getattr(model, "NULL_MEANS_DEFAULT", False):
         return {}
     out = {}
-    for name, field in model.model_fields.items():
+    for name, field in protocol_fields(model).items():
         if field.is_required() or admits_none(field.annotation):
             continue
         out[field.alias or name] = any(isinstance(m, EmptyMeansDefault) for m in field.metadata)

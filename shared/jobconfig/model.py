@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from shared.jobconfig.lenient import JOI_INTEGER, EmptyMeansDefault, NullMeansDefault, defaults_for_nulls
+from shared.jobconfig.lenient import JOI_INTEGER, EmptyMeansDefault, Internal, NullMeansDefault, defaults_for_nulls
 
 # OpenPAI v0.14's own jobName pattern: no ``~``, which separates the parts of paiq's job ids
 # (``user~jobName~suffix``, shared.records.new_job_id). Role names and port labels may hold one.
@@ -65,6 +65,15 @@ class PortSpec(_Model):
 DEFAULT_PORT_LABELS = ("http", "ssh")
 
 
+class RegistryAuth(_Model):
+    """Credentials of a private registry, given inline (protocol v2's ``auth`` of a ``dockerimage``, its
+    ``$secrets`` rendered). Internal: never shown (``repr`` hides the password)."""
+
+    username: str = ""
+    password: str = Field("", repr=False)
+    registry_uri: str = Field("", alias="registryuri")
+
+
 class TaskRole(NullMeansDefault, _Model):
     name: RoleName
     # A role has at most as many tasks as a job (the default of PAIQ_MAX_JOB_TASKS, which the validator
@@ -82,6 +91,12 @@ class TaskRole(NullMeansDefault, _Model):
     min_succeeded_task_count: Annotated[int, Field(strict=True, ge=1), JOI_INTEGER] | None = Field(
         None, alias="minSucceededTaskCount"
     )
+    # Internal (protocol v2): the role's own image and its registry's credentials ("" and None: the
+    # job's), and its task-level retries (v2's taskRetryCount; None: none asked).
+    image: Annotated[str, StringConstraints(strict=True, max_length=1024), Internal()] = ""
+    registry_auth: Annotated[RegistryAuth | None, Internal()] = Field(None, alias="registryAuth", repr=False)
+    task_retry_count: Annotated[int | None, Field(strict=True, ge=-1), Internal()] = Field(
+        None, alias="taskRetryCount")
 
     @property
     def ports(self) -> tuple[PortSpec, ...]:
@@ -108,6 +123,13 @@ class JobConfig(NullMeansDefault, _Model):
         0, alias="retryCount")
     job_envs: dict[str, EnvValue] = Field(default_factory=dict, alias="jobEnvs")
     extras: dict[str, Any] = Field(default_factory=dict)
+    # Internal (protocol v2): the credentials of its image's registry, its parameters (already rendered
+    # into the commands) and its secrets (rendered into the commands only when a task starts:
+    # shared.jobconfig.v2.render.render_secrets). Never shown: a v2 job's config is shown from its
+    # masked document (a raw config with protocolVersion 2).
+    registry_auth: Annotated[RegistryAuth | None, Internal()] = Field(None, alias="registryAuth", repr=False)
+    parameters: Annotated[dict[str, Any], Internal()] = Field(default_factory=dict)
+    secrets: Annotated[dict[str, Any], Internal()] = Field(default_factory=dict, repr=False)
 
     @property
     def total_tasks(self) -> int:
@@ -116,6 +138,10 @@ class JobConfig(NullMeansDefault, _Model):
     @property
     def total_gpus(self) -> int:
         return sum(r.task_number * r.gpu_number for r in self.task_roles)
+
+    def image_of(self, role: TaskRole) -> str:
+        """The image a role's tasks run: its own (protocol v2) or the job's."""
+        return role.image or self.image
 
     def role(self, name: str) -> TaskRole:
         for r in self.task_roles:

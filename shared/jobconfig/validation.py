@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.jobconfig.docsize import declared_ports, job_document_bytes, role_shapes
 from shared.jobconfig.lenient import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
-from shared.jobconfig.lenient import OBSOLETE_FIELDS
+from shared.jobconfig.lenient import OBSOLETE_FIELDS, protocol_fields
 from shared.jobconfig.lenient import joi_integer as joi_integer
 from shared.jobconfig.limits import JobLimits, count_values, nesting_depth, printable, setting, walk
 from shared.jobconfig.model import (
@@ -51,9 +51,10 @@ MAX_CONFIG_BYTES = 1024 * 1024
 DEFAULT_LIMITS = JobLimits()
 MAX_WARNINGS = 20  # warnings about unknown fields listed in one answer; the rest are counted
 
-_TOP_FIELDS = {f.alias or n for n, f in JobConfig.model_fields.items()}
-_ROLE_FIELDS = {f.alias or n for n, f in TaskRole.model_fields.items()}
-_PORT_FIELDS = {f.alias or n for n, f in PortSpec.model_fields.items()}
+# The v1 protocol's fields: the models' internal ones (shared.jobconfig.lenient.Internal) are unknown to it.
+_TOP_FIELDS = {f.alias or n for n, f in protocol_fields(JobConfig).items()}
+_ROLE_FIELDS = {f.alias or n for n, f in protocol_fields(TaskRole).items()}
+_PORT_FIELDS = {f.alias or n for n, f in protocol_fields(PortSpec).items()}
 
 
 class Rejected(BaseModel):
