@@ -61,7 +61,7 @@ _ROLE_FIELDS = {"taskNumber": "instances", "cpuNumber": "resourcePerInstance.cpu
                 "minSucceededTaskCount": "completion.minSucceededInstances", "image": "dockerImage",
                 "taskRetryCount": "taskRetryCount", "name": ""}
 _TOP_FIELDS = {"jobName": "name", "virtualCluster": "defaults.virtualCluster", "retryCount": "jobRetryCount",
-               "gpuType": "extras.hivedScheduler.taskRoles", "taskRoles": "taskRoles", "image": "taskRoles"}
+               "gpuType": "extras.hivedScheduler.taskRoles", "taskRoles": "taskRoles"}
 _ROLE_PATH = re.compile(r"^taskRoles\[(\d+)\](?:\.([A-Za-z]+))?(?:\[(\d+)\])?(.*)$")
 
 
@@ -168,6 +168,8 @@ def v1_fields(job: JobV2, document: Mapping[str, Any], commands: dict[str, str],
 def v2_path(path: str, roles: list[str], labels: list[list[str]] | None = None) -> str:
     """A problem's v1 path (``taskRoles[1].cpuNumber``) as the v2 document's
     (``taskRoles.worker.resourcePerInstance.cpu``)."""
+    if path == "image" and roles:  # the job's image is its first role's
+        return f"taskRoles.{roles[0]}.dockerImage"
     matched = _ROLE_PATH.match(path)
     if matched is None:
         head, dot, rest = path.partition(".")
@@ -212,7 +214,6 @@ def to_job_config(job: JobV2, document: Mapping[str, Any], limits: JobLimits) ->
         return Rejected(problems=tuple((commands if isinstance(commands, list) else [])
                                        + (auths if isinstance(auths, list) else [])))
     fields = stored(v1_fields(job, document, commands, auths))
-    roles = list(job.task_roles)
     problems = limit_problems(fields, limits)
     if problems:
         return Rejected(problems=tuple(_translated(problems, fields)))
@@ -221,11 +222,11 @@ def to_job_config(job: JobV2, document: Mapping[str, Any], limits: JobLimits) ->
     except ValidationError as e:
         return Rejected(problems=tuple(_translated(problems_from(e), fields)))
     problems = config_problems(config)
-    for name, role in zip(roles, config.task_roles, strict=True):
+    for i, role in enumerate(config.task_roles):
         if role.image != config.image and not re.fullmatch(IMAGE_PATTERN, role.image):
-            problems.append(ConfigProblem(path="image", rule=(
-                f"of task role {name}: must be a Docker image reference like registry:5000/team/name:tag "
-                f"(lowercase name, optional tag and digest), got {role.image!r}")))
+            problems.append(ConfigProblem(path=f"taskRoles[{i}].image", rule=(
+                f"must name a Docker image reference like registry:5000/team/name:tag (lowercase name, optional "
+                f"tag and digest), got {role.image!r}")))
     if problems:
         return Rejected(problems=tuple(_translated(problems, fields)))
     return Accepted(config=config, raw=masked(stored(document)))
