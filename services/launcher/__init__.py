@@ -1,5 +1,10 @@
 """The launcher: one agent per node, running each task of the node in a Docker container.
 
+The flow is at the top: service.py (the agent), deps.py, decide.py (what to do about a task, pure),
+inflight.py, launch.py, finish.py, reconcile.py, stopping.py, recorder.py (a container's logs) and
+exits.py (what an exit means); the container engine is in engine/, what goes into a task's container in
+container/, the profiler and the node's GPUs in profiling/.
+
 ``start`` wires the service into a running process (its own, or ``paiq up``).
 """
 
@@ -8,8 +13,8 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.docker_driver import DockerDriver
-from services.launcher.gpus import discover
+from services.launcher.engine.docker_driver import DockerDriver
+from services.launcher.profiling.gpus import discover
 from services.launcher.service import start_launcher
 from shared.bus.base import Bus
 from shared.db.logs import LogStore

@@ -45,7 +45,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from services.launcher.driver import ContainerExit, ContainerInfo
+from services.launcher.engine.driver import ContainerExit, ContainerInfo
 from shared.records import JobRecord, TaskRecord, TaskState
 from shared.tasks.ref import TaskRef
 

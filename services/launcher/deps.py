@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from services.launcher.driver import ContainerDriver
+from services.launcher.engine.driver import ContainerDriver
 from services.launcher.inflight import InFlight
 from shared.bus.base import Bus
 from shared.db.logs import LogStore

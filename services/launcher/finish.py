@@ -12,13 +12,13 @@ import contextlib
 
 import structlog
 
+from services.launcher.container.spec import parse_debug_marker
 from services.launcher.decide import Action, ContainerState, Prompt, Seen, decide
 from services.launcher.deps import LauncherDeps
-from services.launcher.driver import ContainerExit, ContainerInfo, LogLine
+from services.launcher.engine.driver import ContainerExit, ContainerInfo, LogLine
+from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.exits import classify_exit, memory_before_oom
 from services.launcher.recorder import LogRecorder
-from services.launcher.taskcontainer import parse_debug_marker
-from services.launcher.tasklabels import TaskLabels
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.lifecycle import exitcodes
 from shared.records import TaskSubState

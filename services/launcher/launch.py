@@ -15,15 +15,15 @@ from collections.abc import Mapping
 
 import structlog
 
-from services.launcher.authfile import read_auth_file
-from services.launcher.codedir import CodeDir, resolve_code_dir
+from services.launcher.container.authfile import read_auth_file
+from services.launcher.container.codedir import CodeDir, resolve_code_dir
+from services.launcher.container.spec import container_spec, wants_pull
+from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
 from services.launcher.deps import LauncherDeps
-from services.launcher.driver import PullError
+from services.launcher.engine.driver import PullError
 from services.launcher.finish import exited_event, progress_event, started_event, watch
-from services.launcher.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.stopping import stop_container
-from services.launcher.taskcontainer import container_spec, wants_pull
 from shared.errors import DriverError
 from shared.events import CloudEvent
 from shared.lifecycle import exitcodes

@@ -17,11 +17,11 @@ import structlog
 
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen
 from services.launcher.deps import LauncherDeps
-from services.launcher.driver import ContainerInfo
+from services.launcher.engine.driver import ContainerInfo
+from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.finish import exited_event, finish, started_event, watch
 from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
-from services.launcher.tasklabels import TaskLabels
 from shared.records import JobRecord, now_ms
 from shared.scheduling.placement import Plan, TaskPlacement
 from shared.tasks.launchspec import JobLaunch, container_name, job_launch

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from services.launcher.driver import ContainerDriver, LogLine
+from services.launcher.engine.driver import ContainerDriver, LogLine
 from shared.db.logs import LogChunk, LogLineRecord, LogStore
 from shared.tasks.ref import TaskRef
 

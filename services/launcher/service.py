@@ -13,13 +13,13 @@ from contextlib import AsyncExitStack
 import structlog
 
 from services.launcher.deps import LauncherDeps
+from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.finish import finish
-from services.launcher.gpureader import GpuReader
 from services.launcher.launch import launch_and_report
+from services.launcher.profiling.gpureader import GpuReader
+from services.launcher.profiling.sampling import Sampler
 from services.launcher.reconcile import reconcile
-from services.launcher.sampling import Sampler
 from services.launcher.stopping import stop_job_containers
-from services.launcher.tasklabels import TaskLabels
 from shared.bus.base import Router
 from shared.events import (
     CloudEvent,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.tasklabels import TaskLabels
+from services.launcher.engine.tasklabels import TaskLabels
 
 
 async def stop_container(deps: LauncherDeps, container_id: str, *, by_user: bool) -> None:

@@ -1,5 +1,10 @@
 """The submit service: paiq's OpenPAI-compatible REST API.
 
+app.py wires it (deps.py: what the handlers are given); the routes are in routes/, one module per
+resource; what they promise (the Route type, bodies, answers, errors, the OpenAPI document and the job
+config's schema in it) in contract/; users.py keeps the users and tokens, throttle.py the anonymous
+callers' budget of heavy reads.
+
 ``start`` wires the service into a running process (its own, or ``paiq up``).
 """
 

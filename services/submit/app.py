@@ -1,4 +1,4 @@
-"""The REST API (OpenPAI v1): wiring (the routes: :mod:`services.submit.table`), the error middleware, and the
+"""The REST API (OpenPAI v1): wiring (the routes: :mod:`services.submit.routes.table`), the error middleware, and the
 admin bootstrap."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from services.submit.contract.errors import ApiError, for_status, shown
+from services.submit.contract.httpparser import ApiRunner
+from services.submit.contract.openapi import document
+from services.submit.contract.route import add_routes
 from services.submit.deps import DEPS, SubmitDeps
-from services.submit.errors import ApiError, for_status, shown
-from services.submit.feed import add_feed
-from services.submit.openapi import document
-from services.submit.pages import add_portal
-from services.submit.protocol import ApiRunner
-from services.submit.routes import add_routes
-from services.submit.table import DOCUMENT, ROUTES
+from services.submit.routes.feed import add_feed
+from services.submit.routes.pages import add_portal
+from services.submit.routes.table import DOCUMENT, ROUTES
 from services.submit.throttle import heavy_read_budget
 from services.submit.users import Users
 from shared.bus.base import Bus

@@ -21,7 +21,7 @@ class SubmitDeps:
     bus: Bus
     users: Users
     vitals: Vitals = field(default_factory=Vitals)  # the process's: what /healthz reports
-    # Where submissions are judged and their records built, off the event loop (services.submit.jobs):
+    # Where submissions are judged and their records built, off the event loop (services.submit.routes.jobs):
     # one thread, so that concurrent submissions take turns rather than all contend with the loop.
     cpu: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="paiq-submit-cpu"))

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.submit.access import optional_principal
+from services.submit.contract.errors import ApiError
 from services.submit.deps import DEPS
-from services.submit.errors import ApiError
+from services.submit.routes.access import optional_principal
 
 LIGHT_JOBS = 100  # a first list page of at most this many jobs is not a heavy read
 IN_FLIGHT = 2  # anonymous heavy reads answered at once, at most

@@ -1,2 +1,2 @@
-"""MongoDB, the truth: the store, its indexes and migrations, logs, profiles, tallies, paging,
-retries across restarts, and the embedded server of `paiq up`."""
+"""MongoDB, the truth: the store, its indexes and migrations, logs, profiles, tallies, the job lists'
+pages (lists/), retries across restarts, and the embedded server of `paiq up`."""

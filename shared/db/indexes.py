@@ -123,7 +123,7 @@ async def _migrate_jobs(store: Store, me: str) -> None:
 
 
 async def _count_positions(store: Store, me: str) -> None:
-    """Version 2 -> 3: the counts of ended jobs by creation time behind deep pages (shared.db.listcounts),
+    """Version 2 -> 3: the counts of ended jobs by creation time behind deep pages (shared.db.lists.counts),
     counted once over the whole history."""
     log.warning("counting the stored jobs for deep pages (schema version 3); services wait for it")
     counted = await store.list_counts.recount(lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))

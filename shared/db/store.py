@@ -27,9 +27,9 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
-from shared.db.listcounts import ListCounts
+from shared.db.lists.counts import ListCounts
+from shared.db.lists.paging import Cursor, JobPage, list_page
 from shared.db.logs import LogStore
-from shared.db.paging import Cursor, JobPage, list_page
 from shared.db.profiles import ProfileStore
 from shared.db.retry import idempotent
 from shared.db.submission import submit_job
@@ -107,7 +107,7 @@ class Store:
         self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.tasks.jobkeys: never in a job document
         self.idempotency: AsyncCollection[Doc] = db["idempotency"]  # submissions by Idempotency-Key, a day
         self.tallies = Tallies(db)
-        self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.db.listcounts)
+        self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.db.lists.counts)
         self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
         self._transactions: bool | None = None
 
@@ -195,7 +195,7 @@ class Store:
 
     async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
                         offset: int = 0, cursor: Cursor | None = None) -> JobPage:
-        """A page of job summaries, newest first (see :mod:`shared.db.paging`)."""
+        """A page of job summaries, newest first (see :mod:`shared.db.lists.paging`)."""
         return await list_page(self.jobs, now_ms=now_ms(), limit=limit, offset=offset, cursor=cursor,
                                user=user, state=state, counts=self.list_counts)
 
@@ -316,7 +316,7 @@ class Store:
     async def count_finished(self, job: JobRecord) -> None:
         """Add an ended job to its VC's tally, then mark it counted (a crash in between: the status
         service's pass finds it uncounted and counts again, which the tally refuses to do twice). The mark
-        and the job's place in the lists' counts are one transaction (shared.db.listcounts)."""
+        and the job's place in the lists' counts are one transaction (shared.db.lists.counts)."""
         await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
         await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value,
                                      atomic=await self.supports_transactions())
@@ -457,7 +457,7 @@ class Store:
         await self.job_keys.delete_one({"_id": job_id})
         await LogStore(self.jobs.database).delete_job(job_id)
         await self.profiles.delete_job(job_id)
-        # the document and its place in the lists' counts together (shared.db.listcounts), then its configs
+        # the document and its place in the lists' counts together (shared.db.lists.counts), then its configs
         # (after, so that no read finds the job without them; a process killed in between leaves them alone)
         deleted = await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
         await self.job_configs.delete_one({"_id": job_id})

@@ -8,6 +8,6 @@
   memory), and the job's usage summed from its tasks'.
 - :mod:`~shared.profiling.idle`: when a task holding GPUs counts as idle, and what it is told.
 
-The launcher samples (services/launcher/sampling.py) and stores (shared/db/profiles.py); the REST API
+The launcher samples (services/launcher/profiling/sampling.py) and stores (shared/db/profiles.py); the REST API
 and the portal read. Nothing here does I/O.
 """

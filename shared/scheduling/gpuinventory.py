@@ -1,7 +1,7 @@
 """A node's GPUs: what NVML reports of its devices, mapped to the ``gpuType`` jobs ask for, and the choice
 between that and the inventory the operator declared (``PAIQ_NODE_GPUS``).
 
-Pure: fed with what :mod:`services.launcher.nvml` read (or why it could not), and tested with recorded
+Pure: fed with what :mod:`services.launcher.profiling.nvml` read (or why it could not), and tested with recorded
 NVML values. ``gpu_type`` maps a device name to the short type OpenPAI users write ("Tesla V100-SXM2-16GB"
 -> ``V100``); ``inventory`` turns devices into the node record's :class:`GpuInfo`; ``choose`` decides
 which inventory the node offers and says why in one sentence (:class:`NodeGpus`).

@@ -46,11 +46,11 @@ sys.path.insert(0, str(REPO))
 
 import docker  # noqa: E402
 
+from services.launcher.container.spec import container_spec  # noqa: E402
 from services.launcher.deps import LauncherDeps  # noqa: E402
-from services.launcher.docker_driver import DockerDriver, create_args  # noqa: E402
+from services.launcher.engine.docker_driver import DockerDriver, create_args  # noqa: E402
 from services.launcher.reconcile import plan_of  # noqa: E402
 from services.launcher.service import start_launcher  # noqa: E402
-from services.launcher.taskcontainer import container_spec  # noqa: E402
 from shared.bus.base import Bus  # noqa: E402
 from shared.db.embedded import embedded_mongo  # noqa: E402
 from shared.db.logs import LogStore  # noqa: E402

@@ -3,7 +3,7 @@
     python tests/benchmarks/profiling.py [--tasks 10,25,50] [--rounds 6] [--interval 10] [--smoke]
 
 Starts busybox containers labelled as one node's running tasks (``sleep``), then, at each size, runs the
-launcher's real sampler (services/launcher/sampling.Sampler: one listing, every container's stats from the
+launcher's real sampler (services/launcher/profiling/sampling.Sampler: one listing, every container's stats from the
 engine side by side, one bulk write of the profiles to a MongoDB-wire server) for a priming round and
 ``--rounds`` measured ones. The cost is this process's CPU time (all its threads: the stats pool, the
 driver, the event loop) per round; at the sampling interval (PAIQ_PROFILE_SECONDS, default 10) that is the
@@ -37,9 +37,9 @@ sys.path.insert(0, str(REPO))
 import docker  # noqa: E402
 
 from services.launcher.deps import LauncherDeps  # noqa: E402
-from services.launcher.docker_driver import DockerDriver  # noqa: E402
-from services.launcher.sampling import Sampler  # noqa: E402
-from services.launcher.tasklabels import TaskLabels  # noqa: E402
+from services.launcher.engine.docker_driver import DockerDriver  # noqa: E402
+from services.launcher.engine.tasklabels import TaskLabels  # noqa: E402
+from services.launcher.profiling.sampling import Sampler  # noqa: E402
 from shared.bus.memory import MemoryBus  # noqa: E402
 from shared.db.embedded import embedded_mongo  # noqa: E402
 from shared.db.logs import LogStore  # noqa: E402

@@ -1,5 +1,5 @@
 # A task image like OpenPAI's own (which had openssh-server): sshd and the ssh client, nothing started.
-# paiq starts sshd on the task's ssh port itself (services/launcher/sshsetup.py).
+# paiq starts sshd on the task's ssh port itself (services/launcher/container/sshsetup.py).
 ARG BASE_IMAGE=paiq/debian-base:bookworm
 FROM ${BASE_IMAGE}
 RUN apt-get update \

@@ -1,7 +1,7 @@
 """Knowing when a live event feed (``GET /api/v1/events``) is connected, instead of sleeping and hoping.
 
 The submit service writes the comment line ``: paiq event feed`` right after it registered a client
-(services/submit/feed.py): every event published after a test has seen that line reaches the client. The
+(services/submit/routes/feed.py): every event published after a test has seen that line reaches the client. The
 feed sends nothing else before the first event, so that line is the only signal there is:
 
 - :func:`follow_feed` reads the feed itself (the server's Server-Sent Events, parsed here) and sets an

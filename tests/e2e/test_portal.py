@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 
 from services.cli.client import PaiqClient
-from services.submit.pages import PORTAL_DIR
+from services.submit.routes.pages import PORTAL_DIR
 from shared.jobconfig.validation import Rejected, parse_job_json, validate_job_config
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import FINAL, REPO, Platform, unique, wait_final

@@ -2,7 +2,7 @@
 CI has no GPU). Run there as ``python3 tests/gpu/nvml_check.py``; prints what NVML gave the launcher and,
 as its last line, one JSON object.
 
-1. discovery as the launcher does it at start (``services.launcher.gpus.discover``), with nothing declared
+1. discovery as the launcher does it at start (``services.launcher.profiling.gpus.discover``), with nothing declared
    and with a declaration that disagrees (the launcher must say so);
 2. the sampler's readings (``NvmlGpus.read``) while the GPU idles and while a matrix multiply loop keeps it
    busy (torch, when the machine has it).
@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from services.launcher.gpus import discover
-from services.launcher.nvml import NvmlGpus
+from services.launcher.profiling.gpus import discover
+from services.launcher.profiling.nvml import NvmlGpus
 from shared.settings.model import Settings
 
 

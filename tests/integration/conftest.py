@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import docker
 import pytest
 
-from services.launcher.docker_driver import DockerDriver
+from services.launcher.engine.docker_driver import DockerDriver
 from tests.infra import unique
 
 

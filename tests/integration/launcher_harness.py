@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import docker
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.docker_driver import DockerDriver
-from services.launcher.gpureader import GpuReader
+from services.launcher.engine.docker_driver import DockerDriver
+from services.launcher.profiling.gpureader import GpuReader
 from services.launcher.reconcile import plan_of
 from services.launcher.service import start_launcher
 from shared.bus.base import Router

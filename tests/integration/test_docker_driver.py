@@ -9,9 +9,9 @@ import docker
 import pytest
 from pydantic import SecretStr
 
-from services.launcher.docker_driver import DockerDriver, create_args
-from services.launcher.driver import ContainerExit, ContainerSpec
-from services.launcher.sshsetup import COMMAND_PREFIX, SSHD_PATHS, ssh_files
+from services.launcher.container.sshsetup import COMMAND_PREFIX, SSHD_PATHS, ssh_files
+from services.launcher.engine.docker_driver import DockerDriver, create_args
+from services.launcher.engine.driver import ContainerExit, ContainerSpec
 from shared.errors import DriverError
 from shared.tasks.jobkeys import JobKey
 from tests.infra import unique

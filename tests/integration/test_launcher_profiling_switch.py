@@ -17,7 +17,7 @@ from typing import Any, cast
 import pytest
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.driver import ContainerExit, ContainerInfo
+from services.launcher.engine.driver import ContainerExit, ContainerInfo
 from services.launcher.service import start_launcher
 from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore

@@ -17,8 +17,8 @@ import aio_pika
 import docker
 import pytest
 
-from services.launcher.docker_driver import DockerDriver
-from services.launcher.driver import RegistryAuth
+from services.launcher.engine.docker_driver import DockerDriver
+from services.launcher.engine.driver import RegistryAuth
 from services.launcher.service import on_launch
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router

@@ -22,10 +22,10 @@ import requests
 from prometheus_client import REGISTRY
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.docker_driver import DockerDriver
-from services.launcher.sampling import Sampler
+from services.launcher.engine.docker_driver import DockerDriver
+from services.launcher.engine.tasklabels import TaskLabels
+from services.launcher.profiling.sampling import Sampler
 from services.launcher.service import start_launcher
-from services.launcher.tasklabels import TaskLabels
 from shared.db.profiles import ProfileStore
 from shared.events import TaskExited
 from shared.runtime.vitals import Vitals

@@ -17,8 +17,8 @@ import docker
 import pytest
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.docker_driver import DockerDriver
-from services.launcher.driver import ContainerSpec
+from services.launcher.engine.docker_driver import DockerDriver
+from services.launcher.engine.driver import ContainerSpec
 from services.launcher.stopping import stop_container
 from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore

@@ -71,7 +71,7 @@ def new_job(name: str) -> JobRecord:
 
 
 def key_of(job: JobRecord) -> Any:
-    from services.submit.ssh import new_job_key
+    from services.submit.routes.ssh import new_job_key
     return new_job_key(job, ())
 
 

@@ -22,8 +22,8 @@ from pymongo import AsyncMongoClient
 
 from services.status.service import StatusDeps, remove_expired, retry_policy
 from shared.bus.memory import MemoryBus
+from shared.db.lists.paging import Cursor
 from shared.db.logs import RunKey
-from shared.db.paging import Cursor
 from shared.db.profiles import TaskProfile
 from shared.db.store import Store
 from shared.events import TaskExitedData, TaskStartedData

@@ -1,5 +1,5 @@
-"""The engine's stats answers read as counters (services.launcher.enginestats), the sampler's step from one
-reading to the next (services.launcher.samplestep), and the memory curve an OOM kill's diagnostics start
+"""The engine's stats answers read as counters (services.launcher.profiling.enginestats), the sampler's step from one
+reading to the next (services.launcher.profiling.samplestep), and the memory curve an OOM kill's diagnostics start
 with (services.launcher.exits.memory_before_oom).
 
 The cgroup v1 answers below were RECORDED from Docker 20.10 (cgroup v1, cgroupfs driver) with
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from pymongo import InsertOne, UpdateOne
 
-from services.launcher.enginestats import Counters, GpuReading, counters, engine_time_ns, usage_between
+from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.exits import memory_before_oom
-from services.launcher.samplestep import MIB, Step, advance, new_profile
-from services.launcher.tasklabels import TaskLabels
+from services.launcher.profiling.enginestats import Counters, GpuReading, counters, engine_time_ns, usage_between
+from services.launcher.profiling.samplestep import MIB, Step, advance, new_profile
 from shared.db.profiles import TaskProfile
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy, IdleState
 from shared.profiling.usage import Usage

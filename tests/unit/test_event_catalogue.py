@@ -16,7 +16,7 @@ from services.launcher.deps import LauncherDeps
 from services.launcher.service import launcher_bindings, launcher_router
 from services.scheduler.service import scheduler_router
 from services.status.service import StatusDeps, status_router
-from services.submit.feed import EventFeed
+from services.submit.routes.feed import EventFeed
 from shared.bus.base import Router, topic_matches
 from shared.eventdocs import CONSUMERS, PUBLISHERS, ROUTING_KEYS, event_classes, event_type
 from shared.events import CloudEvent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.submit.feed import _wanted
+from services.submit.routes.feed import _wanted
 from shared.events import JobSubmitted, JobSubmittedData
 
 pytestmark = pytest.mark.unit

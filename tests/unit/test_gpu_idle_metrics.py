@@ -18,10 +18,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.driver import ContainerInfo
-from services.launcher.enginestats import Counters, GpuReading
-from services.launcher.sampling import Sampler
-from services.launcher.tasklabels import TaskLabels
+from services.launcher.engine.driver import ContainerInfo
+from services.launcher.engine.tasklabels import TaskLabels
+from services.launcher.profiling.enginestats import Counters, GpuReading
+from services.launcher.profiling.sampling import Sampler
 from shared.bus.base import Bus
 from shared.db.logs import LogStore
 from shared.db.profiles import ProfileStore

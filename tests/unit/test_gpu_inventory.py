@@ -1,5 +1,5 @@
 """GPU discovery: NVML's device names mapped to gpuTypes, the choice between a declared and a discovered
-inventory, and the NVML shell (services/launcher/nvml.py) run against a recorded stand-in for pynvml.
+inventory, and the NVML shell (services/launcher/profiling/nvml.py) run against a recorded stand-in for pynvml.
 
 The device names are those NVML reports (nvmlDeviceGetName), the memory totals those of
 nvmlDeviceGetMemoryInfo(h).total on such devices, and the UUIDs have NVML's format.
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 from structlog.testing import capture_logs
 
-from services.launcher.gpureader import GpuReader
-from services.launcher.gpus import NOT_OPENED, discover
-from services.launcher.nvml import NvmlGpus, load_pynvml, why_not
+from services.launcher.profiling.gpureader import GpuReader
+from services.launcher.profiling.gpus import NOT_OPENED, discover
+from services.launcher.profiling.nvml import NvmlGpus, load_pynvml, why_not
 from shared.records import GpuInfo
 from shared.scheduling.gpuinventory import NodeGpus, NvmlDevice, choose, gpu_type, inventory
 from shared.settings.model import Settings
@@ -352,7 +352,7 @@ def test_open_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing() -> object:
         raise ImportError("No module named 'pynvml'")
 
-    monkeypatch.setattr("services.launcher.nvml.load_pynvml", missing)
+    monkeypatch.setattr("services.launcher.profiling.nvml.load_pynvml", missing)
     assert NvmlGpus.open() == "the nvidia-ml-py package is not installed (No module named 'pynvml')"
 
 

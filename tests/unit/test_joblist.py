@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.db.paging import MAX_GROWTH, Cursor, CursorError, next_window
+from shared.db.lists.paging import MAX_GROWTH, Cursor, CursorError, next_window
 
 
 def test_a_cursor_round_trips_and_is_url_safe() -> None:

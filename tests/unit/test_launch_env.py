@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from services.launcher.container.spec import container_spec
 from services.launcher.reconcile import _launch_of, plan_of
-from services.launcher.taskcontainer import container_spec
 from services.scheduler.service import _scheduled
 from shared.events import CloudEvent, JobScheduled, LaunchTasks, dump_event, parse_event
 from shared.scheduling.placement import Plan

@@ -1,4 +1,5 @@
-"""What container a task gets (services.launcher.taskcontainer): pull decisions, labels, debug wrapper, bridge ports."""
+"""What container a task gets (services.launcher.container.spec): pull decisions, labels, debug wrapper,
+bridge ports."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from services.launcher.docker_driver import create_args, engine_time_ns, start_failure
-from services.launcher.taskcontainer import (
+from services.launcher.container.spec import (
     DEBUG_WRAPPER,
     container_spec,
     is_latest,
     parse_debug_marker,
     wants_pull,
 )
+from services.launcher.engine.docker_driver import create_args, engine_time_ns, start_failure
 from shared.records import TaskSpec
 from shared.settings.model import LauncherSettings
 

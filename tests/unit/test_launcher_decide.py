@@ -19,7 +19,7 @@ from services.launcher.decide import (
     still_wanted,
     stopped_by_user,
 )
-from services.launcher.driver import ContainerExit, ContainerInfo
+from services.launcher.engine.driver import ContainerExit, ContainerInfo
 from shared.db.logs import RunPhase, TaskRun
 from shared.records import JobRecord, JobState, TaskState
 from shared.tasks.ref import TaskRef
@@ -217,6 +217,6 @@ def test_a_stored_run_is_seen_by_its_phase_and_exit() -> None:
     assert run_seen(None) is None
 
 
-@pytest.mark.parametrize("module", ["services.launcher.decide", "services.launcher.tasklabels"])
+@pytest.mark.parametrize("module", ["services.launcher.decide", "services.launcher.engine.tasklabels"])
 def test_the_launcher_decisions_stay_pure(module: str) -> None:
     assert {name for name in _closure(module) if name.split(".")[0] in IO} == set()

@@ -1,10 +1,10 @@
-"""A task container's labels (services.launcher.tasklabels): written and read back in one model."""
+"""A task container's labels (services.launcher.engine.tasklabels): written and read back in one model."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.launcher.tasklabels import TaskLabels
+from services.launcher.engine.tasklabels import TaskLabels
 
 pytestmark = pytest.mark.unit
 

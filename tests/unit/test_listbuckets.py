@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from shared.db.listbuckets import (
+from shared.db.lists.buckets import (
     EVERYONE,
     LEVEL_BITS,
     bucket_counts,
@@ -110,4 +110,4 @@ def test_descending_the_three_levels_finds_every_position_of_a_random_history() 
 def test_the_bucket_arithmetic_is_a_pure_core() -> None:
     from tests.unit.test_pure_cores import test_pure_core_imports_no_io
 
-    test_pure_core_imports_no_io("shared.db.listbuckets")
+    test_pure_core_imports_no_io("shared.db.lists.buckets")

@@ -8,7 +8,7 @@ import shlex
 import pytest
 from pydantic import SecretStr
 
-from services.launcher.sshsetup import ssh_files, ssh_script
+from services.launcher.container.sshsetup import ssh_files, ssh_script
 from services.submit.users import check_user_name
 from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import new_job_id

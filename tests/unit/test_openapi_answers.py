@@ -19,18 +19,18 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import BaseModel
 
-from services.submit.answers import ANSWERS, Message
 from services.submit.app import create_app
+from services.submit.contract.answers import ANSWERS, Message
+from services.submit.contract.errors import STATUS_OF, ApiError, ErrorCode
+from services.submit.contract.openapi import document
+from services.submit.contract.requests import REQUESTS
 from services.submit.deps import SubmitDeps
-from services.submit.errors import STATUS_OF, ApiError, ErrorCode
-from services.submit.openapi import document
-from services.submit.requests import REQUESTS
-from services.submit.ssh import new_job_key
+from services.submit.routes.ssh import new_job_key
 from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
 from shared.db.idempotency import Submitted
+from shared.db.lists.paging import JobPage, JobSummary
 from shared.db.logs import RunKey
-from shared.db.paging import JobPage, JobSummary
 from shared.db.profiles import TaskProfile
 from shared.profiling.idle import IdleState
 from shared.profiling.series import add

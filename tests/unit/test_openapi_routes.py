@@ -17,10 +17,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from services.submit.app import create_app
-from services.submit.configschema import BOUNDED_BY, NO_NUL, integer_pattern
-from services.submit.errors import STATUS_OF
-from services.submit.jobs import named_by_path
-from services.submit.openapi import document
+from services.submit.contract.configschema import BOUNDED_BY, NO_NUL, integer_pattern
+from services.submit.contract.errors import STATUS_OF
+from services.submit.contract.openapi import document
+from services.submit.routes.jobs import named_by_path
 from shared.jobconfig.lenient import protocol_fields
 from shared.jobconfig.model import IMAGE_PATTERN, JobConfig, PortSpec, TaskRole
 from shared.jobconfig.validation import Accepted, Rejected, validate_job_config

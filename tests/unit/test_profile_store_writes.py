@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pymongo import InsertOne, UpdateOne
 
-from services.launcher.enginestats import Counters, GpuReading
-from services.launcher.samplestep import advance
+from services.launcher.profiling.enginestats import Counters, GpuReading
+from services.launcher.profiling.samplestep import advance
 from shared.db.profiles import LEVEL_FIELDS, Doc, ProfileWrite, TaskProfile
 from shared.profiling.idle import GpuIdlePolicy, IdleState
 from shared.profiling.series import LEVELS, Added, Level, Series, add

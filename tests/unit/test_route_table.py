@@ -1,4 +1,4 @@
-"""The route table (services.submit.table) is the one declaration of the REST API's routes: aiohttp's router
+"""The route table (services.submit.routes.table) is the one declaration of the REST API's routes: aiohttp's router
 and the OpenAPI document are both built from it, so neither can hold a route the other lacks; a page's
 bounds are read and described from one value; bodies are validated by their models, refused in OpenPAI's
 words."""
@@ -13,13 +13,13 @@ from aiohttp.test_utils import make_mocked_request
 from pydantic import BaseModel
 
 from services.submit.app import create_app
-from services.submit.errors import ApiError
-from services.submit.listing import LIMIT, OFFSET
-from services.submit.openapi import document
-from services.submit.refusals import validated
-from services.submit.requests import REQUESTS, ExecutionTypeChange, TokenRequest, UserChange, UserRemoval
-from services.submit.routes import ModelBody, Route, WholeNumber, paths
-from services.submit.table import ROUTES
+from services.submit.contract.errors import ApiError
+from services.submit.contract.openapi import document
+from services.submit.contract.refusals import validated
+from services.submit.contract.requests import REQUESTS, ExecutionTypeChange, TokenRequest, UserChange, UserRemoval
+from services.submit.contract.route import ModelBody, Route, WholeNumber, paths
+from services.submit.routes.listing import LIMIT, OFFSET
+from services.submit.routes.table import ROUTES
 
 pytestmark = pytest.mark.unit
 

@@ -21,9 +21,9 @@ import requests
 from prometheus_client import REGISTRY
 
 from services.launcher.deps import LauncherDeps
-from services.launcher.enginestats import Counters, counters
-from services.launcher.sampling import Sampler
-from services.launcher.tasklabels import TaskLabels
+from services.launcher.engine.tasklabels import TaskLabels
+from services.launcher.profiling.enginestats import Counters, counters
+from services.launcher.profiling.sampling import Sampler
 from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore
 from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
@@ -127,7 +127,7 @@ class FlakyDriver:
         self.readings = [counters(V1_BUSY_1), counters(V1_BUSY_2)]
 
     async def list_running(self, node_id: str) -> list[Any]:
-        from services.launcher.driver import ContainerInfo
+        from services.launcher.engine.driver import ContainerInfo
         return [ContainerInfo(id=name, name=name, running=True, labels=TaskLabels(
             job="alice~flaky~0a1b2c3d", attempt=0, role=name, index=0, node=self.node, user="alice",
             vc="default", memory_mb=128, cpus=1).to_labels()) for name in self.names]

@@ -8,9 +8,9 @@ import tarfile
 import pytest
 from pydantic import SecretStr
 
-from services.launcher.docker_driver import create_args, files_archive
-from services.launcher.sshsetup import COMMAND_PREFIX, SCRIPT, SSHD_PATHS, ssh_files, ssh_script
-from services.launcher.taskcontainer import DEBUG_WRAPPER, container_spec
+from services.launcher.container.spec import DEBUG_WRAPPER, container_spec
+from services.launcher.container.sshsetup import COMMAND_PREFIX, SCRIPT, SSHD_PATHS, ssh_files, ssh_script
+from services.launcher.engine.docker_driver import create_args, files_archive
 from shared.settings.model import LauncherSettings
 from shared.tasks.jobkeys import MAX_USER_KEYS, JobKey, key_name, user_keys
 from tests.unit.test_launcher_container import make_spec

@@ -1,4 +1,4 @@
-"""services.submit.protocol: what it relies on in aiohttp is still there, and its answers are OpenPAI's.
+"""services.submit.contract.httpparser: what it relies on in aiohttp is still there, and its answers are OpenPAI's.
 
 If one of these fails after an aiohttp upgrade, aiohttp's own text/plain answers (quoting the request)
 are back: see the module's docstring before changing anything.
@@ -29,8 +29,8 @@ from aiohttp.http_parser import HttpRequestParser
 from aiohttp.test_utils import make_mocked_request
 from aiohttp.web_protocol import RequestHandler
 
-from services.submit.errors import STATUS_OF
-from services.submit.protocol import (
+from services.submit.contract.errors import STATUS_OF
+from services.submit.contract.httpparser import (
     MAX_FIELD_BYTES,
     MAX_HEADERS,
     MAX_LINE_BYTES,

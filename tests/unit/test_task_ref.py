@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from services.launcher.tasklabels import TaskLabels
+from services.launcher.engine.tasklabels import TaskLabels
 from shared.db.logs import TaskRun
 from shared.db.profiles import TaskProfile
 from shared.events import (

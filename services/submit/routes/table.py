@@ -1,0 +1,37 @@
+"""The REST API's route table: every route of every module, in the order aiohttp's router tries them.
+
+:func:`services.submit.app.create_app` registers exactly these, and :func:`services.submit.contract.openapi.document`
+describes exactly these, so what is served and what is documented cannot drift apart. The document itself
+is served from the app (:data:`DOCUMENT`), built once when the app is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.submit.contract.route import Reply, Route
+from services.submit.routes import access, clusters, feed, health, jobs, listing, logs, pages, profiles, ssh
+
+DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    return web.json_response(request.app[DOCUMENT])
+
+
+ROUTES: tuple[Route, ...] = (
+    *health.ROUTES,
+    *access.ROUTES,
+    *listing.ROUTES,
+    *jobs.ROUTES,
+    *ssh.ROUTES,
+    *clusters.ROUTES,
+    Route("GET", "/api/v1/openapi.json", get_openapi, "this document",
+          {200: Reply("", content={"application/json": {"type": "object"}})}),
+    *logs.ROUTES,
+    *profiles.ROUTES,
+    *feed.ROUTES,
+    *pages.ROUTES,
+)
