@@ -2,19 +2,24 @@
 
 This is the only module that knows every service. Alone on a machine it needs nothing but a Docker
 engine: MongoDB is an embedded SecantusDB unless PAIQ_MONGODB_URI is set, and the bus is in-process
-unless PAIQ_AMQP_URL is set. The local engine is the one node.
+unless PAIQ_AMQP_URL is set. The local engine is the one node. Jobs' secrets are sealed with
+PAIQ_SECRETS_KEY, else with a key made once in the data directory (``secrets.key``, mode 0600).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 
 import structlog
 
 from services import launcher, scheduler, status, submit
 from shared.db.embedded import embedded_mongo
 from shared.db.store import Store, open_store
+from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
+from shared.jobconfig.sealing import key_problem, new_key
 from shared.runtime.service import Starter, open_bus, watch_dependencies
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
@@ -30,12 +35,45 @@ SERVICES: dict[str, Starter] = {
 }
 
 
+SECRETS_KEY_FILE = "secrets.key"
+
+
+def local_secrets_key(data_dir: Path) -> str:
+    """The key in ``data_dir/secrets.key``, made there (readable by its owner only) the first time."""
+    path = data_dir / SECRETS_KEY_FILE
+    try:
+        key = path.read_text().strip()
+    except FileNotFoundError:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        key = new_key()
+        try:
+            with open(path, "x", opener=lambda p, flags: os.open(p, flags, 0o600)) as f:
+                f.write(key + "\n")
+        except FileExistsError:  # another paiq up made it meanwhile: use theirs
+            return local_secrets_key(data_dir)
+        log.info("made a key to seal jobs' secrets", path=str(path))
+        return key
+    problem = key_problem(key)
+    if problem is not None:
+        raise ValueError(f"{path} (the key paiq up made for {SECRETS_KEY_SETTING}) {problem}: restore it, or set "
+                         f"{SECRETS_KEY_SETTING}")
+    return key
+
+
+def with_secrets_key(settings: Settings) -> Settings:
+    """``settings`` with PAIQ_SECRETS_KEY, the data directory's own key when the variable is unset."""
+    if settings.secrets_key:
+        return settings
+    return settings.model_copy(update={"secrets_key": local_secrets_key(settings.data_dir)})
+
+
 @asynccontextmanager
 async def running_platform(settings: Settings, vitals: Vitals,
                            names: Sequence[str] = tuple(SERVICES)) -> AsyncIterator[Store]:
     unknown = set(names) - set(SERVICES)
     if unknown:
         raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}")
+    settings = with_secrets_key(settings)
     async with AsyncExitStack() as stack:
         uri = settings.mongodb_uri
         if uri is None:

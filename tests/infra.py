@@ -23,6 +23,7 @@ import docker
 import docker.errors
 
 from shared.db.embedded import free_port
+from shared.jobconfig.sealing import new_key
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -172,6 +173,7 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
         env.update({"PAIQ_MONGODB_URI": mongo_uri, "PAIQ_AMQP_URL": amqp_url,
                     "PAIQ_MONGODB_DATABASE": prefix.replace("-", "_"),
                     "PAIQ_EXCHANGE": f"{prefix}.events", "PAIQ_QUEUE_PREFIX": prefix})
+        env.setdefault("PAIQ_SECRETS_KEY", new_key())  # paiq up makes its own in the data directory
         commands = {name: [PYTHON, "-m", f"services.{name}"] for name in ("status", "scheduler", "launcher", "submit")}
         for name in ("status", "scheduler", "launcher"):
             port = free_port()

@@ -21,6 +21,7 @@ from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, Valid
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits
+from shared.jobconfig.sealing import key_problem
 from shared.settings.credentials import credentials_path
 from shared.settings.refusals import settings_error
 from shared.settings.source import MappingSource, ReadAs
@@ -82,6 +83,13 @@ Integer = Annotated[int, _text(parse_integer)]
 Text = str | None  # unset: None
 OpsPort = Annotated[int, _text(parse_integer), AfterValidator(check_port_or_unset)]
 DataDir = Annotated[Path, AfterValidator(Path.expanduser)]
+
+
+def _secrets_key(text: str) -> str:
+    problem = key_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def _data_dir() -> Any:
@@ -198,6 +206,9 @@ class Settings(EnvModel):
     retry_backoff_ms: Integer = Field(2000, alias="PAIQ_RETRY_BACKOFF_MS")
     admin_user: Text = Field(None, alias="PAIQ_ADMIN_USER")
     admin_password: Text = Field(None, alias="PAIQ_ADMIN_PASSWORD", repr=False)
+    # Seals jobs' secrets and registry credentials at rest (shared.jobconfig.sealing); unset: a job with
+    # secrets is refused (`paiq up` makes one in its data directory).
+    secrets_key: Annotated[str | None, _text(_secrets_key)] = Field(None, alias="PAIQ_SECRETS_KEY", repr=False)
     # Only "1" writes them (what `paiq up` sets); any other value leaves them unwritten.
     write_credentials: Annotated[bool, _text(lambda raw: raw == "1")] = Field(False, alias="PAIQ_WRITE_CREDENTIALS")
     log_level: Annotated[str, AfterValidator(str.lower)] = Field("info", alias="PAIQ_LOG_LEVEL")
