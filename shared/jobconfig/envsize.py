@@ -13,6 +13,11 @@ The estimate is a worst case computed without a placement: IPv4 addresses of 15 
 port counts, paths and jobEnvs. The fixed variables are made by :mod:`shared.tasks.envvars` itself; the
 per-task tables (O(tasks)) are sized arithmetically from the same names, so a job of any size is
 judged in O(roles x labels).
+
+A protocol v2 job's tasks also get OpenPAI v1.x's variables (:mod:`shared.tasks.runtimeenv`): they are
+counted too, among them ``PAI_TASK_ROLE_INSTANCES`` (one string naming every task, so it meets
+``MAX_ARG_STRLEN`` first in a big job of long role names) and each role's hosts and ports a second
+time where its framework name is spelt otherwise. A v1 job is judged as before.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from shared.jobconfig.model import JobConfig, TaskRole, env_name
 from shared.jobconfig.validation import ConfigProblem
 from shared.records import job_id_of
 from shared.scheduling.placement import TaskPlacement
+from shared.tasks import runtimeenv
 from shared.tasks.envvars import (
     JobPaths,
     app_id,
@@ -77,12 +83,17 @@ def _sized(env: Mapping[str, str]) -> int:
     return sum(string_bytes(k, v) + POINTER for k, v in env.items())
 
 
-def _own(role: TaskRole) -> dict[str, str]:
+FC_NAME = "f" * 32  # an md5 in hex (shared.tasks.runtimeenv.fc_framework_name)
+
+
+def _own(role: TaskRole, v1x: bool) -> dict[str, str]:
     """A task's own variables at their largest (its role's last index, worst host, ports and GPUs)."""
     me = TaskPlacement(role=role.name, index=role.task_number - 1, node_id="", ip=WORST_IP,
                        gpus=(WORST_GPU,) * role.gpu_number,
                        ports={p.label: (WORST_PORT,) * p.port_number for p in role.ports})
     env = task_variables(role, me.index, me, "c" * CONTAINER_NAME_MAX)
+    if v1x:
+        env.update(runtimeenv.task_variables(role, me, fc_name=FC_NAME))
     env.update(gpu_variables(me.gpus))
     return env
 
@@ -97,9 +108,10 @@ def _host_entry(role: TaskRole) -> int:
     return len(WORST_IP) + 1 + len(str(WORST_PORT)) + 1
 
 
-def _peer_tables(role: TaskRole) -> tuple[int, int]:
-    """Bytes every task spends on one role's per-task variables, and the role's host list string."""
-    r, n = env_name(role.name), role.task_number
+def _peer_tables(role: TaskRole, r: str) -> tuple[int, int]:
+    """Bytes every task spends on one role's per-task variables (the role spelt ``r`` in their names),
+    and the role's host list string."""
+    n = role.task_number
     per_task = string_bytes(host_ip_name(r, ""), WORST_IP) + POINTER
     for port in role.ports:
         value = port.port_number * (len(str(WORST_PORT)) + 1) - 1
@@ -122,7 +134,10 @@ def estimate(config: JobConfig, *, user: str, paths: JobPaths) -> EnvEstimate:
             if k not in strings or size > strings[k].size:
                 strings[k] = StringSize(path=_PATH_OF.get(k, path), size=size)
 
+    v1x = runtimeenv.speaks_v1x(config)
     job = job_variables(config, user=user, paths=paths, app=worst_app_id(config, user))
+    if v1x:
+        job.update(runtimeenv.job_variables(config, user=user, attempt=WORST_ATTEMPT))
     envs = job_env_values(config)
     note("(job)", job)
     for k, v in envs.items():
@@ -130,18 +145,36 @@ def estimate(config: JobConfig, *, user: str, paths: JobPaths) -> EnvEstimate:
     roles: dict[str, int] = {}
     own = 0
     for i, role in enumerate(config.task_roles):
-        figures, mine = role_figures(role), _own(role)
+        figures, mine = role_figures(role), _own(role, v1x)
+        if v1x:
+            figures.update(runtimeenv.role_figures(role))
         note(f"taskRoles[{i}]", figures)
         note(f"taskRoles[{i}].portList", mine)
-        tables, host_list = _peer_tables(role)
-        name = host_list_name(env_name(role.name))
-        fits = (MAX_ARG_STRLEN - string_bytes(name, "") + 1) // _host_entry(role)
-        strings[name] = StringSize(path=f"taskRoles[{i}].taskNumber", size=host_list,
-                                   hint=f"; a role of at most {fits:,} tasks fits")
-        roles[role.name] = _sized(figures) + tables
+        roles[role.name] = _sized(figures)
+        r = env_name(role.name)
+        spellings = [r] + ([c] if v1x and (c := runtimeenv.framework_role_name(role.name)) != r else [])
+        for spelt in spellings:
+            tables, host_list = _peer_tables(role, spelt)
+            name = host_list_name(spelt)
+            fits = (MAX_ARG_STRLEN - string_bytes(name, "") + 1) // _host_entry(role)
+            strings[name] = StringSize(path=f"taskRoles[{i}].taskNumber", size=host_list,
+                                       hint=f"; a role of at most {fits:,} tasks fits")
+            roles[role.name] += tables
         own = max(own, _sized(mine))
     total = _sized(job) + _sized(envs) + sum(roles.values()) + own
+    if v1x:
+        strings[runtimeenv.INSTANCES] = _instances(config)
+        total += strings[runtimeenv.INSTANCES].size + POINTER
     return EnvEstimate(total=total, roles=roles, job_envs=_sized(envs), strings=strings)
+
+
+def _instances(config: JobConfig) -> StringSize:
+    """``PAI_TASK_ROLE_INSTANCES`` (``<c>:<i>`` for every task, comma-separated), sized arithmetically."""
+    entries = sum(role.task_number * (len(runtimeenv.framework_role_name(role.name)) + 2)
+                  + digits_below(role.task_number) for role in config.task_roles)
+    return StringSize(path="taskRoles", size=string_bytes(runtimeenv.INSTANCES, "") + entries - 1, hint=(
+        f"; it names every task as <role>:<index> ({config.total_tasks:,} tasks): fewer tasks or shorter "
+        f"role names fit"))
 
 
 def env_size_problems(config: JobConfig, *, user: str, paths: JobPaths) -> list[ConfigProblem]:

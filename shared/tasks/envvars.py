@@ -14,6 +14,9 @@ A job's environment is built once (:func:`job_environment`, O(tasks)): what ever
 (the job's variables, every role's size, resources, hosts and ports, jobEnvs) is one mapping, and each
 task adds a few variables of its own (:meth:`JobEnvironment.own`). A task's whole environment is
 :func:`task_environment` of the two, the one rule the launcher applies too.
+
+A job submitted in protocol v2 gets OpenPAI v1.x's variables on top (:mod:`shared.tasks.runtimeenv`:
+names, values and the role-name spellings); a v1 job's environment is v0.14's alone.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 from shared.jobconfig.model import JobConfig, TaskRole, env_name, env_value
 from shared.scheduling.placement import Plan, TaskPlacement
+from shared.tasks import runtimeenv
 
 WORK_DIR = "/pai"
 CODE_MOUNT = "/pai/code"
@@ -101,12 +105,15 @@ class JobEnvironment:
     config: JobConfig
     plan: Plan
     shared: dict[str, str]
+    fc_name: str = ""  # a v2 job's FC_FRAMEWORK_NAME: its tasks get v1.x's variables ("": a v1 job)
 
     def own(self, role: TaskRole, index: int, container_id: str) -> dict[str, str]:
         """What only this task sees (its role's figures, its index, host, ports and GPUs), less the
         names jobEnvs set (they are in ``shared``)."""
         me = self.plan.for_task(role.name, index)
         env = task_variables(role, index, me, container_id)
+        if self.fc_name:
+            env.update(runtimeenv.task_variables(role, me, fc_name=self.fc_name))
         job_envs = self.config.job_envs
         if job_envs:
             env = {k: v for k, v in env.items() if k not in job_envs}
@@ -130,14 +137,25 @@ def gpu_variables(gpus: tuple[int, ...]) -> dict[str, str]:
     return {} if gpus else {NVIDIA_VISIBLE_DEVICES: NO_GPUS}
 
 
-def job_environment(config: JobConfig, plan: Plan, *, user: str, paths: JobPaths, app: str) -> JobEnvironment:
+def job_environment(config: JobConfig, plan: Plan, *, user: str, paths: JobPaths, app: str,
+                    attempt: int = 0) -> JobEnvironment:
     """The shared part of every task's environment: O(tasks of the job), built once per job.
-    ``app`` is the attempt's :func:`app_id`."""
+    ``app`` is the attempt's :func:`app_id` (``attempt`` its number, which a v2 job's tasks see)."""
     shared = job_variables(config, user=user, paths=paths, app=app)
     for role in config.task_roles:
         shared.update(_role_env(role, plan))
-    shared.update(job_env_values(config))
-    return JobEnvironment(config=config, plan=plan, shared=shared)
+    fc_name = ""
+    if runtimeenv.speaks_v1x(config):  # protocol v2: v1.x's names over v0.14's, each role's peers under <c> too
+        shared.update(runtimeenv.job_variables(config, user=user, attempt=attempt))
+        shared.update(runtimeenv.task_role_instances(config))
+        for role in config.task_roles:
+            shared.update(runtimeenv.role_figures(role))
+            c = runtimeenv.framework_role_name(role.name)
+            if c != env_name(role.name):
+                shared.update(peer_tables(role, plan, c))
+        fc_name = runtimeenv.fc_framework_name(user, config.job_name)
+    shared.update(job_env_values(config))  # (a v2 job has none)
+    return JobEnvironment(config=config, plan=plan, shared=shared, fc_name=fc_name)
 
 
 def job_variables(config: JobConfig, *, user: str, paths: JobPaths, app: str) -> dict[str, str]:
@@ -173,9 +191,9 @@ def job_env_values(config: JobConfig) -> dict[str, str]:
 
 
 def build_task_env(config: JobConfig, plan: Plan, *, user: str, role: TaskRole, index: int,
-                   paths: JobPaths, container_id: str, app: str = "") -> dict[str, str]:
+                   paths: JobPaths, container_id: str, app: str = "", attempt: int = 0) -> dict[str, str]:
     """One task's whole environment (O(tasks of the job)); for many tasks build :func:`job_environment` once."""
-    env = job_environment(config, plan, user=user, paths=paths, app=app)
+    env = job_environment(config, plan, user=user, paths=paths, app=app, attempt=attempt)
     return env.task_env(role, index, container_id)
 
 
@@ -248,8 +266,12 @@ def host_list_name(r: str) -> str:
 
 def _role_env(role: TaskRole, plan: Plan) -> dict[str, str]:
     """The variables every task sees about one role (its size, resources, hosts and ports)."""
-    r = env_name(role.name)
-    env = role_figures(role)
+    return {**role_figures(role), **peer_tables(role, plan, env_name(role.name))}
+
+
+def peer_tables(role: TaskRole, plan: Plan, r: str) -> dict[str, str]:
+    """Every task's host and ports, and the role's host list, with the role spelt ``r`` in the names."""
+    env: dict[str, str] = {}
     hosts: list[str] = []
     for i in range(role.task_number):
         t = plan.for_task(role.name, i)

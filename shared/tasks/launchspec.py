@@ -54,7 +54,8 @@ class JobLaunch:
         name = container_name(self.job.id, self.job.attempt, role.name, index)
         return TaskSpec(
             job_id=self.job.id, attempt=self.job.attempt, user=self.job.user,
-            virtual_cluster=self.job.virtual_cluster, role=role.name, index=index, image=config.image,
+            virtual_cluster=self.job.virtual_cluster, role=role.name, index=index, image=config.image_of(role),
+            # as mapped: a v2 job's <% $secrets %> are rendered by the launcher, never carried in an event
             command=role.command, env=self.env.own(role, index, name),
             cpus=role.cpu_number, memory_mb=role.memory_mb, shm_mb=role.shm_mb,
             gpus=placement.gpus, ports=placement.ports,
@@ -71,7 +72,8 @@ class JobLaunch:
 
 def job_launch(job: JobRecord, plan: Plan, default_fs_uri: str) -> JobLaunch:
     paths = resolve_paths(job.config, job.user, default_fs_uri)
-    env = job_environment(job.config, plan, user=job.user, paths=paths, app=app_id(job.id, job.attempt))
+    env = job_environment(job.config, plan, user=job.user, paths=paths, app=app_id(job.id, job.attempt),
+                          attempt=job.attempt)
     return JobLaunch(job=job, env=env,
                      auth_file=paths.auth_file, code_dir=paths.code_dir)
 

@@ -28,7 +28,9 @@ the prerequisite's ``auth``, rendered      ``registryAuth`` (internal, per role 
 =========================================  =================================================================
 
 The stored config is the document with ``secrets`` masked (and timestamps as JSON strings): what
-``GET .../config`` shows back. Problems of the mapped job are named by their v2 path.
+``GET .../config`` shows back. Problems of the mapped job are named by their v2 path. Two roles that
+OpenPAI v1.x's framework would have named alike (``a_b`` and ``ab``, ``Worker`` and ``worker``) are
+refused: their tasks' variables would collide (:mod:`shared.tasks.runtimeenv`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from shared.jobconfig.v2.model import JobV2
 from shared.jobconfig.v2.model import TaskRole as RoleV2
 from shared.jobconfig.v2.render import RenderError, masked, render_auth, role_command
 from shared.jobconfig.validation import Accepted, Rejected, config_problems, limit_problems
+from shared.tasks.runtimeenv import colliding_roles, framework_role_name
 
 DEFAULT_SHM_MB = 512  # v2's /dev/shm when extraContainerOptions.shmMB is absent (models/v2/job/k8s.js)
 AUTH_KEYS = ("username", "password", "registryuri")  # what a registry login takes; other keys are kept only
@@ -195,6 +198,16 @@ def _translated(problems: list[ConfigProblem], fields: Mapping[str, Any]) -> lis
             for p in problems]
 
 
+def spelling_problems(config: JobConfig) -> list[ConfigProblem]:
+    """Two roles whose framework names (OpenPAI v1.x's spelling in its tasks' variables) are one."""
+    index = {role.name: i for i, role in enumerate(config.task_roles)}
+    return [ConfigProblem(path=f"taskRoles[{index[other]}]", rule=(
+        f"must not read as role {first}'s name once lowercased and stripped of '_' "
+        f"({framework_role_name(other)!r}): OpenPAI v1.x spelt a role that way in its tasks' variables "
+        f"(PAI_HOST_IP_<role>_<index>, PAI_TASK_ROLE_INSTANCES, ...), so both would share them"))
+        for first, other in colliding_roles([role.name for role in config.task_roles])]
+
+
 def stored(value: Any) -> Any:
     """A decoded YAML value as JSON can hold it: timestamps as JSON.stringify wrote js-yaml's Dates."""
     if isinstance(value, Mapping):
@@ -221,7 +234,7 @@ def to_job_config(job: JobV2, document: Mapping[str, Any], limits: JobLimits) ->
         config = JobConfig.model_validate(fields)
     except ValidationError as e:
         return Rejected(problems=tuple(_translated(problems_from(e), fields)))
-    problems = config_problems(config)
+    problems = config_problems(config) + spelling_problems(config)
     for i, role in enumerate(config.task_roles):
         if role.image != config.image and not re.fullmatch(IMAGE_PATTERN, role.image):
             problems.append(ConfigProblem(path=f"taskRoles[{i}].image", rule=(
