@@ -39,6 +39,14 @@ class Message(Answer):
     warnings: tuple[str, ...] = Field(default=(), exclude_if=_is_empty)
 
 
+class Submitted(Answer):
+    """Protocol v2's answer to a submission (OpenPAI v1.8's ``{status, message}``); ``warnings`` as v1's."""
+
+    status: int
+    message: str
+    warnings: tuple[str, ...] = Field(default=(), exclude_if=_is_empty)
+
+
 class Token(Answer):
     user: str
     token: str
@@ -353,9 +361,9 @@ class VirtualClusters(RootModel[dict[str, VirtualCluster]]):
 
 
 # Every answer model: the document's components are generated from these (services.submit.contract.openapi).
-ANSWERS: tuple[type[BaseModel], ...] = (Error, Message, Token, Whoami, User, UserList, SshInfo, JobSummary, JobList,
-                                        JobDetail, VirtualCluster, VirtualClusters, Queue, HealthReport, JobProfile,
-                                        TaskProfile)
+ANSWERS: tuple[type[BaseModel], ...] = (Error, Message, Submitted, Token, Whoami, User, UserList, SshInfo, JobSummary,
+                                        JobList, JobDetail, VirtualCluster, VirtualClusters, Queue, HealthReport,
+                                        JobProfile, TaskProfile)
 
 
 # What a handler may answer with (an error leaves as ApiError.response(), health as shared.runtime.metrics'

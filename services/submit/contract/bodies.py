@@ -35,7 +35,7 @@ def _invalid(message: str) -> ApiError:
     return ApiError("InvalidParametersError", message)
 
 
-def _check_charset(request: web.Request) -> None:
+def check_charset(request: web.Request) -> None:
     charset = request.charset
     if charset is not None and charset.lower() not in _UTF8:
         raise _invalid(f"charset {shown(charset)} is not supported; send the body as UTF-8")
@@ -69,7 +69,7 @@ async def read_object(request: web.Request) -> dict[str, Any]:
 
 async def read_json(request: web.Request) -> Any:
     """The body as JSON (any value; the caller checks its shape)."""
-    _check_charset(request)
+    check_charset(request)
     raw = await read_bytes(request)
     if not raw.strip():
         raise _invalid("the body is empty")
@@ -113,7 +113,7 @@ def _has_lone_surrogate(value: object) -> bool:
 
 async def read_form(request: web.Request) -> dict[str, str]:
     """A form's fields by name: at most :data:`MAX_FORM_FIELDS`, each once, as text."""
-    _check_charset(request)
+    check_charset(request)
     if request.content_type == "multipart/form-data":
         pairs = await in_time(request, _multipart_pairs(request))
     else:

@@ -17,11 +17,13 @@ ErrorCode = Literal[
     "NoVirtualClusterError", "NoJobConfigError", "NoJobSshInfoError", "ConflictJobError", "ConflictUserError",
     "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
-    "ServiceUnavailableError", "TooManyRequestsError",
+    "ServiceUnavailableError", "TooManyRequestsError", "InvalidProtocolError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
     "InvalidParametersError": 400,
+    # A protocol v2 job refused (POST /api/v2/jobs only): the message names each path and rule.
+    "InvalidProtocolError": 400,
     "NoUserError": 404,
     "UnauthorizedUserError": 401,
     "ForbiddenUserError": 403,
@@ -62,6 +64,8 @@ MEANING_OF_STATUS = {
     408: "the body did not arrive within PAIQ_BODY_TIMEOUT_SECONDS",
     409: "conflicts with what exists",
     413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
+    503: "the platform cannot take this now: its database or broker is unreachable, or it lacks a setting the "
+         "request needs (the message names it)",
     429: "a heavy read without a valid token, beyond what anonymous callers may ask together "
          "(PAIQ_ANONYMOUS_HEAVY_READS a second); Retry-After says when to try again, or send a token",
 }
@@ -78,9 +82,13 @@ class Error(BaseModel):
     message: str
 
 
+# Codes only some routes answer with (each such route lists them in its ``also``).
+ROUTE_CODES: frozenset[ErrorCode] = frozenset({"InvalidProtocolError"})
+
+
 def codes_of(status: int) -> list[ErrorCode]:
-    """The codes answered with ``status``, sorted."""
-    return sorted(c for c, s in STATUS_OF.items() if s == status)
+    """The codes answered with ``status`` by any route, sorted."""
+    return sorted(c for c, s in STATUS_OF.items() if s == status and c not in ROUTE_CODES)
 
 
 # What a refusal may quote of the value it refuses: longer or odd values are described, not echoed.

@@ -117,6 +117,13 @@ class Body:
 
     schema: str
     form: bool = False  # also taken as a form (urlencoded or multipart)
+    # Its media types and their schemas, where it is not a component in JSON (a v2 job: YAML or JSON).
+    content: Mapping[str, Schema] = field(default_factory=dict)
+
+    def media(self) -> dict[str, Any]:
+        if self.content:
+            return {m: {"schema": dict(schema)} for m, schema in self.content.items()}
+        return {m: {"schema": ref(self.schema)} for m in (_FORM_MEDIA if self.form else ("application/json",))}
 
 
 @dataclass(frozen=True)
@@ -157,8 +164,12 @@ class Route:
         if self.params:
             op["parameters"] = [p.described() for p in self.params]
         if self.body is not None:
-            media = _FORM_MEDIA if self.body.form else ("application/json",)
-            op["requestBody"] = {"required": True, "content": {m: {"schema": ref(self.body.schema)} for m in media}}
+            if isinstance(self.body, Body):
+                content = self.body.media()
+            else:
+                media = _FORM_MEDIA if self.body.form else ("application/json",)
+                content = {m: {"schema": ref(self.body.schema)} for m in media}
+            op["requestBody"] = {"required": True, "content": content}
         op["responses"] = {**{str(s): r.described() for s, r in self.replies.items()},
                            **error_responses(*self.errors, also=self.also)}
         return op

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import structlog
@@ -34,6 +36,7 @@ from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, Jo
 from shared.jobconfig.envsize import env_size_problems
 from shared.jobconfig.limits import JobLimits, printable
 from shared.jobconfig.model import JobConfig
+from shared.jobconfig.sealing import SecretsKeyMissingError, seal_config
 from shared.jobconfig.storagepath import StorageRefusal, resolve_in_storage, storage_root
 from shared.jobconfig.validation import Accepted, parse_job_json, validate_job_config
 from shared.records import ACTIVE_JOB_STATES, JobRecord, SubState, initial_tasks, new_job_id, now_ms
@@ -62,7 +65,7 @@ async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
 
 async def submit_job(request: web.Request) -> web.Response:
     """``POST /api/v1/user/{user}/jobs``: the body's ``jobName`` names the job."""
-    return await _submit(request, path_name=None)
+    return await submit(request, path_user(request), partial(_accepted, path_name=None), accepted_v1)
 
 
 async def put_job(request: web.Request) -> web.Response:
@@ -72,7 +75,8 @@ async def put_job(request: web.Request) -> web.Response:
     another job the path's name wins: OpenPAI overwrote ``jobName`` with it, paiq does too and says so
     in a warning. Everything else is the POST's submission.
     """
-    return await _submit(request, path_name=request.match_info["job"])
+    judge = partial(_accepted, path_name=request.match_info["job"])
+    return await submit(request, path_user(request), judge, accepted_v1)
 
 
 def named_by_path(raw: dict[str, Any], name: str) -> tuple[dict[str, Any], str | None]:
@@ -84,7 +88,7 @@ def named_by_path(raw: dict[str, Any], name: str) -> tuple[dict[str, Any], str |
                                       f"{name!r}; the path's name is used, as in OpenPAI")
 
 
-def _accepted(body: bytes, path_name: str | None, limits: JobLimits) -> Accepted:
+def _accepted(body: bytes, limits: JobLimits, *, path_name: str | None) -> Accepted:
     """The body as a valid config (400 InvalidParametersError naming each problem otherwise)."""
     parsed = parse_job_json(body, limits)
     renamed = None
@@ -107,12 +111,24 @@ class Prepared:
     document: EncodedJob  # the job as stored, encoded off the event loop
 
 
-def prepare_job(body: bytes, path_name: str | None, user: str, settings: Settings) -> Prepared:
+# How a protocol's body becomes an accepted config (raises ApiError 400 naming each problem).
+Judge = Callable[[bytes, JobLimits], Accepted]
+
+
+class AcceptedAnswer(Protocol):
+    """How a protocol answers an accepted submission (``replayed``: a repeat with the same idempotency key)."""
+
+    def __call__(self, user: str, job_name: str, warnings: tuple[str, ...], *, replayed: bool = False) -> web.Response:
+        ...
+
+
+def prepare_job(body: bytes, judge: Judge, user: str, settings: Settings) -> Prepared:
     """Everything a submission costs in CPU, in the order that keeps it cheap: the body's limits first
     (shared.jobconfig.limits, before any model), then the config, its paths, every task's environment (still
-    O(roles)), and only then the record with one entry per task. Pure, for a worker thread; raises
-    :class:`ApiError` (400) for what it refuses."""
-    result = _accepted(body, path_name, settings.job_limits)
+    O(roles)), and only then the record with one entry per task, its secrets sealed
+    (:mod:`shared.jobconfig.sealing`: nothing stored holds them readable). Pure, for a worker thread;
+    raises :class:`ApiError` for what it refuses (400; 503 for secrets without PAIQ_SECRETS_KEY)."""
+    result = judge(body, settings.job_limits)
     config = result.config
     paths = resolve_paths(config, user, settings.default_fs_uri)  # once: both checks below read them
     _check_storage_paths(paths, settings.default_fs_uri)
@@ -120,6 +136,10 @@ def prepare_job(body: bytes, path_name: str | None, user: str, settings: Setting
     too_large = env_size_problems(config, user=user, paths=paths)
     if too_large:
         raise ApiError("InvalidParametersError", "; ".join(map(str, too_large)))
+    try:
+        config = seal_config(config, settings.secrets_key)
+    except SecretsKeyMissingError as e:
+        raise ApiError("ServiceUnavailableError", f"{e}; until then, submit it without secrets") from e
     job = JobRecord(
         id=new_job_id(user, config.job_name), user=user, name=config.job_name,
         virtual_cluster=config.virtual_cluster, config=config, raw_config=result.raw,
@@ -128,27 +148,29 @@ def prepare_job(body: bytes, path_name: str | None, user: str, settings: Setting
     return Prepared(result=result, job=job, document=encoded_job(job))
 
 
-async def _submit(request: web.Request, *, path_name: str | None) -> web.Response:
-    """Both ways to submit: as the path's user only, into a VC they may use, under a name not taken.
+async def submit(request: web.Request, user: str | None, judge: Judge,
+                 accepted_answer: AcceptedAnswer) -> web.Response:
+    """Every way to submit (v1 POST and PUT, v2 POST): as the path's user only (``None``: the token's own,
+    as v2 has no user in its path), into a VC they may use, under a name not taken.
 
     The body is judged and the record built in the submit service's one worker thread
     (``SubmitDeps.cpu``), so the event loop keeps serving others meanwhile; one thread, so that
     concurrent submissions take turns instead of taking the interpreter's lock from the loop together.
     """
     deps = request.app[DEPS]
-    user = path_user(request)
     principal = await principal_of(request)
+    user = principal.user if user is None else user
     if principal.user != user:
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not submit jobs as {user}")
     body = await read_bytes(request)
     prepared = await asyncio.get_running_loop().run_in_executor(
-        deps.cpu, prepare_job, body, path_name, user, deps.settings)
+        deps.cpu, prepare_job, body, judge, user, deps.settings)
     result, job = prepared.result, prepared.job
     config = result.config
     _admit((await virtual_clusters(request)).get(config.virtual_cluster), principal, config)
     admitted = requested_user_keys(config)
     idem = _idempotency(request, user, job, body, result.warnings)
-    repeated = await _repeat_of(deps.store, idem, config.job_name)
+    repeated = await _repeat_of(deps.store, idem, config.job_name, accepted_answer)
     if repeated is not None:
         return repeated
     # The job, its key and the idempotency record in one step: a 503 means none of them is stored.
@@ -164,13 +186,13 @@ async def _submit(request: web.Request, *, path_name: str | None) -> web.Respons
             f"time to tell whether it was: GET the job to see, or send the request again with the same "
             f"{IDEMPOTENCY_HEADER} header")).response({"Retry-After": "5"})
     if stored is Submitted.DUPLICATE:  # a request with the same key stored its job first, meanwhile
-        repeated = await _repeat_of(deps.store, idem, config.job_name)
+        repeated = await _repeat_of(deps.store, idem, config.job_name, accepted_answer)
         if repeated is not None:
             return repeated
     log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
     await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
         job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
-    return _accepted_answer(user, config.job_name, result.warnings)
+    return accepted_answer(user, config.job_name, result.warnings)
 
 
 def _admit(vc: VirtualCluster | None, principal: Principal, config: JobConfig) -> None:
@@ -203,30 +225,39 @@ def _idempotency(request: web.Request, user: str, job: JobRecord, body: bytes,
                                                    warnings=warnings))
 
 
-async def _repeat_of(store: Store, idem: _Idempotency | None, job_name: str) -> web.Response | None:
+async def _repeat_of(store: Store, idem: _Idempotency | None, job_name: str,
+                     accepted_answer: AcceptedAnswer) -> web.Response | None:
     """The first answer again, when an earlier request with the same Idempotency-Key stored its job."""
     if idem is None:
         return None
     earlier = await store.idempotent_submission(idem.record.user, idem.key)
-    return None if earlier is None else _repeated(earlier, idem.record, job_name)
+    return None if earlier is None else _repeated(earlier, idem.record, job_name, accepted_answer)
 
 
-def _repeated(earlier: IdempotencyRecord, now: IdempotencyRecord, job_name: str) -> web.Response:
+def _repeated(earlier: IdempotencyRecord, now: IdempotencyRecord, job_name: str,
+              accepted_answer: AcceptedAnswer) -> web.Response:
     """The answer to a request repeated with the key of an earlier one: that one's answer, if the bodies agree."""
     if earlier.body_sha256 != now.body_sha256:
         raise ApiError("ConflictJobError", f"this {IDEMPOTENCY_HEADER} was sent before with another body (job "
                                            f"{earlier.job_name}); use a new key for a new submission")
     log.info("submission repeated with its idempotency key; answered as the first time", job_id=earlier.job_id)
-    return _accepted_answer(earlier.user, job_name, earlier.warnings, replayed=True)
+    return accepted_answer(earlier.user, job_name, earlier.warnings, replayed=True)
 
 
-def _accepted_answer(user: str, job_name: str, warnings: tuple[str, ...], *, replayed: bool = False) -> web.Response:
-    """202; ``Idempotent-Replayed: true`` when it repeats an earlier request's answer (that request stored it)."""
+def accepted_headers(user: str, job_name: str, warnings: tuple[str, ...], *, replayed: bool) -> dict[str, str]:
+    """Location names the job; ``Idempotent-Replayed: true`` when the answer repeats an earlier request's
+    (that request stored it); X-Warning the warnings."""
     headers = {"Location": f"/api/v1/user/{quote(user)}/jobs/{quote(job_name)}"}
     if replayed:
         headers[REPLAYED_HEADER] = "true"
     if warnings:
         headers["X-Warning"] = warning_header(warnings)
+    return headers
+
+
+def accepted_v1(user: str, job_name: str, warnings: tuple[str, ...], *, replayed: bool = False) -> web.Response:
+    """v1's 202."""
+    headers = accepted_headers(user, job_name, warnings, replayed=replayed)
     return answer(Message(message=f"update job {job_name} successfully", warnings=warnings), status=202,
                   headers=headers)
 

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from services.submit.contract.route import Reply, Route
-from services.submit.routes import access, clusters, feed, health, jobs, listing, logs, pages, profiles, ssh
+from services.submit.routes import access, clusters, feed, health, jobs, listing, logs, pages, profiles, ssh, v2jobs
 
 DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
 
@@ -26,6 +26,7 @@ ROUTES: tuple[Route, ...] = (
     *access.ROUTES,
     *listing.ROUTES,
     *jobs.ROUTES,
+    *v2jobs.ROUTES,
     *ssh.ROUTES,
     *clusters.ROUTES,
     Route("GET", "/api/v1/openapi.json", get_openapi, "this document",
