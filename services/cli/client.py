@@ -27,9 +27,9 @@ class PaiqClient:
         self._base = base_url.rstrip("/")
         self._token = token
 
-    async def _call(self, method: str, path: str, *, data: bytes | None = None,
-                    json: Any = None) -> tuple[Any, dict[str, str]]:
-        headers: dict[str, str] = {"Content-Type": "application/json"} if data is not None else {}
+    async def _call(self, method: str, path: str, *, data: bytes | None = None, json: Any = None,
+                    content_type: str = "application/json") -> tuple[Any, dict[str, str]]:
+        headers: dict[str, str] = {"Content-Type": content_type} if data is not None else {}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         try:
@@ -127,6 +127,19 @@ class PaiqClient:
     async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)
         return body, headers
+
+    async def submit_v2(self, config: bytes, content_type: str = "text/yaml") -> tuple[dict[str, Any], dict[str, str]]:
+        """Submit a protocol v2 job (YAML, or JSON) as the token's user."""
+        body, headers = await self._call("POST", "/api/v2/jobs", data=config, content_type=content_type)
+        return body, headers
+
+    async def v2_config(self, user: str, name: str) -> str:
+        """A job's config as a protocol v2 document (text that a YAML loader reads)."""
+        async with self._session.get(f"{self._base}/api/v2/jobs/{quote(user)}~{quote(name)}/config") as resp:
+            text = await resp.text()
+            if resp.status >= 400:
+                raise ApiCallError(resp.status, "NoJobError" if resp.status == 404 else "InvalidParametersError", text)
+            return text
 
     async def put_job(self, user: str, name: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         """Submit by OpenPAI's older ``PUT .../jobs/{name}``: the path names the job."""

@@ -14,8 +14,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 import aiohttp
+import yaml
 
 from services.cli.client import ApiCallError, paiq_client
 from services.cli.top import follow
@@ -63,14 +65,46 @@ def _ms(value: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value / 1000)) if value else "-"
 
 
+def protocol_of(file_name: str, config: bytes) -> tuple[int, str]:
+    """Which protocol a job file speaks, and the Content-Type to send it as: a ``.yaml``/``.yml`` file or a
+    document with ``protocolVersion: 2`` is a v2 job (YAML or JSON); anything else v1's JSON."""
+    if Path(file_name).suffix.lower() in (".yaml", ".yml"):
+        return 2, "text/yaml"
+    try:
+        document = json.loads(config)
+        content_type = "application/json"
+    except ValueError:
+        try:
+            document = yaml.safe_load(config)
+        except yaml.YAMLError:
+            return 1, "application/json"  # the API names what is wrong with it
+        content_type = "text/yaml"
+    if isinstance(document, dict) and document.get("protocolVersion") in (2, "2"):
+        return 2, content_type
+    return 1, "application/json"
+
+
+def _submitted_as(headers: dict[str, str], fallback_user: str) -> tuple[str, str]:
+    """The user and name the answer's Location names (``/api/v1/user/{user}/jobs/{name}``)."""
+    parts = headers.get("Location", "").split("/")
+    if len(parts) == 7:
+        return unquote(parts[4]), unquote(parts[6])
+    return fallback_user, "?"
+
+
 async def cmd_submit(args: argparse.Namespace) -> int:
+    """Either protocol: a v1 JSON config to /api/v1/user/{user}/jobs, a v2 job to /api/v2/jobs."""
     config: bytes = args.config_bytes
     user = _user(args)
+    protocol, content_type = protocol_of(args.file, config)
     async with paiq_client(_api(args), _token(args)) as client:
-        body, _headers = await client.submit(user, config)
+        if protocol == 2:
+            body, headers = await client.submit_v2(config, content_type)
+        else:
+            body, headers = await client.submit(user, config)
         for warning in body.get("warnings", []):
             print(f"warning: {warning}", file=sys.stderr)
-        name = json.loads(config).get("jobName")
+        user, name = _submitted_as(headers, user)
         print(f"submitted {user}~{name}")
         if not args.wait:
             return 0
@@ -475,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, help="API port (default 9186)")
     svc = sub.add_parser("service", help="run one service (needs PAIQ_MONGODB_URI and PAIQ_AMQP_URL)")
     svc.add_argument("name", choices=["submit", "scheduler", "launcher", "status"])
-    s = sub.add_parser("submit", help="submit an OpenPAI job config (JSON)")
+    s = sub.add_parser("submit", help="submit an OpenPAI job: a v1 config (JSON), or a protocol v2 job (a .yaml or "
+                                      ".yml file, or a document with protocolVersion 2)")
     s.add_argument("file")
     s.add_argument("--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeded")
     js = sub.add_parser("jobs", help="list jobs, newest first")
