@@ -56,7 +56,7 @@ class InFlight:
     """The work in flight of one launcher process, and the little it remembers about its containers."""
 
     def __init__(self) -> None:
-        self.pulls: Joined[tuple[str, str], None] = Joined()  # by (image, authFile)
+        self.pulls: Joined[tuple[str, str], None] = Joined()  # by (image, authFile or the role whose auth)
         self.launches: Joined[str, list[CloudEvent]] = Joined()  # by container name
         self.finishes: Joined[str, None] = Joined()  # by container id
         self._recorders: dict[str, asyncio.Task[None]] = {}  # by container id; kept until the exit takes it

@@ -17,17 +17,18 @@ import structlog
 
 from services.launcher.container.authfile import read_auth_file
 from services.launcher.container.codedir import CodeDir, resolve_code_dir
+from services.launcher.container.jobsecrets import command_to_run, registry_login
 from services.launcher.container.spec import container_spec, wants_pull
 from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
 from services.launcher.deps import LauncherDeps
-from services.launcher.engine.driver import PullError
+from services.launcher.engine.driver import PullError, RegistryAuth
 from services.launcher.finish import exited_event, progress_event, started_event, watch
 from services.launcher.stopping import stop_container
 from shared.errors import DriverError
 from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
-from shared.records import TaskSpec, TaskSubState
+from shared.records import JobRecord, TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import container_name
@@ -76,15 +77,15 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
             return [started_event(key, deps.node.node_id, existing.id)]
         case Action.REPORT_LOST:
             return await _fail(deps, key, exitcodes.ENGINE_FAILURE, decision.why)
-        case Action.START:
-            return await _prepare_and_start(deps, spec, key, name, began, job_env, ssh)
+        case Action.START if job is not None:
+            return await _prepare_and_start(deps, spec, key, name, began, job_env, ssh, job)
         case _:
             log.info("not starting the task", why=decision.why, **log_ids)
     return []
 
 
 async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, began: float,
-                             job_env: Mapping[str, str], ssh: JobKey | None) -> list[CloudEvent]:
+                             job_env: Mapping[str, str], ssh: JobKey | None, job: JobRecord) -> list[CloudEvent]:
     code_dir = ""
     if spec.code_dir:
         found = await asyncio.to_thread(resolve_code_dir, spec.code_dir, deps.settings.default_fs_uri,
@@ -92,15 +93,16 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, n
         if not isinstance(found, CodeDir):
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
         code_dir = found.host_path
-    return await _start(deps, spec, key, name, code_dir, began, job_env, ssh)
+    return await _start(deps, spec, key, name, code_dir, began, job_env, ssh, job)
 
 
 async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, code_dir: str,
-                 began: float, job_env: Mapping[str, str], ssh: JobKey | None) -> list[CloudEvent]:
-    """Pull if needed, then create and start the container, unless the job no longer wants it."""
+                 began: float, job_env: Mapping[str, str], ssh: JobKey | None, job: JobRecord) -> list[CloudEvent]:
+    """Pull if needed, then create and start the container, unless the job no longer wants it. A v2
+    job's sealed registry credentials and secrets are opened here (:mod:`services.launcher.container.jobsecrets`)."""
     node_id = deps.node.node_id
     try:
-        await ensure_image(deps, spec, key)
+        await ensure_image(deps, spec, key, registry_login(job.config, spec.role, deps.settings.secrets_key))
         # A pull can take minutes: the job may have ended or moved on meanwhile, and its task's
         # resources been given to another. Then nothing starts.
         if not await _still_wanted(deps, spec):
@@ -108,8 +110,10 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
                                       reason="not started: the job ended or moved to another attempt first")
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
             return []
+        command = command_to_run(job.config, spec.command, deps.settings.secrets_key)
         container_id = await deps.driver.run(container_spec(
-            spec, name=name, node_id=node_id, code_dir=code_dir, settings=deps.options, job_env=job_env, ssh=ssh))
+            spec.model_copy(update={"command": command}), name=name, node_id=node_id, code_dir=code_dir,
+            settings=deps.options, job_env=job_env, ssh=ssh))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
@@ -138,20 +142,22 @@ async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
     return still_wanted(await deps.store.get_job(spec.job_id), spec.attempt, spec.role, spec.index)
 
 
-async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef) -> None:
-    """Pull the task's image when the node lacks it (or it is ``latest`` and the node re-pulls those).
+async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline: RegistryAuth | None = None) -> None:
+    """Pull the task's image when the node lacks it (or it is ``latest`` and the node re-pulls those),
+    with the credentials given inline (a v2 role's ``auth``, opened) or else in the job's authFile.
 
-    Tasks needing the same image with the same authFile share one pull. A refresh of an image the
-    node has that fails for any reason but refused credentials falls back to the node's copy.
+    Tasks needing the same image with the same credentials (one authFile, or one role's) share one pull.
+    A refresh of an image the node has that fails for any reason but refused credentials falls back to
+    the node's copy.
     """
     present = await deps.driver.has_image(spec.image)
     if not wants_pull(spec.image, present=present, pull_latest=deps.options.pull_latest):
         return
-    auth = None
-    if spec.auth_file:
+    auth = inline
+    if auth is None and spec.auth_file:
         auth = await asyncio.to_thread(read_auth_file, spec.auth_file, deps.settings.default_fs_uri)
     await deps.publish([progress_event(key, deps.node.node_id, TaskSubState.PULLING, spec.image)])
-    shared_key = (spec.image, spec.auth_file)
+    shared_key = (spec.image, f"{spec.job_id}\0{spec.role}" if inline is not None else spec.auth_file)
     if shared_key not in deps.work.pulls:
         log.info("pulling image", image=spec.image, with_auth=auth is not None, refresh=present)
     pull = deps.work.pulls.join(shared_key, f"pull-{spec.image}", lambda: deps.driver.pull(spec.image, auth))

@@ -24,12 +24,17 @@ def _refused(reason: str) -> DriverError:
                        reason=f"image could not be pulled: {reason}")
 
 
+def registry_server(text: str) -> str:
+    """The engine's name for a registry (Docker Hub's by any of its names, or when none is given)."""
+    text = text.strip()
+    return DOCKER_HUB if text in {"", "docker.io", "index.docker.io", "registry-1.docker.io"} else text
+
+
 def parse_auth_file(text: str) -> RegistryAuth:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) != 3:
         raise _refused(f"authFile must have 3 lines (registry, username, password); it has {len(lines)}")
-    server = DOCKER_HUB if lines[0] in {"docker.io", "index.docker.io", "registry-1.docker.io"} else lines[0]
-    return RegistryAuth(server=server, username=lines[1], password=SecretStr(lines[2]))
+    return RegistryAuth(server=registry_server(lines[0]), username=lines[1], password=SecretStr(lines[2]))
 
 
 def read_auth_file(value: str, default_fs_uri: str) -> RegistryAuth:

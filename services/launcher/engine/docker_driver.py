@@ -79,7 +79,7 @@ class DockerDriver:
             await asyncio.to_thread(self._client.images.pull, repo, tag=tag or "latest",
                                     auth_config=auth_config)
         except docker.errors.APIError as e:
-            reason, refused = _pull_reason(image, e, authenticated=auth is not None)
+            reason, refused = _pull_reason(image, e, auth)
             raise PullError(f"pull of {image} failed", reason=reason, login_refused=refused) from None
 
     async def run(self, spec: ContainerSpec) -> str:
@@ -353,13 +353,13 @@ def _explain(e: docker.errors.APIError) -> str:
     return str(e.explanation or e)
 
 
-def _pull_reason(image: str, e: docker.errors.APIError, *, authenticated: bool) -> tuple[str, bool]:
+def _pull_reason(image: str, e: docker.errors.APIError, auth: RegistryAuth | None) -> tuple[str, bool]:
     """Why a pull failed, in words (and whether the registry refused a login). Never quotes credentials."""
     text = _explain(e)
     lowered = text.lower()
     if "unauthorized" in lowered or "authentication required" in lowered or "no basic auth" in lowered:
-        if authenticated:
-            return f"image {image} could not be pulled: the registry refused the credentials in authFile", True
+        if auth is not None:
+            return f"image {image} could not be pulled: the registry refused the credentials in {auth.source}", True
         return f"image {image} could not be pulled: the registry requires a login (set authFile)", False
     if "not found" in lowered or "manifest unknown" in lowered:
         return f"image {image} does not exist in its registry", False

@@ -17,6 +17,7 @@ class RegistryAuth(BaseModel):
     server: str
     username: str
     password: SecretStr
+    source: str = "authFile"  # where the user gave them, as a refused login names it
 
 
 class PullError(DriverError):
@@ -41,7 +42,7 @@ class ContainerSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
     name: str
     image: str
-    command: str
+    command: str = Field(repr=False)  # a v2 job's holds its secrets, rendered
     command_args: tuple[str, ...] = ()  # $0, $1, ... of `/bin/sh -c command`
     env: dict[str, str]
     labels: dict[str, str]
