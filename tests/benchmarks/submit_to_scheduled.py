@@ -1,7 +1,7 @@
 """Benchmark: submit -> scheduled, through the real RabbitMQ and a MongoDB-wire server.
 
     .venv/bin/python tests/benchmarks/submit_to_scheduled.py [--jobs 500 --concurrency 32] [--with-launches]
-        [--mongo-uri URI] [--keep] [--smoke]
+        [--mongo-uri URI] [--keep] [--smoke] [--protocol v1|v2|both]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate
 processes over RabbitMQ, as tests/infra.py's ``start_platform("separate", ...)`` does; the launcher's
@@ -12,10 +12,16 @@ event. Once its node has registered (a warm-up job was scheduled), the launcher 
 until the end, so no container starts during the measurement: the figure is the control plane's
 (submit, bus, scheduler, store), not Docker's; --with-launches lets the containers run.
 
-Prints a table (with each process's CPU seconds during the run, which names the bottleneck), then, as
-its last line, one JSON object of the figures; exits 1 when some job was not scheduled in --timeout.
+``--protocol``: v1 JSON jobs (``POST /api/v1/user/{user}/jobs``, the default), protocol v2 YAML jobs of the
+same shape (``POST /api/v2/jobs``: one role, one task, ``true``), or ``both``: --jobs of each on the same
+platform, v1 first, then v2, and the ratios v2/v1 of throughput and POST p99 (issue 26's target: v2
+within 10% of v1).
 
-``--smoke``: 20 jobs, 4 in flight (seconds: that the benchmark runs, not its figures).
+Prints a table per protocol (with each process's CPU seconds during the run, which names the bottleneck),
+then, as its last line, one JSON object of the figures (with ``both``: ``{"v1": ..., "v2": ..., "ratio":
+...}``); exits 1 when some job was not scheduled in --timeout.
+
+``--smoke``: 20 jobs of each protocol, 4 in flight (seconds: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class Options:
     with_launches: bool
     timeout_s: float
     keep: bool
+    protocols: tuple[str, ...] = ("v1",)
 
 
 def parse(argv: list[str] | None = None) -> Options:
@@ -72,17 +79,34 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--with-launches", action="store_true", help="let the launcher start the containers meanwhile")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every job.scheduled")
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")
-    p.add_argument("--smoke", action="store_true", help="a small run: 20 jobs, 4 in flight")
+    p.add_argument("--smoke", action="store_true", help="a small run: 20 jobs of each protocol, 4 in flight")
+    p.add_argument("--protocol", choices=["v1", "v2", "both"], default="v1",
+                   help="v1 JSON jobs, protocol v2 YAML jobs of the same shape, or both (and their ratio)")
     a = p.parse_args(argv)
     if a.smoke:
-        a.jobs, a.concurrency = 20, 4
+        a.jobs, a.concurrency, a.protocol = 20, 4, "both"
+    protocols = ("v1", "v2") if a.protocol == "both" else (a.protocol,)
     return Options(jobs=a.jobs, concurrency=a.concurrency, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri,
-                   with_launches=a.with_launches, timeout_s=a.timeout, keep=a.keep)
+                   with_launches=a.with_launches, timeout_s=a.timeout, keep=a.keep, protocols=protocols)
 
 
 def job_config(name: str) -> bytes:
     return json.dumps({"jobName": name, "image": IMAGE, "taskRoles": [
         {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 100, "command": "true"}]}).encode()
+
+
+def job_v2(name: str) -> bytes:
+    """The same job as :func:`job_config`, in protocol v2 (YAML as users write it)."""
+    return (f"protocolVersion: 2\nname: {name}\ntype: job\nprerequisites:\n  - name: image\n    type: dockerimage\n"
+            f"    uri: {IMAGE}\ntaskRoles:\n  main:\n    instances: 1\n    dockerImage: image\n"
+            "    resourcePerInstance: {cpu: 1, memoryMB: 100, gpu: 0}\n    commands:\n      - 'true'\n").encode()
+
+
+async def submit_one(client: PaiqClient, user: str, name: str, protocol: str) -> None:
+    if protocol == "v2":
+        await client.submit_v2(job_v2(name))
+    else:
+        await client.submit(user, job_config(name))
 
 
 # --- what each process spent --------------------------------------------------------------------
@@ -174,6 +198,7 @@ class Feed:
 
 @dataclass
 class Figures:
+    protocol: str
     jobs: int
     concurrency: int
     launches: bool
@@ -196,7 +221,7 @@ class Figures:
 
 
 async def submit_all(client: PaiqClient, user: str, names: list[str], concurrency: int,
-                     started: dict[str, float], answered: dict[str, float]) -> int:
+                     started: dict[str, float], answered: dict[str, float], protocol: str = "v1") -> int:
     gate = asyncio.Semaphore(concurrency)
     ok = 0
 
@@ -204,7 +229,7 @@ async def submit_all(client: PaiqClient, user: str, names: list[str], concurrenc
         nonlocal ok
         async with gate:
             started[name] = time.monotonic()
-            await client.submit(user, job_config(name))
+            await submit_one(client, user, name, protocol)
             answered[name] = time.monotonic()
             ok += 1
 
@@ -212,7 +237,7 @@ async def submit_all(client: PaiqClient, user: str, names: list[str], concurrenc
     return ok
 
 
-async def measure(o: Options, platform: Platform, mongo_uri: str) -> Figures:
+async def measure(o: Options, platform: Platform, mongo_uri: str) -> list[Figures]:
     async with paiq_client(platform.api) as anonymous:
         admin = anonymous.with_token((await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"])
         user = unique("bench")
@@ -230,31 +255,38 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> Figures:
             launcher = next((p for p in platform.procs if "services.launcher" in str(p.args)), None)
             if launcher is not None and not o.with_launches:
                 launcher.send_signal(signal.SIGSTOP)
-            load = round(os.getloadavg()[0], 2)
             pids = processes(platform, mongo_uri, o.amqp_url)
-            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-            deciding_before, decisions_before = scheduler_metrics(platform)
-            names = [f"job{i}" for i in range(o.jobs)]
-            started: dict[str, float] = {}
-            answered: dict[str, float] = {}
-            t0 = time.monotonic()
-            submitted = await submit_all(client, user, names, o.concurrency, started, answered)
-            submit_s = time.monotonic() - t0
-            await feed.wait_for(set(names), o.timeout_s)
-            end = max((feed.scheduled[n] for n in names if n in feed.scheduled), default=time.monotonic())
-            cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
-            deciding, decisions = scheduler_metrics(platform)
+            return [await measure_one(o, protocol, client, user, feed, platform, pids) for protocol in o.protocols]
         finally:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await follower
             if launcher is not None:
                 launcher.send_signal(signal.SIGCONT)
+
+
+async def measure_one(o: Options, protocol: str, client: PaiqClient, user: str, feed: Feed, platform: Platform,
+                      pids: dict[str, int]) -> Figures:
+    """One protocol's --jobs, submitted and followed to job.scheduled."""
+    load = round(os.getloadavg()[0], 2)
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    deciding_before, decisions_before = scheduler_metrics(platform)
+    names = [f"{protocol}job{i}" for i in range(o.jobs)]
+    started: dict[str, float] = {}
+    answered: dict[str, float] = {}
+    t0 = time.monotonic()
+    submitted = await submit_all(client, user, names, o.concurrency, started, answered, protocol)
+    submit_s = time.monotonic() - t0
+    await feed.wait_for(set(names), o.timeout_s)
+    end = max((feed.scheduled[n] for n in names if n in feed.scheduled), default=time.monotonic())
+    cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
+    deciding, decisions = scheduler_metrics(platform)
     latencies = [(feed.scheduled[n] - started[n]) * 1000 for n in names if n in feed.scheduled]
     posts = [(answered[n] - started[n]) * 1000 for n in names if n in answered]
     scheduled = len(latencies)
     return Figures(
-        jobs=o.jobs, concurrency=o.concurrency, launches=o.with_launches, submitted=submitted, scheduled=scheduled,
+        protocol=protocol, jobs=o.jobs, concurrency=o.concurrency, launches=o.with_launches, submitted=submitted,
+        scheduled=scheduled,
         submit_s=round(submit_s, 3), submits_per_s=round(submitted / submit_s, 1),
         scheduled_s=round(end - t0, 3), scheduled_per_s=round(scheduled / (end - t0), 1) if end > t0 else 0.0,
         latency_p50_ms=round(statistics.median(latencies), 1) if latencies else 0.0,
@@ -280,7 +312,7 @@ async def cleanup_broker(amqp_url: str, env: dict[str, str], node_id: str) -> No
                 await channel.exchange_delete(name)
 
 
-async def run(o: Options) -> Figures:
+async def run(o: Options) -> list[Figures]:
     workdir = Path(tempfile.mkdtemp(prefix="paiq-bench-"))
     async with contextlib.AsyncExitStack() as stack:
         mongo_uri = o.mongo_uri
@@ -304,6 +336,7 @@ async def run(o: Options) -> Figures:
 
 def table(f: Figures) -> str:
     rows = [
+        ("protocol", f"{f.protocol} ({'POST /api/v2/jobs, YAML' if f.protocol == 'v2' else 'POST /api/v1, JSON'})"),
         ("jobs / concurrency", f"{f.jobs} / {f.concurrency}"),
         ("containers started meanwhile", "yes" if f.launches else "no (launcher paused)"),
         ("submitted / scheduled", f"{f.submitted} / {f.scheduled}"),
@@ -321,11 +354,26 @@ def table(f: Figures) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+def ratios(v1: Figures, v2: Figures) -> dict[str, float]:
+    """v2's figures over v1's: throughput (above 1 is faster) and latency (below 1 is faster)."""
+    def over(a: float, b: float) -> float:
+        return round(a / b, 3) if b else 0.0
+    return {"submits_per_s": over(v2.submits_per_s, v1.submits_per_s),
+            "scheduled_per_s": over(v2.scheduled_per_s, v1.scheduled_per_s),
+            "post_p50_ms": over(v2.post_p50_ms, v1.post_p50_ms), "post_p99_ms": over(v2.post_p99_ms, v1.post_p99_ms),
+            "latency_p99_ms": over(v2.latency_p99_ms, v1.latency_p99_ms)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    figures = asyncio.run(run(parse(argv)))
-    print(table(figures))
-    print(json.dumps(asdict(figures)))
-    return 0 if figures.scheduled == figures.jobs else 1
+    runs = asyncio.run(run(parse(argv)))
+    print("\n\n".join(table(f) for f in runs))
+    if len(runs) == 2:
+        ratio = ratios(*runs)
+        print("\nv2 / v1: " + ", ".join(f"{k} {v:.3f}" for k, v in ratio.items()))
+        print(json.dumps({"v1": asdict(runs[0]), "v2": asdict(runs[1]), "ratio": ratio}))
+    else:
+        print(json.dumps(asdict(runs[0])))
+    return 0 if all(f.scheduled == f.jobs for f in runs) else 1
 
 
 if __name__ == "__main__":
