@@ -14,8 +14,9 @@ until the end, so no container starts during the measurement: the figure is the 
 
 ``--protocol``: v1 JSON jobs (``POST /api/v1/user/{user}/jobs``, the default), protocol v2 YAML jobs of the
 same shape (``POST /api/v2/jobs``: one role, one task, ``true``), or ``both``: --jobs of each on the same
-platform, v1 first, then v2, and the ratios v2/v1 of throughput and POST p99 (issue 26's target: v2
-within 10% of v1).
+platform, in halves ordered v1 v2 v2 v1 (a drift, the database filling up or the machine's other load,
+weighs on both alike), and the ratios v2/v1 of throughput and POST p99 (issue 26's target: v2 within 10%
+of v1).
 
 Prints a table per protocol (with each process's CPU seconds during the run, which names the bottleneck),
 then, as its last line, one JSON object of the figures (with ``both``: ``{"v1": ..., "v2": ..., "ratio":
@@ -256,7 +257,16 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> list[Figure
             if launcher is not None and not o.with_launches:
                 launcher.send_signal(signal.SIGSTOP)
             pids = processes(platform, mongo_uri, o.amqp_url)
-            return [await measure_one(o, protocol, client, user, feed, platform, pids) for protocol in o.protocols]
+            if len(o.protocols) == 1:
+                return [figures_of(o, [await measure_one(o, o.protocols[0], 0, o.jobs, client, user, feed, platform,
+                                                         pids)])]
+            # Both: halves in the order v1 v2 v2 v1, so that a drift (the database filling up, the machine's
+            # other load) weighs on both alike.
+            rounds: dict[str, list[Round]] = {"v1": [], "v2": []}
+            for i, protocol in enumerate(("v1", "v2", "v2", "v1")):
+                rounds[protocol].append(await measure_one(o, protocol, i, o.jobs // 2, client, user, feed, platform,
+                                                          pids))
+            return [figures_of(o, rounds["v1"]), figures_of(o, rounds["v2"])]
         finally:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -265,13 +275,29 @@ async def measure(o: Options, platform: Platform, mongo_uri: str) -> list[Figure
                 launcher.send_signal(signal.SIGCONT)
 
 
-async def measure_one(o: Options, protocol: str, client: PaiqClient, user: str, feed: Feed, platform: Platform,
-                      pids: dict[str, int]) -> Figures:
-    """One protocol's --jobs, submitted and followed to job.scheduled."""
+@dataclass
+class Round:
+    """What one round of one protocol's jobs measured."""
+
+    protocol: str
+    submitted: int
+    submit_s: float
+    scheduled_s: float
+    latencies: list[float]
+    posts: list[float]
+    passes: int
+    deciding_s: float
+    cpu: dict[str, float]
+    load: float
+
+
+async def measure_one(o: Options, protocol: str, index: int, jobs: int, client: PaiqClient, user: str, feed: Feed,
+                      platform: Platform, pids: dict[str, int]) -> Round:
+    """One round: ``jobs`` of one protocol, submitted and followed to job.scheduled."""
     load = round(os.getloadavg()[0], 2)
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     deciding_before, decisions_before = scheduler_metrics(platform)
-    names = [f"{protocol}job{i}" for i in range(o.jobs)]
+    names = [f"{protocol}r{index}job{i}" for i in range(jobs)]
     started: dict[str, float] = {}
     answered: dict[str, float] = {}
     t0 = time.monotonic()
@@ -281,19 +307,30 @@ async def measure_one(o: Options, protocol: str, client: PaiqClient, user: str, 
     end = max((feed.scheduled[n] for n in names if n in feed.scheduled), default=time.monotonic())
     cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
     deciding, decisions = scheduler_metrics(platform)
-    latencies = [(feed.scheduled[n] - started[n]) * 1000 for n in names if n in feed.scheduled]
-    posts = [(answered[n] - started[n]) * 1000 for n in names if n in answered]
-    scheduled = len(latencies)
+    return Round(protocol=protocol, submitted=submitted, submit_s=submit_s, scheduled_s=max(end - t0, 0.0),
+                 latencies=[(feed.scheduled[n] - started[n]) * 1000 for n in names if n in feed.scheduled],
+                 posts=[(answered[n] - started[n]) * 1000 for n in names if n in answered],
+                 passes=decisions - decisions_before, deciding_s=deciding - deciding_before, cpu=cpu, load=load)
+
+
+def figures_of(o: Options, rounds: list[Round]) -> Figures:
+    """One protocol's figures over its rounds (times summed, latencies pooled)."""
+    latencies = [x for r in rounds for x in r.latencies]
+    posts = [x for r in rounds for x in r.posts]
+    submitted, scheduled = sum(r.submitted for r in rounds), len(latencies)
+    submit_s, scheduled_s = sum(r.submit_s for r in rounds), sum(r.scheduled_s for r in rounds)
+    cpu = {name: round(sum(r.cpu.get(name, 0.0) for r in rounds), 2) for name in rounds[0].cpu}
     return Figures(
-        protocol=protocol, jobs=o.jobs, concurrency=o.concurrency, launches=o.with_launches, submitted=submitted,
-        scheduled=scheduled,
-        submit_s=round(submit_s, 3), submits_per_s=round(submitted / submit_s, 1),
-        scheduled_s=round(end - t0, 3), scheduled_per_s=round(scheduled / (end - t0), 1) if end > t0 else 0.0,
+        protocol=rounds[0].protocol, jobs=sum(len(r.posts) for r in rounds) if len(rounds) > 1 else o.jobs,
+        concurrency=o.concurrency, launches=o.with_launches, submitted=submitted, scheduled=scheduled,
+        submit_s=round(submit_s, 3), submits_per_s=round(submitted / submit_s, 1) if submit_s else 0.0,
+        scheduled_s=round(scheduled_s, 3), scheduled_per_s=round(scheduled / scheduled_s, 1) if scheduled_s else 0.0,
         latency_p50_ms=round(statistics.median(latencies), 1) if latencies else 0.0,
         latency_p99_ms=round(percentile(latencies, 0.99), 1), latency_max_ms=round(max(latencies, default=0.0), 1),
         post_p50_ms=round(statistics.median(posts), 1) if posts else 0.0, post_p99_ms=round(percentile(posts, 0.99), 1),
-        scheduler_passes=decisions - decisions_before, scheduler_deciding_s=round(deciding - deciding_before, 3),
-        cpu_s=cpu, load_average=load,
+        scheduler_passes=sum(r.passes for r in rounds),
+        scheduler_deciding_s=round(sum(r.deciding_s for r in rounds), 3),
+        cpu_s=cpu, load_average=max(r.load for r in rounds),
     )
 
 

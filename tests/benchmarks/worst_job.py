@@ -23,7 +23,14 @@ after it:
 - ``tasks``: 100 roles of 10,000 tasks each (the attacker's job), commands padded to the size;
 - ``values``: ``extras`` of ``[[],[],...]`` filling the size (the most JSON values a byte buys);
 - ``deep``: ``extras`` nested 10,000 levels deep, padded to the size with strings of 1,000 characters;
-- ``surrogate``: a lone surrogate (``"\\udfff"``) in ``extras``, padded likewise.
+- ``surrogate``: a lone surrogate (``"\\udfff"``) in ``extras``, padded likewise;
+- protocol v2 YAML bodies (``POST /api/v2/jobs``, ``text/yaml``), the ``allowed`` job's roles and chain in
+  v2: ``yaml-aliases``, the worst alias-heavy body accepted (one anchored list of 90 strings padded to the
+  size, and 99 aliases of it: every value counted expanded, just under the value limit, the stored
+  document a hundred times the body's strings, up to what the document limit takes); ``yaml-values``, as
+  many one-character plain scalars as the value limit allows, padded with strings; ``yaml-bomb`` (refused):
+  a "billion laughs" of nested anchors, nine levels of ten aliases, padded; ``yaml-deep`` (refused): flow
+  lists nested 10,000 levels deep, padded.
 
 Before each burst it waits until the platform has digested the ones before (three empty submissions in a
 row answered within 50 ms). Meanwhile a separate process times three reads others send, each back to back
@@ -64,14 +71,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp
 
+from shared.jobconfig.v2.checks import validate_v2_body
+from shared.jobconfig.validation import Accepted
 from tests.benchmarks.figures import percentile
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import cpu_seconds
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
 
 IMAGE = "local/busybox:latest"
-KINDS = ("allowed", "allowed-lists", "allowed-random", "tasks", "values", "deep", "surrogate")
-ALLOWED = ("allowed", "allowed-lists", "allowed-random")
+KINDS = ("allowed", "allowed-lists", "allowed-random", "tasks", "values", "deep", "surrogate", "yaml-aliases",
+         "yaml-values", "yaml-bomb", "yaml-deep")
+ALLOWED = ("allowed", "allowed-lists", "allowed-random", "yaml-aliases", "yaml-values")
+YAML = ("yaml-aliases", "yaml-values", "yaml-bomb", "yaml-deep")  # protocol v2 bodies, to POST /api/v2/jobs
 VALUE_BUDGET = 9_500  # JSON values of the allowed body: under paiq's default of 10,000 (PAIQ_MAX_JSON_VALUES)
 ALLOWED_ROLES, ALLOWED_TASKS = 2, 2245  # two roles of 2,245 tasks: the largest job whose environment fits
 KEPT_JOB = "small-kept"  # the small job whose detail is timed during the bursts
@@ -141,9 +152,61 @@ def _chain(depth: int) -> object:
     return value
 
 
+def _yaml_head(name: str) -> str:
+    """A v2 job of the ``allowed`` kind's roles (never placed), ``extras`` to follow, its chain 28 deep."""
+    roles = "".join(f"  r{i}: {{instances: {ALLOWED_TASKS}, dockerImage: image, resourcePerInstance: {{cpu: 1024, "
+                    f"memoryMB: 1024, gpu: 0}}, commands: ['true']}}\n" for i in range(ALLOWED_ROLES))
+    return (f"protocolVersion: 2\nname: {name}\ntype: job\nprerequisites:\n"
+            f"  - {{name: image, type: dockerimage, uri: '{IMAGE}'}}\ntaskRoles:\n{roles}"
+            f"extras:\n  deep: {'[' * 28}{']' * 28}\n")
+
+
+def _aliases(head: str, room: int, width: int) -> bytes:
+    strings, aliases = 90, 99
+    listed = ", ".join(f"x{i:02}{'p' * width}" for i in range(strings))
+    text = head + f"  a: &a [{listed}]\n  v: [{', '.join(['*a'] * aliases)}]\n"
+    pads = max(0, room - len(text)) // 100_010  # few values: the aliases take nearly all of them
+    return (text + f"  pad: [{', '.join(['p' * 100_000] * pads)}]\n").encode()
+
+
+def _aliases_fitted(head: str, room: int) -> bytes:
+    """The alias-heavy body whose expanded document is the largest paiq's document limit accepts (its
+    anchored strings as wide as that allows, the body padded to the size with plain strings)."""
+    width = max(1, (room - 400) // 90 - 4)
+    while width > 1:
+        text = _aliases(head, room, width)
+        if isinstance(validate_v2_body(text), Accepted):
+            return text
+        width = width * 9 // 10
+    return _aliases(head, room, 1)
+
+
+def yaml_body(kind: str, size: int, name: str) -> bytes:
+    """A protocol v2 body of ``kind`` (see the module's docstring) of about ``size`` bytes."""
+    head = _yaml_head(name)
+    room = size - len(head) - 64
+    if kind == "yaml-aliases":
+        return _aliases_fitted(head, room)
+    if kind == "yaml-values":
+        count = VALUE_BUDGET - 200
+        pads = max(0, room - 3 * count) // 10_010
+        return (head + f"  v: [{', '.join(['x'] * count)}]\n  pad: [{', '.join(['p' * 10_000] * pads)}]\n").encode()
+    if kind == "yaml-bomb":
+        levels = "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10))
+        pads = max(0, room - len(levels)) // 1010
+        return (head + "  l0: &l0 [lol]\n" + levels + f"  pad: [{', '.join(['p' * 1000] * pads)}]\n").encode()
+    if kind == "yaml-deep":
+        depth = 10_000
+        pads = max(0, room - 2 * depth) // 1010
+        return (head + f"  d: {'[' * depth}{']' * depth}\n  pad: [{', '.join(['p' * 1000] * pads)}]\n").encode()
+    raise ValueError(kind)
+
+
 def body(kind: str, size: int, name: str) -> bytes:
     """A job body of ``kind`` of about ``size`` bytes (never more than 1 MiB)."""
     size = min(size, 1024 * 1024) - 64
+    if kind in YAML:
+        return yaml_body(kind, size, name)
     head: dict[str, Any] = {"jobName": name, "image": IMAGE, "virtualCluster": "default"}
     if kind in ALLOWED:
         job = {**head, "taskRoles": [_role(f"r{i}", ALLOWED_TASKS) for i in range(ALLOWED_ROLES)],
@@ -294,6 +357,8 @@ async def burst(o: Options, platform: Platform, submit_pid: int, user: str, toke
     bodies = [body(kind, size_kb * 1024, unique(f"{kind}{size_kb}-")) for _ in range(rounds)]
     url = f"{platform.api}/api/v1/user/{user}/jobs"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    post_url, post_headers = (f"{platform.api}/api/v2/jobs", {**headers, "Content-Type": "text/yaml"}) \
+        if kind in YAML else (url, headers)
     times: list[float] = []
     answers: dict[str, int] = {}
     messages: list[str] = []
@@ -303,7 +368,7 @@ async def burst(o: Options, platform: Platform, submit_pid: int, user: str, toke
     async def post(s: aiohttp.ClientSession, data: bytes) -> None:
         async with gate:
             t0 = time.perf_counter()
-            async with s.post(url, data=data, headers=headers) as resp:
+            async with s.post(post_url, data=data, headers=post_headers) as resp:
                 text = await resp.text()
             times.append((time.perf_counter() - t0) * 1000)
             answers[str(resp.status)] = answers.get(str(resp.status), 0) + 1
