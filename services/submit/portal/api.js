@@ -46,6 +46,9 @@ export const paths = {
   userJobs: (user) => `/api/v1/user/${enc(user)}/jobs`,
   job: (user, name) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}`,
   config: (user, name) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}/config`,
+  // Protocol v2: submit YAML (or JSON) as the token's user; any job's config as a v2 document.
+  submitV2: '/api/v2/jobs',
+  configV2: (user, name) => `/api/v2/jobs/${enc(user)}~${enc(name)}/config`,
   executionType: (user, name) => `/api/v1/user/${enc(user)}/jobs/${enc(name)}/executionType`,
   log: (user, name, role, index, query) =>
     `/api/v1/user/${enc(user)}/jobs/${enc(name)}/tasks/${enc(role)}/${enc(index)}/log?${new URLSearchParams(query)}`,
@@ -56,13 +59,13 @@ export const paths = {
   clusters: '/api/v1/virtual-clusters',
 };
 
-async function send(method, path, { body, token, signal } = {}) {
+async function send(method, path, { body, token, signal, contentType = 'application/json' } = {}) {
   const headers = { Accept: 'application/json' };
   // token: undefined means the session's, null none.
   const session = token === undefined ? getSession() : null;
   const bearer = token === undefined ? session && session.token : token;
   if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (body !== undefined) headers['Content-Type'] = contentType;
   try {
     return await fetch(path, { method, headers, body, signal, cache: 'no-store' });
   } catch (err) {

@@ -1,4 +1,5 @@
-// One job: status, exit and trigger, retries and attempts, every task, its usage (usage.js), task logs, and Stop.
+// One job: status, exit and trigger, retries and attempts, every task, its config (a v2 job's masked v2
+// document), its usage (usage.js), task logs, and Stop.
 
 import { follow, paths, refresher, request } from './api.js';
 import {
@@ -143,6 +144,28 @@ function stopControls(job, ctx, ui, status, redraw, reload) {
     h('button', { type: 'button', onclick: () => set(false) }, 'Cancel'));
 }
 
+
+// The job's config, fetched once when first opened: a v2 job's is its masked v2 document (secrets "******").
+function configPanel(ctx, user, name, ui) {
+  const content = h('pre', { id: 'job-config-text', class: 'config' }, 'Loading\u2026');
+  const title = h('summary', {}, 'Config');
+  let loaded = false;
+  const load = async () => {
+    try {
+      const { data } = await request('GET', paths.config(user, name), { signal: ctx.signal });
+      const v2 = data && (data.protocolVersion === 2 || data.protocolVersion === '2');
+      replace(title, v2 ? 'Config (protocol v2, secrets masked)' : 'Config (as submitted)');
+      replace(content, JSON.stringify(data, null, 2));
+    } catch (err) {
+      if (!ctx.signal.aborted) replace(content, errorNotice(err, 'Could not load the config'));
+    }
+  };
+  return h('details', { id: 'job-config-panel', open: ui.configOpen, ontoggle: (e) => {
+    ui.configOpen = e.target.open;
+    if (e.target.open && !loaded) { loaded = true; load(); }
+  } }, title, content);
+}
+
 export function renderJob(view, ctx) {
   const [user, name] = ctx.args;
   ctx.setTitle(`${name} (${user})`);
@@ -157,11 +180,12 @@ export function renderJob(view, ctx) {
   const onLog = (role, index, attempt) => openLog(logPanel, ctx, { user, name, role, index, attempt });
   // Outside the body, which each refresh redraws: the usage section keeps its picked task and charts.
   const usage = usageSection(ctx, { user, name });
+  const configSection = configPanel(ctx, user, name, ui);
   view.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ',
       h('a', { href: `#/jobs?user=${encodeURIComponent(user)}` }, user), ' / ', name),
     h('div', { class: 'title-row' }, heading(name, ' ', badge), h('div', { class: 'actions' }, live, actions)),
-    status, body, usage.element, logPanel);
+    status, body, configSection, usage.element, logPanel);
 
   let last = null;
   const draw = (focusId) => {

@@ -1,5 +1,6 @@
-// Submit: paste or load an OpenPAI v1 job JSON and POST it as yourself. A refusal lists every
-// "path: rule" on its own line; an acceptance shows the warnings and links to the job.
+// Submit: paste or load an OpenPAI v1 job JSON, or a protocol v2 job (YAML, or JSON with protocolVersion 2),
+// and POST it as yourself. A refusal lists every "path: rule" on its own line; an acceptance shows the
+// warnings and links to the job.
 
 import { ApiError, paths, request } from './api.js';
 import { errorNotice, h, heading, jobHref, notice, replace } from './dom.js';
@@ -24,7 +25,7 @@ function problemItem(text) {
 }
 
 function refusal(err) {
-  if (err instanceof ApiError && err.code === 'InvalidParametersError') {
+  if (err instanceof ApiError && (err.code === 'InvalidParametersError' || err.code === 'InvalidProtocolError')) {
     const problems = splitProblems(err.message);
     return notice('error',
       h('h2', {}, 'The job was refused: fix ', problems.length === 1 ? 'this field' : `these ${problems.length} fields`),
@@ -32,7 +33,7 @@ function refusal(err) {
   }
   if (err instanceof ApiError && err.code === 'ConflictJobError') {
     return notice('error', h('strong', {}, 'Name taken (ConflictJobError): '), err.message,
-      '. Change jobName: a user\u2019s job names are unique.');
+      '. Change the job\u2019s name (jobName, or name in v2): a user\u2019s job names are unique.');
   }
   return errorNotice(err, 'The job was not submitted');
 }
@@ -57,6 +58,16 @@ function jobNameOf(text) {
   }
 }
 
+// v1 is JSON without protocolVersion 2; anything else (YAML, or JSON saying protocolVersion 2) is v2.
+export function isV2(text) {
+  try {
+    const parsed = JSON.parse(text);
+    return Boolean(parsed) && (parsed.protocolVersion === 2 || parsed.protocolVersion === '2');
+  } catch {
+    return true;
+  }
+}
+
 // A clone keeps the config and takes a new name: "train" -> "train-2", "train-2" -> "train-3".
 function nextName(name) {
   const m = /^(.*)-(\d+)$/.exec(name);
@@ -67,10 +78,13 @@ async function loadClone(ctx, from, editor, result) {
   const [user, name] = from.split('/').map(decodeURIComponent);
   try {
     const { data } = await request('GET', paths.config(user, name), { signal: ctx.signal });
-    data.jobName = nextName(String(data.jobName || name));
+    const v2 = isV2(JSON.stringify(data));
+    const field = v2 ? 'name' : 'jobName';
+    data[field] = nextName(String(data[field] || name));
     editor.value = JSON.stringify(data, null, 2);
     sessionStorage.setItem(DRAFT_KEY, editor.value);
-    replace(result, notice('info', `Config of ${name} (${user}) loaded as ${data.jobName}; change what you need and submit.`));
+    const masked = v2 && data.secrets === '******' ? ' Its secrets are masked: give them again.' : '';
+    replace(result, notice('info', `Config of ${name} (${user}) loaded as ${data[field]}; change what you need and submit.${masked}`));
   } catch (err) {
     if (!ctx.signal.aborted) replace(result, errorNotice(err, `Could not load the config of ${name}`));
   }
@@ -82,7 +96,7 @@ export function renderSubmit(view, ctx) {
     'aria-describedby': 'config-hint', placeholder: JSON.stringify(EXAMPLE, null, 2) });
   editor.value = sessionStorage.getItem(DRAFT_KEY) || '';
   editor.addEventListener('input', () => sessionStorage.setItem(DRAFT_KEY, editor.value));
-  const file = h('input', { type: 'file', id: 'job-file', accept: '.json,application/json' });
+  const file = h('input', { type: 'file', id: 'job-file', accept: '.json,.yaml,.yml,application/json,text/yaml' });
   const button = h('button', { type: 'submit', class: 'primary', id: 'submit-job' }, `Submit as ${me}`);
   const result = h('div', { id: 'submit-result', 'aria-live': 'polite' });
 
@@ -100,7 +114,9 @@ export function renderSubmit(view, ctx) {
     button.disabled = true;
     replace(result, h('p', { class: 'muted' }, 'Submitting\u2026'));
     try {
-      const answer = await request('POST', paths.userJobs(me), { body: editor.value, signal: ctx.signal });
+      const answer = isV2(editor.value)
+        ? await request('POST', paths.submitV2, { body: editor.value, contentType: 'text/yaml', signal: ctx.signal })
+        : await request('POST', paths.userJobs(me), { body: editor.value, signal: ctx.signal });
       replace(result, acceptance(me, jobNameOf(editor.value), answer));
       sessionStorage.removeItem(DRAFT_KEY);
     } catch (err) {
@@ -113,9 +129,9 @@ export function renderSubmit(view, ctx) {
   view.append(
     heading('Submit a job'),
     h('form', { id: 'submit-form', onsubmit: submit },
-      h('label', { for: 'job-config' }, 'Job config (OpenPAI v1 JSON)'),
-      h('p', { class: 'hint', id: 'config-hint' }, 'Paste the JSON or load a file. It is submitted as ', h('strong', {}, me),
-        '; jobName must be new among your jobs.'),
+      h('label', { for: 'job-config' }, 'Job config (OpenPAI v1 JSON, or protocol v2 YAML)'),
+      h('p', { class: 'hint', id: 'config-hint' }, 'Paste the JSON or YAML, or load a file. It is submitted as ', h('strong', {}, me),
+        '; its name must be new among your jobs.'),
       editor,
       h('div', { class: 'actions' },
         button,
