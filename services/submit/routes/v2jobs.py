@@ -21,7 +21,7 @@ from services.submit.contract.bodies import FORM_TYPES, check_charset
 from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.requests import USER_NAME_SCHEMA
-from services.submit.contract.route import STRING, Body, Param, Reply, Route
+from services.submit.contract.route import Body, Param, Reply, Route
 from services.submit.routes.jobs import accepted_headers, submit
 from shared.jobconfig.limits import JobLimits
 from shared.jobconfig.v2.checks import validate_v2_body
@@ -100,6 +100,8 @@ _V2_BODY = Body("JobV2", content={
     "text/yaml": {"type": "string", "description": "a protocol v2 job in YAML (OpenPAI v1.8's schema and checks)"},
     "application/json": {"type": "object", "description": "a protocol v2 job as JSON (paiq only: OpenPAI refused "
                                                           "JSON bodies)"}})
+# What a YAML loader reads from the answer (its text is JSON, which is YAML): a v2 job's document.
+_V2_DOCUMENT = {"type": "object", "description": "a protocol v2 job document, secrets masked"}
 _SUBMITTED = Reply("accepted; Location names the job", Submitted, headers={
     "Location": {"schema": {"type": "string"}, "description": "the job's URL path"},
     "X-Warning": {"schema": {"type": "string"}, "description": "the warnings, ' | '"}})
@@ -112,5 +114,5 @@ ROUTES = (
           auth="token", body=_V2_BODY),
     Route("GET", "/api/v2/jobs/{user}~{job}/config", get_v2_config, "a job's config as a protocol v2 document, "
           "secrets masked (a v1 job's converted), as JSON text under text/yaml as OpenPAI answered it",
-          {200: Reply("the config", content={"text/yaml": STRING})}, (400, 404), params=_V2_JOB_PARAMS),
+          {200: Reply("the config", content={"text/yaml": _V2_DOCUMENT})}, (400, 404), params=_V2_JOB_PARAMS),
 )
