@@ -83,7 +83,11 @@ async def test_a_burner_shows_a_core_and_an_allocator_its_200_mb_and_both_outliv
     burn = await profile_with(h, job, "burn", 4)
     alloc = await profile_with(h, job, "alloc", 4)
     cpu = [p.cpu for p in burn.series.points()[1:]]
-    assert cpu and 0.8 <= sum(cpu) / len(cpu) <= 1.1, cpu
+    # A core at most (its limit), and most of one: less what a busy 2-core machine takes from it (0.56-0.79
+    # seen while other work ran); the allocator, asleep once it holds its 200 MB, next to none.
+    assert cpu and 0.5 <= sum(cpu) / len(cpu) <= 1.1 and max(cpu) <= 1.1, cpu
+    idle = [p.cpu for p in alloc.series.points()[2:]]
+    assert idle and max(idle) < 0.2, idle
     assert burn.mem_limit == 128 * MIB and burn.cpus == 1 and burn.gpus == ()
     assert 200 * MIB <= alloc.series.points()[-1].mem <= 512 * MIB, alloc.last
     assert alloc.totals.mem_peak >= 200 * MIB and alloc.mem_limit == 512 * MIB
