@@ -88,5 +88,23 @@ log "ruff"
 .venv/bin/ruff check shared services tests
 log "mypy (strict)"
 .venv/bin/mypy
-log "pytest"
-.venv/bin/pytest -q --durations=25 "$@"
+if [ $# -gt 0 ]; then
+  log "pytest $*"
+  .venv/bin/pytest -q --durations=25 "$@"
+  exit
+fi
+# The whole suite. The chaos and deployment tests (about 7 minutes, spent mostly waiting: databases and
+# brokers kept down, compose stacks started and recreated) run beside the others in a pytest of their
+# own, whose output follows theirs; the run fails if either does.
+side_log=$(mktemp)
+log "pytest: tests/chaos and tests/deploy beside the rest (their output after it)"
+.venv/bin/pytest -q --durations=10 -p no:cacheprovider tests/chaos tests/deploy >"$side_log" 2>&1 &
+side=$!
+status=0
+.venv/bin/pytest -q --durations=25 --ignore=tests/chaos --ignore=tests/deploy || status=$?
+side_status=0
+wait "$side" || side_status=$?
+log "pytest tests/chaos tests/deploy (run beside the rest):"
+cat "$side_log"
+rm -f "$side_log"
+[ "$status" -eq 0 ] && [ "$side_status" -eq 0 ] || { log "pytest failed (rest: $status, chaos and deploy: $side_status)"; exit 1; }
