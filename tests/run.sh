@@ -15,6 +15,8 @@ log() { printf '[tests/run.sh] %s\n' "$*" >&2; }
 # lists are refreshed first, and only when something is to be installed.
 packages=(rabbitmq-server docker-registry apache2-utils debootstrap docker-compose chromium)
 [ -x .venv/bin/python ] || packages+=(python3-venv)
+# node and npm run OpenPAI's own v2 protocol code (tests/oracle/openpai_v2); any node >= 10 with npm >= 8 does
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for pkg in "${packages[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -83,6 +85,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 log "installing paiq and its test dependencies into .venv (versions: tests/constraints.txt)"
 .venv/bin/pip install -q --disable-pip-version-check -c tests/constraints.txt -e '.[test]'
+
+# OpenPAI v1.8's protocol v2 code and the package versions its lock file pinned (a no-op when installed)
+if [ ! -d tests/oracle/openpai_v2/node_modules ] \
+    || [ tests/oracle/openpai_v2/package-lock.json -nt tests/oracle/openpai_v2/node_modules ]; then
+  log "installing the OpenPAI v2 protocol oracle (npm ci --prefix tests/oracle/openpai_v2)"
+  npm ci --prefix tests/oracle/openpai_v2 --no-audit --no-fund --loglevel=error >/dev/null
+fi
 
 log "ruff"
 .venv/bin/ruff check shared services tests
