@@ -17,6 +17,7 @@ models (:mod:`shared.jobconfig.model`), the validator and the published JSON Sch
 
 from __future__ import annotations
 
+import functools
 import re
 import types
 from dataclasses import dataclass
@@ -105,8 +106,10 @@ def defaults_for_nulls(model: type[BaseModel], values: dict[str, Any]) -> dict[s
     return {k: v for k, v in values.items() if not (k in dropped and (v is None or (v == "" and dropped[k])))}
 
 
+@functools.cache
 def default_keys(model: type[BaseModel]) -> dict[str, bool]:
-    """The fields (by alias) where null means the default, each with whether ``""`` does too."""
+    """The fields (by alias) where null means the default, each with whether ``""`` does too (read once per
+    model: every model instance validated asks)."""
     if not getattr(model, "NULL_MEANS_DEFAULT", False):
         return {}
     out = {}
