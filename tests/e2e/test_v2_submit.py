@@ -122,10 +122,10 @@ async def test_a_v2_jobs_secret_is_in_no_answer_event_log_or_stored_document(
     again, _ = await wait_final(api, user, f"{name}-again")
     assert again["jobStatus"]["state"] == "SUCCEEDED"
 
-    # The same name again: 409, as v1.
+    # The same name again: 409, in OpenPAI v1.8's v2 words.
     status, taken, _ = await raw(platform, "POST", "/api/v2/jobs", data=v2_yaml(name, secret),
                                  headers={**token, "Content-Type": "text/yaml"})
-    assert status == 409 and taken["code"] == "ConflictJobError", taken
+    assert status == 409 and taken == {"code": "ConflictJobError", "message": f"Job {user}~{name} already exists."}
 
 
 async def test_a_refusal_names_path_and_rule_and_a_v1_job_reads_back_as_v2(

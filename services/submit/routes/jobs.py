@@ -148,8 +148,22 @@ def prepare_job(body: bytes, judge: Judge, user: str, settings: Settings) -> Pre
     return Prepared(result=result, job=job, document=encoded_job(job))
 
 
+@dataclass(frozen=True)
+class Refusals:
+    """How a protocol words the refusals that come after the body was judged: OpenPAI's v1 and v2 REST
+    servers answered an unknown virtual cluster and a taken name differently."""
+
+    no_vc: Callable[[str, str], ApiError]  # (user, VC): the VC does not exist
+    taken: Callable[[str, str], ApiError]  # (user, job name): the name is taken
+
+
+V1_REFUSALS = Refusals(
+    no_vc=lambda user, vc: ApiError("NoVirtualClusterError", f"virtual cluster {vc} does not exist"),
+    taken=lambda user, name: ApiError("ConflictJobError", f"job {name} already exists for user {user}"))
+
+
 async def submit(request: web.Request, user: str | None, judge: Judge,
-                 accepted_answer: AcceptedAnswer) -> web.Response:
+                 accepted_answer: AcceptedAnswer, refusals: Refusals = V1_REFUSALS) -> web.Response:
     """Every way to submit (v1 POST and PUT, v2 POST): as the path's user only (``None``: the token's own,
     as v2 has no user in its path), into a VC they may use, under a name not taken.
 
@@ -167,7 +181,10 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
         deps.cpu, prepare_job, body, judge, user, deps.settings)
     result, job = prepared.result, prepared.job
     config = result.config
-    _admit((await virtual_clusters(request)).get(config.virtual_cluster), principal, config)
+    vc = (await virtual_clusters(request)).get(config.virtual_cluster)
+    if vc is None:
+        raise refusals.no_vc(user, config.virtual_cluster)
+    _admit(vc, principal, config)
     admitted = requested_user_keys(config)
     idem = _idempotency(request, user, job, body, result.warnings)
     repeated = await _repeat_of(deps.store, idem, config.job_name, accepted_answer)
@@ -178,7 +195,7 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
         stored = await deps.store.submit_job(job, prepared.document, new_job_key(job, admitted),
                                              idem.record if idem else None)
     except JobExistsError as e:
-        raise ApiError("ConflictJobError", f"job {config.job_name} already exists for user {user}") from e
+        raise refusals.taken(user, config.job_name) from e
     except SubmitOutcomeUnknownError:
         log.warning("the database went away while a job was stored; whether it was is unknown", job_id=job.id)
         return ApiError("ServiceUnavailableError", (
@@ -195,10 +212,8 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
     return accepted_answer(user, config.job_name, result.warnings)
 
 
-def _admit(vc: VirtualCluster | None, principal: Principal, config: JobConfig) -> None:
-    """The VC exists and admits the user; crit only from an administrator."""
-    if vc is None:
-        raise ApiError("NoVirtualClusterError", f"virtual cluster {config.virtual_cluster} does not exist")
+def _admit(vc: VirtualCluster, principal: Principal, config: JobConfig) -> None:
+    """The VC admits the user; crit only from an administrator."""
     if not vc.admits(principal.user, principal.groups):
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not use virtual cluster {vc.name}")
     if priority_class_of(config) is PriorityClass.CRIT and not principal.admin:

@@ -22,7 +22,7 @@ from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.requests import USER_NAME_SCHEMA
 from services.submit.contract.route import Body, Param, Reply, Route
-from services.submit.routes.jobs import accepted_headers, submit
+from services.submit.routes.jobs import Refusals, accepted_headers, submit
 from shared.jobconfig.limits import JobLimits
 from shared.jobconfig.v2.checks import validate_v2_body
 from shared.jobconfig.v2.fromjob import to_v2_document
@@ -62,6 +62,13 @@ def _without_password(item: Any) -> Any:
     return {**item, "auth": {**item["auth"], "password": MASK}}
 
 
+# OpenPAI v1.8's v2 job model (models/v2/job/k8s.js put, controllers/v2/job.js): a VC not among the user's,
+# unknown ones included, is 403; a taken name is "Job <user>~<name> already exists."
+V2_REFUSALS = Refusals(
+    no_vc=lambda user, vc: ApiError("ForbiddenUserError", f"User {user} is not allowed to do operation in {vc}"),
+    taken=lambda user, name: ApiError("ConflictJobError", f"Job {user}~{name} already exists."))
+
+
 def accepted_v2(user: str, job_name: str, warnings: tuple[str, ...], *, replayed: bool = False) -> web.Response:
     """OpenPAI v1.8's 202, with v1's headers (Location, Idempotent-Replayed, X-Warning)."""
     return answer(Submitted(status=202, message=f"Update job {job_name} for user {user} successfully.",
@@ -76,7 +83,7 @@ async def submit_v2(request: web.Request) -> web.Response:
         raise ApiError("InvalidProtocolError", f"a protocol v2 job is sent as text/yaml (or application/json), "
                                                f"not as {request.content_type}")
     check_charset(request)
-    return await submit(request, None, judge_v2, accepted_v2)
+    return await submit(request, None, judge_v2, accepted_v2, V2_REFUSALS)
 
 
 def is_v2_document(raw: Mapping[str, Any]) -> bool:
