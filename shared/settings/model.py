@@ -201,6 +201,8 @@ class Settings(EnvModel):
     body_timeout_seconds: Integer = Field(30, alias="PAIQ_BODY_TIMEOUT_SECONDS", ge=1)
     # Policy files, retries, users, logs, history.
     virtual_clusters_path: Text = Field(None, alias="PAIQ_VIRTUAL_CLUSTERS")
+    # The operator's storages (shared.storageconfig: teamwise_storage, GET /api/v2/storages); unset: none.
+    storage_config_path: Text = Field(None, alias="PAIQ_STORAGE_CONFIG")
     exit_spec_path: Text = Field(None, alias="PAIQ_EXIT_SPEC")
     max_platform_retries: Integer = Field(10, alias="PAIQ_MAX_PLATFORM_RETRIES")
     retry_backoff_ms: Integer = Field(2000, alias="PAIQ_RETRY_BACKOFF_MS")
