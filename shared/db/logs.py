@@ -31,7 +31,6 @@ STREAM_CODES = {"stdout": "o", "stderr": "e"}
 STREAM_NAMES = {v: k for k, v in STREAM_CODES.items()}
 
 
-RunKey = TaskRef  # the name services/submit still uses; shared.tasks.ref.TaskRef is the one
 
 
 class RunPhase(StrEnum):

@@ -23,7 +23,6 @@ from pymongo import AsyncMongoClient
 from services.status.service import StatusDeps, remove_expired, retry_policy
 from shared.bus.memory import MemoryBus
 from shared.db.lists.paging import Cursor
-from shared.db.logs import RunKey
 from shared.db.profiles import TaskProfile
 from shared.db.store import Store
 from shared.events import TaskExitedData, TaskStartedData
@@ -33,6 +32,7 @@ from shared.profiling.series import Series, add
 from shared.profiling.usage import Usage
 from shared.records import JobRecord, JobState, NodeRecord, PreemptedBy, TaskState, initial_tasks, now_ms
 from shared.settings.model import Settings
+from shared.tasks.ref import TaskRef
 from tests.conftest import mongo_server
 from tests.infra import unique
 from tests.unit.factories import make_config, role_dict
@@ -115,8 +115,8 @@ QUERIES: dict[str, Query] = {
     "update_job": lambda s: s.update_job("act~running~00000000", {"state": "RUNNING"}, {"reason": "x"}),
     "expired_jobs": lambda s: s.expired_jobs(NOW - 40 * DAY_MS, 100),
     "profiles.of_job": lambda s: s.profiles.of_job("u1~h1~00000001", 0),
-    "profiles.get": lambda s: s.profiles.get(RunKey(job_id="u1~h1~00000001", attempt=0, role="main", index=0)),
-    "profiles.recent": lambda s: s.profiles.recent(RunKey(job_id="u1~h1~00000001", attempt=0, role="main", index=0),
+    "profiles.get": lambda s: s.profiles.get(TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0)),
+    "profiles.recent": lambda s: s.profiles.recent(TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0),
                                                    12),
 }
 

@@ -30,7 +30,6 @@ from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
 from shared.db.idempotency import Submitted
 from shared.db.lists.paging import JobPage, JobSummary
-from shared.db.logs import RunKey
 from shared.db.profiles import TaskProfile
 from shared.profiling.idle import IdleState
 from shared.profiling.series import add
@@ -40,6 +39,7 @@ from shared.scheduling.queueing import QueueEntry, Share, entry_of
 from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
 from shared.tasks.jobkeys import JobKey
+from shared.tasks.ref import TaskRef
 from tests.unit.factories import config_dict, make_config, make_job, make_node, make_task, port_dict, role_dict
 
 pytestmark = pytest.mark.unit
@@ -98,7 +98,7 @@ class FakeProfiles:
     async def of_job(self, job_id: str, attempt: int) -> list[TaskProfile]:
         return [p for p in self.found if (p.job_id, p.attempt) == (job_id, attempt)]
 
-    async def get(self, key: RunKey) -> TaskProfile | None:
+    async def get(self, key: TaskRef) -> TaskProfile | None:
         return next((p for p in self.found if p.id == key.id), None)
 
 

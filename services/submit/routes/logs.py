@@ -24,7 +24,8 @@ from services.submit.contract.route import Param, Route, text
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from services.submit.users import check_user_name
-from shared.db.logs import LogLineRecord, LogStore, RunKey
+from shared.db.logs import LogLineRecord, LogStore
+from shared.tasks.ref import TaskRef
 
 FOLLOW_POLL_SECONDS = 0.3
 LOG_ROUTE = "/api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/log"
@@ -52,7 +53,7 @@ def _int_query(request: web.Request, name: str) -> int | None:
     return number
 
 
-async def _task_key(request: web.Request) -> RunKey:
+async def _task_key(request: web.Request) -> TaskRef:
     principal = await principal_of(request)
     user, name = check_user_name(request.match_info["user"]), request.match_info["job"]
     job = await request.app[DEPS].store.find_job(user, name)
@@ -65,7 +66,7 @@ async def _task_key(request: web.Request) -> RunKey:
     if index is None or not any(t.role == role and t.index == index for t in job.tasks):
         raise ApiError("NoJobError", f"job {name} has no task {shown(role)}[{shown(raw_index)}]")
     attempt = _int_query(request, "attempt")
-    return RunKey(job_id=job.id, role=role, index=index, attempt=job.attempt if attempt is None else attempt)
+    return TaskRef(job_id=job.id, role=role, index=index, attempt=job.attempt if attempt is None else attempt)
 
 
 async def _write(response: web.StreamResponse, lines: list[LogLineRecord], streams: frozenset[str]) -> None:
@@ -74,7 +75,7 @@ async def _write(response: web.StreamResponse, lines: list[LogLineRecord], strea
         await response.write(text.encode())
 
 
-async def _still_to_come(logs: LogStore, request: web.Request, key: RunKey) -> bool:
+async def _still_to_come(logs: LogStore, request: web.Request, key: TaskRef) -> bool:
     """Whether more lines may come: the log is not complete, and the task may still (or did) start."""
     run = await logs.get_run(key)
     if run is not None:

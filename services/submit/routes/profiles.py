@@ -21,11 +21,11 @@ from services.submit.contract.route import Param, Reply, Route
 from services.submit.deps import DEPS
 from services.submit.routes.logs import NUMBER, TASK_PARAMS, _int_query, _number
 from services.submit.throttle import heavy_read
-from shared.db.logs import RunKey
 from shared.db.profiles import ProfileStore, TaskProfile
 from shared.profiling.totals import job_usage
 from shared.profiling.usage import Usage
 from shared.records import JobRecord
+from shared.tasks.ref import TaskRef
 
 JOB_PROFILE_ROUTE = "/api/v1/user/{user}/jobs/{job}/profile"
 TASK_PROFILE_ROUTE = "/api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/profile"
@@ -107,7 +107,7 @@ async def get_task_profile(request: web.Request) -> web.Response:
         raise ApiError("NoJobError", f"job {shown(job.name)} has no task {shown(role)}[{shown(raw_index)}]")
     attempt = _attempt(request, job)
     since = _since(request)
-    found = await _profiles(request).get(RunKey(job_id=job.id, attempt=attempt, role=role, index=index))
+    found = await _profiles(request).get(TaskRef(job_id=job.id, attempt=attempt, role=role, index=index))
     points = tuple(point_view(p) for p in found.series.points(since)) if found else ()
     return answer(answers.TaskProfile(name=job.name, attempt=attempt,
                                       interval_seconds=found.interval_ms / 1000 if found else None,
