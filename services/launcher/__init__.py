@@ -21,6 +21,7 @@ from shared.db.logs import LogStore
 from shared.db.store import Store
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
+from shared.storageconfig import load_storage_configs
 
 
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
@@ -30,5 +31,7 @@ async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bu
     gpus, reader = discover(settings)
     if reader is not None:
         stack.callback(reader.close)
-    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver, logs=logs),
+    storages = load_storage_configs(settings.storage_config_path)  # a bad file stops the launcher at start
+    await start_launcher(stack, LauncherDeps(settings=settings, store=store, bus=bus, driver=driver, logs=logs,
+                                             storages=storages),
                          vitals, reader, gpus.gpus)

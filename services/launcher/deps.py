@@ -16,6 +16,7 @@ from shared.db.store import Store
 from shared.errors import BusError
 from shared.events import CloudEvent
 from shared.settings.model import LauncherSettings, NodeSettings, Settings
+from shared.storageconfig import NO_STORAGES, StorageConfigs
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -27,6 +28,7 @@ class LauncherDeps:
     bus: Bus
     driver: ContainerDriver
     logs: LogStore
+    storages: StorageConfigs = NO_STORAGES  # the operator's (PAIQ_STORAGE_CONFIG), read at start
     work: InFlight = field(default_factory=InFlight, repr=False, compare=False)
 
     @property

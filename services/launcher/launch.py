@@ -32,6 +32,7 @@ from shared.records import JobRecord, TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import container_name
+from shared.tasks.plugins import task_plugins
 from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
@@ -111,9 +112,11 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
             return []
         command = command_to_run(job.config, spec.command, deps.settings.secrets_key)
+        plugins = task_plugins(job.config.extras, spec.role, spec.index, first_role=job.config.task_roles[0].name,
+                               user=job.user, storages=deps.storages)
         container_id = await deps.driver.run(container_spec(
             spec.model_copy(update={"command": command}), name=name, node_id=node_id, code_dir=code_dir,
-            settings=deps.options, job_env=job_env, ssh=ssh))
+            settings=deps.options, job_env=job_env, ssh=ssh, plugins=plugins))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once

@@ -22,6 +22,7 @@ from shared.records import TaskSpec
 from shared.settings.model import LauncherSettings
 from shared.tasks.envvars import task_environment
 from shared.tasks.jobkeys import JobKey
+from shared.tasks.plugins import NO_PLUGINS, TaskPlugins, wrapped_command
 
 DEBUG_WRAPPER = (
     '/bin/sh -c "$1"; code=$?; '
@@ -56,11 +57,17 @@ def parse_debug_marker(line: str) -> tuple[int, int] | None:
 
 
 def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, settings: LauncherSettings,
-                   job_env: Mapping[str, str] = NO_JOB_ENV, ssh: JobKey | None = None) -> ContainerSpec:
+                   job_env: Mapping[str, str] = NO_JOB_ENV, ssh: JobKey | None = None,
+                   plugins: TaskPlugins = NO_PLUGINS) -> ContainerSpec:
     """The container of one task; its environment is the launch's ``job_env`` with the task's own over it.
     With the job's key pair (``ssh``), the container gets its SSH files and starts sshd first
-    (:mod:`services.launcher.container.sshsetup`)."""
-    command: str = spec.command if ssh is None else COMMAND_PREFIX + spec.command
+    (:mod:`services.launcher.container.sshsetup`); the job's runtime plugins (``plugins``,
+    :mod:`shared.tasks.plugins`) put their lines around the command, their keys and their mounts in."""
+    command = wrapped_command(spec.command, plugins)
+    if ssh is not None:
+        if plugins.user_keys:
+            ssh = ssh.model_copy(update={"user_keys": tuple(dict.fromkeys((*ssh.user_keys, *plugins.user_keys)))})
+        command = COMMAND_PREFIX + command
     args: tuple[str, ...] = ()
     if spec.is_debug:
         command, args = DEBUG_WRAPPER, ("paiq-debug", command, str(settings.debug_keep_seconds))
@@ -72,4 +79,5 @@ def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, se
         published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),
         log_max_bytes=max(settings.task_log_max_bytes, 1024 * 1024),
         files=ssh_files(ssh) if ssh is not None else (),
+        binds=tuple((m.host_path, m.container_path, m.read_only) for m in plugins.mounts),
     )

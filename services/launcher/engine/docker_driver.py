@@ -22,7 +22,7 @@ import docker
 import docker.errors
 import requests.exceptions
 import structlog
-from docker.types import CancellableStream, DeviceRequest, LogConfig
+from docker.types import CancellableStream, DeviceRequest, LogConfig, Mount
 from docker.utils import parse_repository_tag
 
 from services.launcher.engine.driver import (
@@ -303,6 +303,9 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
     }
     if spec.code_dir:
         kwargs["volumes"] = {spec.code_dir: {"bind": CODE_MOUNT, "mode": "ro"}}
+    if spec.binds:  # a bind of a missing host directory fails the start (never created empty)
+        kwargs["mounts"] = [Mount(target=inside, source=host, type="bind", read_only=ro)
+                            for host, inside, ro in spec.binds]
     if spec.published_ports:
         kwargs["ports"] = {f"{p}/{proto}": p for p in spec.published_ports for proto in ("tcp", "udp")}
     if spec.log_max_bytes:

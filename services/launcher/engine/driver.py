@@ -56,6 +56,8 @@ class ContainerSpec(BaseModel):
     published_ports: tuple[int, ...] = ()  # bridge networking: each published 1:1 (tcp and udp)
     log_max_bytes: int = 0  # the engine's own log file of the container (0: the engine's default)
     files: tuple[ContainerFile, ...] = ()
+    # Host directories bound into the container: (host path, container path, read only).
+    binds: tuple[tuple[str, str, bool], ...] = ()
 
 
 class ContainerInfo(BaseModel):

@@ -50,6 +50,7 @@ from shared.jobconfig.v2.model import JobV2
 from shared.jobconfig.v2.model import TaskRole as RoleV2
 from shared.jobconfig.v2.render import RenderError, masked, render_auth, role_command
 from shared.jobconfig.validation import Accepted, Rejected, config_problems, limit_problems
+from shared.tasks.plugins import TENSORBOARD_PORT, plugin_warnings, uses_plugin
 from shared.tasks.runtimeenv import colliding_roles, framework_role_name
 
 DEFAULT_SHM_MB = 512  # v2's /dev/shm when extraContainerOptions.shmMB is absent (models/v2/job/k8s.js)
@@ -155,6 +156,9 @@ def v1_fields(job: JobV2, document: Mapping[str, Any], commands: dict[str, str],
     roles = [_role(name, role, commands[name], images[role.docker_image], auths.get(role.docker_image))
              for name, role in job.task_roles.items()]
     first = roles[0]
+    if uses_plugin(job.extras, "tensorboard") and all(p["label"] != TENSORBOARD_PORT for p in first["portList"]):
+        # the tensorboard runtime plugin's server: a port reserved on the first role (its first task serves)
+        first["portList"].append({"label": TENSORBOARD_PORT, "beginAt": 0, "portNumber": 1})
     defaults = job.defaults.model_extra or {}
     out: dict[str, Any] = {
         "jobName": job.name, "image": first["image"], "retryCount": job.job_retry_count, "taskRoles": roles,
@@ -242,4 +246,4 @@ def to_job_config(job: JobV2, document: Mapping[str, Any], limits: JobLimits) ->
                 f"tag and digest), got {role.image!r}")))
     if problems:
         return Rejected(problems=tuple(_translated(problems, fields)))
-    return Accepted(config=config, raw=masked(stored(document)))
+    return Accepted(config=config, raw=masked(stored(document)), warnings=plugin_warnings(job.extras))
