@@ -17,8 +17,10 @@ launcher mounts the storages a task gets (:func:`storages_for`).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -134,14 +136,32 @@ def storages_for(configs: StorageConfigs, names: tuple[str, ...] | None, user: s
     return tuple(s for s in found if s is not None)
 
 
+@dataclass(frozen=True)
+class StorageDenied:
+    """Why a submission may not have a storage: it does not exist (400) or is not the user's (403)."""
+
+    storage: str
+    unknown: bool
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def storage_refusal(configs: StorageConfigs, names: tuple[str, ...] | None, user: str,
-                    groups: Iterable[str] = ()) -> str | None:
+                    groups: Iterable[str] = ()) -> StorageDenied | None:
     """Why ``user`` may not have these storages (an unknown name, or one not theirs); ``None``: they may."""
     members = tuple(groups)
     for name in names or ():
         config = configs.get(name)
         if config is None:
-            return f"storage {name} does not exist (teamwise_storage's storageConfigNames)"
+            return StorageDenied(name, True, f"storage {name} does not exist (teamwise_storage's storageConfigNames)")
         if not config.allows(user, members):
-            return f"user {user} is not allowed to use storage {name}"
+            return StorageDenied(name, False, f"user {user} is not allowed to use storage {name}")
     return None
+
+
+@functools.lru_cache(maxsize=4)
+def storage_configs_at(path: str | None) -> StorageConfigs:
+    """:func:`load_storage_configs`, read once per path for the process's life (the submit service's check)."""
+    return load_storage_configs(path)

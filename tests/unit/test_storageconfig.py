@@ -55,7 +55,10 @@ def test_invalid_files_are_refused(text: str) -> None:
 ])
 def test_who_may_use_which(names: tuple[str, ...] | None, user: str, groups: tuple[str, ...],
                            refusal: str | None) -> None:
-    assert storage_refusal(parse_storage_configs(DOC), names, user, groups) == refusal
+    denied = storage_refusal(parse_storage_configs(DOC), names, user, groups)
+    assert (None if denied is None else str(denied)) == refusal
+    if denied is not None:
+        assert denied.unknown == (denied.storage == "nope")
 
 
 def test_what_a_task_mounts() -> None:

@@ -44,7 +44,9 @@ from shared.scheduling.priority import FIELD_PATH as PRIORITY_FIELD
 from shared.scheduling.priority import PriorityClass, priority_class_of
 from shared.scheduling.vclusters import VirtualCluster, with_default
 from shared.settings.model import Settings
+from shared.storageconfig import storage_configs_at, storage_refusal
 from shared.tasks.envvars import JobPaths, resolve_paths
+from shared.tasks.plugins import teamwise_storage_names
 
 log = structlog.get_logger("paiq.submit")
 # What a new job's name may be, as the job config's schema says it (the path names it on a PUT).
@@ -185,6 +187,7 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
     if vc is None:
         raise refusals.no_vc(user, config.virtual_cluster)
     _admit(vc, principal, config)
+    _admit_storages(deps.settings, principal, config)
     admitted = requested_user_keys(config)
     idem = _idempotency(request, user, job, body, result.warnings)
     repeated = await _repeat_of(deps.store, idem, config.job_name, accepted_answer)
@@ -210,6 +213,15 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
     await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
         job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
     return accepted_answer(user, config.job_name, result.warnings)
+
+
+def _admit_storages(settings: Settings, principal: Principal, config: JobConfig) -> None:
+    """The teamwise_storage plugin's storages must exist (400) and be the user's or their groups' (403)."""
+    names = teamwise_storage_names(config.extras)
+    denied = storage_refusal(storage_configs_at(settings.storage_config_path), names, principal.user,
+                             principal.groups) if names else None
+    if denied is not None:
+        raise ApiError("InvalidParametersError" if denied.unknown else "ForbiddenUserError", denied.message)
 
 
 def _admit(vc: VirtualCluster, principal: Principal, config: JobConfig) -> None:
