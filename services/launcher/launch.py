@@ -17,6 +17,7 @@ import structlog
 
 from services.launcher.container.authfile import read_auth_file
 from services.launcher.container.codedir import CodeDir, resolve_code_dir
+from services.launcher.container.gitclone import CloneError, clone_all
 from services.launcher.container.jobsecrets import command_to_run, registry_login
 from services.launcher.container.spec import container_spec, wants_pull
 from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
@@ -32,7 +33,7 @@ from shared.records import JobRecord, TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import container_name
-from shared.tasks.plugins import task_plugins
+from shared.tasks.plugins import TaskPlugins, task_plugins
 from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
@@ -94,11 +95,20 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, n
         if not isinstance(found, CodeDir):
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
         code_dir = found.host_path
-    return await _start(deps, spec, key, name, code_dir, began, job_env, ssh, job)
+    plugins = task_plugins(job.config.extras, spec.role, spec.index, first_role=job.config.task_roles[0].name,
+                           user=job.user, storages=deps.storages)
+    if plugins.clones:
+        try:
+            cloned = await clone_all(plugins.clones, deps.settings.data_dir / "git" / name)
+        except (CloneError, OSError) as e:
+            return await _fail(deps, key, exitcodes.CONFIG_ERROR, str(e))
+        plugins = plugins.model_copy(update={"mounts": (*plugins.mounts, *cloned)})
+    return await _start(deps, spec, key, name, code_dir, began, job_env, ssh, job, plugins)
 
 
-async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, code_dir: str,
-                 began: float, job_env: Mapping[str, str], ssh: JobKey | None, job: JobRecord) -> list[CloudEvent]:
+async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, code_dir: str, began: float,
+                 job_env: Mapping[str, str], ssh: JobKey | None, job: JobRecord,
+                 plugins: TaskPlugins) -> list[CloudEvent]:
     """Pull if needed, then create and start the container, unless the job no longer wants it. A v2
     job's sealed registry credentials and secrets are opened here (:mod:`services.launcher.container.jobsecrets`)."""
     node_id = deps.node.node_id
@@ -112,8 +122,6 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
             return []
         command = command_to_run(job.config, spec.command, deps.settings.secrets_key)
-        plugins = task_plugins(job.config.extras, spec.role, spec.index, first_role=job.config.task_roles[0].name,
-                               user=job.user, storages=deps.storages)
         container_id = await deps.driver.run(container_spec(
             spec.model_copy(update={"command": command}), name=name, node_id=node_id, code_dir=code_dir,
             settings=deps.options, job_env=job_env, ssh=ssh, plugins=plugins))

@@ -11,7 +11,9 @@ same from the job config and the task (:func:`task_plugins`) and the launcher ru
 - ``ssh``: paiq's own SSH setup (:mod:`services.launcher.container.sshsetup`) runs for every job:
   ``jobssh`` between tasks always works; ``userssh.value`` adds the user's public key to
   ``authorized_keys``; ``sshbarrier`` waits (pre command) until every peer's sshd answers;
-- ``git``: ``git clone [options] repo_uri`` into ``clone_dir`` (default ``/pai/code``) before the commands;
+- ``git``: ``git clone [options] repo_uri`` before the commands, by the launcher on the node (as OpenPAI's
+  init container did: the image needs no git), the clone bound at ``clone_dir`` (default
+  ``/usr/local/pai/code``, OpenPAI's); a clone that fails fails the task;
 - ``tensorboard``: on the first role's first task, a server on the reserved ``tensorboard`` port
   (:data:`TENSORBOARD_PORT`): ``tensorboard --logdir ... --bind_all`` where the image has it, else
   busybox ``httpd`` serving the log directory (so the address answers);
@@ -33,7 +35,7 @@ from shared.storageconfig import StorageConfig, StorageConfigs, requested_storag
 PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
 KNOWN_PLUGINS = ("ssh", "cmd", "git", "tensorboard", "teamwise_storage")
 TENSORBOARD_PORT = "tensorboard"  # the port label paiq reserves on the first role
-DEFAULT_CLONE_DIR = "/pai/code"
+DEFAULT_CLONE_DIR = "/usr/local/pai/code"
 SSH_BARRIER_MINUTES = 30
 
 
@@ -57,18 +59,32 @@ class Mount(BaseModel):
     read_only: bool = False
 
 
+class GitClone(BaseModel):
+    """A repository the launcher clones before the task starts, bound into it at ``target``."""
+
+    model_config = ConfigDict(frozen=True)
+    uri: str
+    options: tuple[str, ...] = ()
+    target: str = DEFAULT_CLONE_DIR
+
+    def argv(self, into: str) -> list[str]:
+        return ["git", "clone", *self.options, "--", self.uri, into]
+
+
 class TaskPlugins(BaseModel):
-    """What the plugins add to one task: shell lines before and after its commands, mounts, SSH keys."""
+    """What the plugins add to one task: shell lines before and after its commands, mounts, SSH keys,
+    repositories to clone."""
 
     model_config = ConfigDict(frozen=True)
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
     mounts: tuple[Mount, ...] = ()
     user_keys: tuple[str, ...] = ()
+    clones: tuple[GitClone, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.pre or self.post or self.mounts or self.user_keys)
+        return not (self.pre or self.post or self.mounts or self.user_keys or self.clones)
 
 
 NO_PLUGINS = TaskPlugins()
@@ -130,15 +146,15 @@ def _cmd(use: PluginUse) -> tuple[list[str], list[str]]:
     return list(params.get("preCommands") or ()), list(params.get("postCommands") or ())
 
 
-def _git(use: PluginUse) -> list[str]:
+def _git(use: PluginUse) -> GitClone | list[str]:
+    """The clone, or (no ``repo_uri``) lines failing the task as OpenPAI's plugin did."""
     uri = use.parameters.get("repo_uri")
     if not isinstance(uri, str) or not uri:
         return ["echo '[paiq] git: the plugin has no repo_uri' >&2", "exit 1"]
     target = str(use.parameters.get("clone_dir") or DEFAULT_CLONE_DIR)
     options = use.parameters.get("options") or []
-    opts = " ".join(shlex.quote(str(o)) for o in (options if isinstance(options, list) else [options]))
-    return [f"mkdir -p {shlex.quote(target)}",
-            f"git clone {opts} {shlex.quote(uri)} {shlex.quote(target)}".replace("  ", " ")]
+    return GitClone(uri=uri, options=tuple(str(o) for o in (options if isinstance(options, list) else [options])),
+                    target=target if target.startswith("/") else f"/pai/{target}")
 
 
 def tensorboard_port_variable(role: str, index: int) -> str:
@@ -196,6 +212,7 @@ def task_plugins(extras: Mapping[str, Any] | None, role: str, index: int, *, fir
     post: list[str] = []
     keys: list[str] = []
     mounts: list[Mount] = []
+    clones: list[GitClone] = []
     members = tuple(groups)
     for use in plugin_uses(extras):
         if not use.applies_to(role):
@@ -210,13 +227,17 @@ def task_plugins(extras: Mapping[str, Any] | None, role: str, index: int, *, fir
                 pre += _guarded(barrier, use.failure_policy)
                 keys += user_keys
             case "git":
-                pre += _guarded(_git(use), use.failure_policy)
+                clone = _git(use)
+                if isinstance(clone, GitClone):
+                    clones.append(clone)
+                else:
+                    pre += _guarded(clone, use.failure_policy)
             case "tensorboard" if role == first_role and index == 0:
                 pre += _guarded(_tensorboard(use, role, index), use.failure_policy)
             case "teamwise_storage":
                 mounts += _mounts(storages_for(storages, requested_storages(use.parameters), user, members))
     return TaskPlugins(pre=tuple(pre), post=tuple(post), mounts=tuple(dict.fromkeys(mounts)),
-                       user_keys=tuple(dict.fromkeys(keys)))
+                       user_keys=tuple(dict.fromkeys(keys)), clones=tuple(clones))
 
 
 def wrapped_command(command: str, plugins: TaskPlugins) -> str:

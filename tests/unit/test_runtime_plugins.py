@@ -88,10 +88,14 @@ def test_ssh_userssh_keys_and_barrier() -> None:
     assert not plugins_of(extras({"plugin": "ssh", "parameters": {"jobssh": True}})).pre
 
 
-def test_git_clones_before_the_commands(tmp_path: Any) -> None:
+def test_git_clones_before_the_commands() -> None:
     p = plugins_of(extras({"plugin": "git", "parameters": {"repo_uri": "file:///srv/repo.git", "clone_dir": "/w",
                                                            "options": ["--branch=dev"]}}))
-    assert p.pre[-1] == "git clone --branch=dev file:///srv/repo.git /w"
+    [clone] = p.clones
+    assert clone.target == "/w" and clone.argv("/h") == ["git", "clone", "--branch=dev", "--", "file:///srv/repo.git",
+                                                         "/h"]
+    [default] = plugins_of(extras({"plugin": "git", "parameters": {"repo_uri": "u"}})).clones
+    assert default.target == "/usr/local/pai/code"
     missing = plugins_of(extras({"plugin": "git", "parameters": {}}))
     assert run(wrapped_command("echo user", missing))[0] == 1
 
