@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+from cryptography.fernet import Fernet
 from docker.models.containers import Container
 
 from shared.db.embedded import free_port
@@ -45,6 +46,7 @@ def stack_settings(fs_dir: Path) -> dict[str, str]:
         "MONGO_INITDB_ROOT_PASSWORD": secrets.token_hex(16),
         "PAIQ_ADMIN_USER": "admin",
         "PAIQ_ADMIN_PASSWORD": secrets.token_hex(16),
+        "PAIQ_SECRETS_KEY": Fernet.generate_key().decode(),
         "API_HOST_PORT": str(free_port()),
         "RABBITMQ_HOST_PORT": str(free_port()),
         "RABBITMQ_MANAGEMENT_HOST_PORT": str(free_port()),

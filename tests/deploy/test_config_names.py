@@ -25,7 +25,7 @@ from tests.deploy.manifests import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 SECRETS = {"RABBITMQ_DEFAULT_PASS": "rabbit-secret", "MONGO_INITDB_ROOT_PASSWORD": "mongo-secret",
-           "PAIQ_ADMIN_PASSWORD": "admin-secret"}
+           "PAIQ_ADMIN_PASSWORD": "admin-secret", "PAIQ_SECRETS_KEY": "sealing-key"}
 USERS = {"RABBITMQ_DEFAULT_USER": "paiq", "MONGO_INITDB_ROOT_USERNAME": "paiq", "PAIQ_ADMIN_USER": "admin"}
 SECRET_NAME = re.compile(r"PASS|PASSWORD|SECRET|TOKEN|COOKIE|KEYFILE")
 DEPLOY_FILES = [COMPOSE, *sorted(K8S.glob("*.yaml")), K8S / "secrets.env.example",
@@ -69,6 +69,10 @@ def test_compose_puts_the_given_secrets_where_they_belong() -> None:
         assert "paiq:rabbit-secret@" in env["PAIQ_AMQP_URL"]
         assert "paiq:mongo-secret@" in env["PAIQ_MONGODB_URI"]
     assert services["submit"]["environment"]["PAIQ_ADMIN_PASSWORD"] == "admin-secret"
+    # the key that seals jobs' secrets: where they are sealed (submit) and opened (the launcher) alone
+    assert sorted(n for n in services if services[n].get("environment", {}).get("PAIQ_SECRETS_KEY")) == [
+        "launcher", "submit"]
+    assert {services[n]["environment"]["PAIQ_SECRETS_KEY"] for n in ("submit", "launcher")} == {"sealing-key"}
     assert services["rabbitmq"]["environment"]["RABBITMQ_DEFAULT_PASS"] == "rabbit-secret"
     assert services["mongodb"]["environment"]["MONGO_INITDB_ROOT_PASSWORD"] == "mongo-secret"
 
