@@ -39,6 +39,7 @@ class Principal:
     user: str
     admin: bool
     groups: tuple[str, ...] = ()
+    application: bool = False  # an application token's: it may not manage users or tokens (OpenPAI v1.8)
 
 
 class UserInfo(BaseModel):
@@ -48,16 +49,29 @@ class UserInfo(BaseModel):
     name: str
     admin: bool
     groups: tuple[str, ...] = ()
+    email: str = ""  # OpenPAI v1.8's user fields (/api/v2); empty where never given
+    extension: dict[str, object] = {}
+
+
+class TokenInfo(BaseModel):
+    """A token as its owner may see it: its id (the digest it is stored by), never the token."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    application: bool
+    expires_ms: int
 
 
 # What a user's document may show: the password hash never leaves the store.
-_SHOWN = {"admin": 1, "groups": 1}
+_SHOWN = {"admin": 1, "groups": 1, "email": 1, "extension": 1}
 
 
 def _info(doc: dict[str, object]) -> UserInfo:
-    groups = doc.get("groups")
+    groups, extension = doc.get("groups"), doc.get("extension")
     return UserInfo(name=str(doc["_id"]), admin=bool(doc.get("admin")),
-                    groups=tuple(str(g) for g in groups) if isinstance(groups, list) else ())
+                    groups=tuple(str(g) for g in groups) if isinstance(groups, list) else (),
+                    email=str(doc.get("email") or ""),
+                    extension=dict(extension) if isinstance(extension, dict) else {})
 
 
 def user_name_problem(user: str) -> str | None:
@@ -102,13 +116,18 @@ class Users:
         self._users = store.users
         self._tokens = store.tokens
 
-    async def create(self, user: str, password: str, *, admin: bool, groups: tuple[str, ...] = ()) -> None:
+    async def create(self, user: str, password: str, *, admin: bool, groups: tuple[str, ...] = (),
+                     email: str = "", extension: dict[str, object] | None = None) -> None:
         problem = password_problem(password)
         if problem:
             raise ApiError("InvalidParametersError", problem)
         hashed = (await asyncio.to_thread(_hash_password, password)).decode()
         doc = {"_id": check_user_name(user), "password_hash": hashed, "admin": admin, "groups": list(groups),
                "created_ms": now_ms()}
+        if email:
+            doc["email"] = email
+        if extension:
+            doc["extension"] = extension
 
         async def insert() -> bool:
             try:
@@ -144,6 +163,51 @@ class Users:
         if password is not None:  # a new password ends old sessions
             await idempotent(lambda: self._tokens.delete_many({"user": user}), "end a user's sessions")
         log.info("user updated", user=user, password_changed=password is not None, admin=admin)
+
+    async def set_profile(self, user: str, *, email: str | None = None,
+                          extension: dict[str, object] | None = None) -> None:
+        """OpenPAI v1.8's profile fields (/api/v2): a new e-mail address, extension keys merged in."""
+        changes: dict[str, object] = {} if email is None else {"email": email}
+        changes.update({f"extension.{k}": v for k, v in (extension or {}).items()})
+        if not await self.exists(user):
+            raise ApiError("NoUserError", f"user {user} does not exist")
+        if changes:
+            await idempotent(lambda: self._users.update_one({"_id": user}, {"$set": changes}), "update a user")
+
+    async def join(self, user: str, group: str, *, leave: bool = False) -> None:
+        """Put ``user`` in ``group`` (``leave``: take them out); NoUserError for an unknown user."""
+        change = {"$pull": {"groups": group}} if leave else {"$addToSet": {"groups": group}}
+        result = await idempotent(lambda: self._users.update_one({"_id": user}, change), "change a user's groups")
+        if result.matched_count == 0:
+            raise ApiError("NoUserError", f"user {user} does not exist")
+        log.info("user's groups changed", user=user, group=group, left=leave)
+
+    async def members(self, group: str) -> list[UserInfo]:
+        """The users in ``group``, by name (the ``users_by_group`` index)."""
+        return [_info(d) async for d in self._users.find({"groups": group}, _SHOWN).sort([("_id", ASCENDING)])]
+
+    async def leave_everywhere(self, group: str) -> None:
+        """Take every user out of ``group`` (it was removed)."""
+        await idempotent(lambda: self._users.update_many({"groups": group}, {"$pull": {"groups": group}}),
+                         "take users out of a removed group")
+
+    async def tokens_of(self, user: str) -> list[TokenInfo]:
+        """The user's live tokens, by id (the ``tokens_by_user`` index; few per user)."""
+        now = datetime.now(UTC)
+        out = []
+        async for d in self._tokens.find({"user": user}).sort([("_id", ASCENDING)]).limit(1000):
+            expires = d["expires_at"] if d["expires_at"].tzinfo else d["expires_at"].replace(tzinfo=UTC)
+            if expires > now:
+                out.append(TokenInfo(id=str(d["_id"]), application=bool(d.get("application")),
+                                     expires_ms=int(expires.timestamp() * 1000)))
+        return out
+
+    async def revoke(self, user: str, token: str) -> bool:
+        """End one of ``user``'s tokens, given as the token or as its id; False when they hold no such token."""
+        ids = [_digest(token)] + ([token] if re.fullmatch(r"[0-9a-f]{64}", token) else [])
+        result = await idempotent(lambda: self._tokens.delete_many({"_id": {"$in": ids}, "user": user}),
+                                  "revoke a token")
+        return int(result.deleted_count) > 0
 
     async def exists(self, user: str) -> bool:
         return await self._users.count_documents({"_id": user}, limit=1) > 0
@@ -193,10 +257,11 @@ class Users:
             raise ApiError("UnauthorizedUserError", "user name or password is wrong")
         return await self.issue_token(user, bool(doc.get("admin")), expiration_s), bool(doc.get("admin"))
 
-    async def issue_token(self, user: str, admin: bool, expiration_s: int) -> str:
+    async def issue_token(self, user: str, admin: bool, expiration_s: int, *, application: bool = False) -> str:
         token = secrets.token_urlsafe(32)
         expires = datetime.now(UTC) + timedelta(seconds=expiration_s)
-        doc = {"_id": _digest(token), "user": user, "admin": admin, "expires_at": expires, "created_ms": now_ms()}
+        doc = {"_id": _digest(token), "user": user, "admin": admin, "expires_at": expires, "created_ms": now_ms(),
+               "application": application}
 
         async def insert() -> None:
             with contextlib.suppress(DuplicateKeyError):  # only this request's own earlier try has this id
@@ -219,7 +284,8 @@ class Users:
         if user is None:
             return None
         return Principal(user=str(doc["user"]), admin=bool(user.get("admin")),
-                         groups=tuple(str(g) for g in user.get("groups") or ()))
+                         groups=tuple(str(g) for g in user.get("groups") or ()),
+                         application=bool(doc.get("application")))
 
     async def ensure_admin(self, user: str, password: str) -> bool:
         """Create the configured admin if missing; True when created."""

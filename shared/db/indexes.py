@@ -72,6 +72,8 @@ async def _create_indexes(store: Store) -> None:
     await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")
     # whether an admin is left when one is demoted (services/submit/users.py)
     await store.users.create_index([("admin", ASCENDING)], name="users_by_admin")
+    # a group's members: the users whose groups name it (services/submit/users.py; groups are read by _id)
+    await store.users.create_index([("groups", ASCENDING)], name="users_by_group")
     existing = {str(ix["name"]) async for ix in await jobs.list_indexes()}
     for name in OBSOLETE_INDEXES:
         if name in existing:

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.records import JobRecord
 from shared.storageconfig import StorageConfig, StorageConfigs, requested_storages, storages_for
 
 PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
@@ -260,3 +261,13 @@ def tensorboard_address(extras: Mapping[str, Any] | None, first_role_task: tuple
     found = ports.get(TENSORBOARD_PORT)
     port = found[0] if isinstance(found, list | tuple) and found else found
     return f"http://{ip}:{port}" if ip and isinstance(port, int) else None
+
+
+def job_tensorboard_address(job: JobRecord) -> str | None:
+    """The job's TensorBoard address (``http://ip:port``) once its first role's first task is placed; ``None``
+    for a job without the tensorboard plugin (for the job detail answer's ``tensorboardAddress``)."""
+    if not job.config.task_roles:
+        return None
+    first = job.config.task_roles[0].name
+    task = next((t for t in job.tasks if t.role == first and t.index == 0), None)
+    return tensorboard_address(job.config.extras, (task.ip or "", task.ports) if task is not None else None)

@@ -65,6 +65,11 @@ def test_the_document_is_a_valid_openapi_3_1_document() -> None:
     schemathesis.openapi.from_dict(DOC).validate()
 
 
+# Codes OpenPAI answered on some routes with a status other than their usual one (400 for an unknown user of
+# GET /api/v1/user/{user}, an unknown VC of POST /api/v2/users, an unknown group of PUT /api/v2/groups).
+OTHER_STATUS = {"NoUserError", "NoVirtualClusterError", "NoGroupError"}
+
+
 def operations() -> list[tuple[str, str, dict[str, Any]]]:
     return [(method, path, op) for path, ops in DOC["paths"].items() for method, op in ops.items()]
 
@@ -86,7 +91,7 @@ def test_every_status_a_route_can_answer_is_documented(method: str, path: str, o
     for status in statuses - {"200", "201", "202", "304"}:
         codes = op["responses"][status]["content"]["application/json"]["schema"]
         assert codes == {"$ref": "#/components/schemas/Error"} or set(codes["properties"]["code"]["enum"]) <= {
-            c for c, s in STATUS_OF.items() if s == int(status)} | {"NoUserError"}, (status, codes)
+            c for c, s in STATUS_OF.items() if s == int(status)} | OTHER_STATUS, (status, codes)
 
 
 # --- the job config's schema against the models ------------------------------------------------------

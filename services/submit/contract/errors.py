@@ -18,12 +18,18 @@ ErrorCode = Literal[
     "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
     "ServiceUnavailableError", "TooManyRequestsError", "InvalidProtocolError",
+    "NoGroupError", "ConflictGroupError", "NoStorageError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
     "InvalidParametersError": 400,
     # A protocol v2 job refused (POST /api/v2/jobs only): the message names each path and rule.
     "InvalidProtocolError": 400,
+    # OpenPAI v1.8's /api/v2 groups and storages (their routes only): an unknown group or storage, a taken
+    # group name (OpenPAI answered that 500; paiq says what it is).
+    "NoGroupError": 404,
+    "ConflictGroupError": 409,
+    "NoStorageError": 404,
     "NoUserError": 404,
     "UnauthorizedUserError": 401,
     "ForbiddenUserError": 403,
@@ -83,7 +89,8 @@ class Error(BaseModel):
 
 
 # Codes only some routes answer with (each such route lists them in its ``also``).
-ROUTE_CODES: frozenset[ErrorCode] = frozenset({"InvalidProtocolError"})
+ROUTE_CODES: frozenset[ErrorCode] = frozenset({"InvalidProtocolError", "NoGroupError", "ConflictGroupError",
+                                               "NoStorageError"})
 
 
 def codes_of(status: int) -> list[ErrorCode]:

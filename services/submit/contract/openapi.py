@@ -25,6 +25,7 @@ from services.submit.contract.answers import ANSWERS
 from services.submit.contract.configschema import REF, job_config_schemas, named_by_path
 from services.submit.contract.requests import REQUESTS
 from services.submit.contract.route import paths
+from services.submit.contract.v2users import V2_ANSWERS, V2_REQUESTS
 from services.submit.routes.clusters import QUOTA, VC_CHANGE
 from services.submit.routes.table import ROUTES
 
@@ -32,8 +33,8 @@ from services.submit.routes.table import ROUTES
 def _model_schemas() -> dict[str, Any]:
     """Every answer (as it is serialized) and every request body (as it is validated), and the models they
     hold, by class name."""
-    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "serialization") for m in ANSWERS]
-    modes += [(m, "validation") for m in REQUESTS]
+    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "serialization") for m in (*ANSWERS, *V2_ANSWERS)]
+    modes += [(m, "validation") for m in (*REQUESTS, *V2_REQUESTS)]
     _, generated = models_json_schema(modes, by_alias=True, ref_template=REF)
     schemas: dict[str, Any] = generated["$defs"]
     return schemas

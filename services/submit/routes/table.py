@@ -12,7 +12,22 @@ from typing import Any
 from aiohttp import web
 
 from services.submit.contract.route import Reply, Route
-from services.submit.routes import access, clusters, feed, health, jobs, listing, logs, pages, profiles, ssh, v2jobs
+from services.submit.routes import (
+    access,
+    clusters,
+    feed,
+    health,
+    jobs,
+    listing,
+    logs,
+    pages,
+    profiles,
+    ssh,
+    v2access,
+    v2clusters,
+    v2jobs,
+    v2users,
+)
 
 DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
 
@@ -29,6 +44,9 @@ ROUTES: tuple[Route, ...] = (
     *v2jobs.ROUTES,
     *ssh.ROUTES,
     *clusters.ROUTES,
+    *v2access.ROUTES,
+    *v2users.ROUTES,
+    *v2clusters.ROUTES,
     Route("GET", "/api/v1/openapi.json", get_openapi, "this document",
           {200: Reply("", content={"application/json": {"type": "object"}})}),
     *logs.ROUTES,
