@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from shared.db.lists.keywords import name_keys
 from shared.db.packing import PACK_MIN_BYTES, configs_once, configs_whole, pack, unpack
 from shared.jobconfig.limits import bson_bytes
 from shared.jobconfig.model import JobConfig, TaskRole
@@ -268,7 +269,7 @@ class JobRecord(_Record):
         doc.update(task_fields(self.tasks, packed=packed))
         doc.update(holding_fields(self.tasks))
         doc.update(task_count=self.config.total_tasks, gpu_count=self.config.total_gpus,
-                   role_count=len(self.config.task_roles))
+                   role_count=len(self.config.task_roles), name_keys=name_keys(self.name))
         return doc
 
     @classmethod

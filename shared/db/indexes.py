@@ -50,6 +50,17 @@ async def _create_indexes(store: Store) -> None:
     # all of the user's jobs in each window and keeps those in the state, a cost that grows with their history
     await jobs.create_index([("user", ASCENDING), ("state", ASCENDING), ("created_ms", DESCENDING),
                              ("_id", ASCENDING)], name="user_state_created")
+    # GET /api/v2/jobs's vc filter, alone and with username and state: each combination one equality prefix
+    for fields in (("virtual_cluster",), ("virtual_cluster", "user"), ("virtual_cluster", "state"),
+                   ("virtual_cluster", "user", "state")):
+        await jobs.create_index([*((f, ASCENDING) for f in fields), ("created_ms", DESCENDING), ("_id", ASCENDING)],
+                                name="_".join(("vc", *fields[1:], "created")))
+    # its keyword: the prefixes of a name and of its words (multikey; shared.db.lists.keywords)
+    await jobs.create_index([("name_keys", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
+                            name="name_keys_created")
+    # its tagsContain (shared.db.tags)
+    await jobs.create_index([("tags", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
+                            name="tags_created")
     # the scheduler's pass: the queue without the jobs parked as never fitting (all equality, so the
     # server reads only those documents)
     await jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("parked", ASCENDING)], name="queue")

@@ -29,10 +29,12 @@ from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
 from shared.db.lists.counts import ListCounts
 from shared.db.lists.paging import Cursor, JobPage, list_page
+from shared.db.lists.totals import list_total
 from shared.db.logs import LogStore
 from shared.db.profiles import ProfileStore
 from shared.db.retry import idempotent
 from shared.db.submission import submit_job
+from shared.db.tags import add_tag, delete_tag, tags_of
 from shared.db.tallies import Tallies
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.records import (
@@ -194,10 +196,25 @@ class Store:
         return jobs
 
     async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
-                        offset: int = 0, cursor: Cursor | None = None) -> JobPage:
+                        offset: int = 0, cursor: Cursor | None = None, vc: str | None = None,
+                        keyword: str | None = None, tags: tuple[str, ...] = ()) -> JobPage:
         """A page of job summaries, newest first (see :mod:`shared.db.lists.paging`)."""
         return await list_page(self.jobs, now_ms=now_ms(), limit=limit, offset=offset, cursor=cursor,
-                               user=user, state=state, counts=self.list_counts)
+                               user=user, state=state, counts=self.list_counts, vc=vc, keyword=keyword, tags=tags)
+
+    async def count_jobs(self, *, user: str | None = None, state: str | None = None,
+                         vc: str | None = None) -> int | None:
+        """How many jobs a list holds, from counters (:mod:`shared.db.lists.totals`); None where none covers it."""
+        return await list_total(self.jobs, self.list_counts.col, self.tallies, user=user, state=state, vc=vc)
+
+    async def add_tag(self, job_id: str, tag: str) -> None:
+        await add_tag(self.jobs, job_id, tag)
+
+    async def delete_tag(self, job_id: str, tag: str) -> bool:
+        return await delete_tag(self.jobs, job_id, tag)
+
+    async def tags_of(self, job_id: str) -> tuple[str, ...]:
+        return await tags_of(self.jobs, job_id)
 
     async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
         """The job's earlier attempts, oldest first."""

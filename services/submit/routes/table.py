@@ -25,6 +25,8 @@ from services.submit.routes import (
     ssh,
     v2access,
     v2clusters,
+    v2joblist,
+    v2jobreads,
     v2jobs,
     v2users,
 )
@@ -41,7 +43,9 @@ ROUTES: tuple[Route, ...] = (
     *access.ROUTES,
     *listing.ROUTES,
     *jobs.ROUTES,
+    *v2joblist.ROUTES,
     *v2jobs.ROUTES,
+    *v2jobreads.ROUTES,
     *ssh.ROUTES,
     *clusters.ROUTES,
     *v2access.ROUTES,

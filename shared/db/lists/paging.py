@@ -31,6 +31,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from shared.db.lists.buckets import LEVEL_BITS, span
 from shared.db.lists.counts import ListCounts, ListView
+from shared.db.lists.keywords import keyword_query
 from shared.records import JobState, RetryCounts, SubState
 
 Doc = dict[str, Any]
@@ -60,6 +61,8 @@ class JobSummary(BaseModel):
     task_count: int = 0
     gpu_count: int = 0
     role_count: int = 0
+    launched_ms: int | None = None
+    tags: tuple[str, ...] = ()  # GET /api/v2/jobs's tags (PUT/DELETE /api/v2/jobs/{user}~{job}/tag)
 
 
 PROJECTION: Doc = {name: 1 for name in JobSummary.model_fields if name != "id"}
@@ -112,11 +115,21 @@ def next_window(span_ms: int, covered_ms: int, found: int, needed: int) -> int:
 
 async def list_page(col: AsyncCollection[Doc], *, now_ms: int, limit: int, offset: int = 0,
                     cursor: Cursor | None = None, user: str | None = None, state: str | None = None,
-                    counts: ListCounts | None = None) -> JobPage:
+                    counts: ListCounts | None = None, vc: str | None = None,
+                    keyword: str | None = None, tags: tuple[str, ...] = ()) -> JobPage:
     """``limit`` summaries after ``offset`` (and after ``cursor``), newest first, with the next page's cursor.
-    With ``counts``, an offset past :data:`DEEP_FROM` is found through them (:func:`_deep_page`)."""
+    With ``counts``, an offset past :data:`DEEP_FROM` is found through them (:func:`_deep_page`); a list
+    filtered by ``vc``, ``keyword`` or ``tags`` (any of them; ``GET /api/v2/jobs``: indexes ``vc_*_created``,
+    ``name_keys_created``, ``tags_created``) has no counts and walks its windows to any offset (its route bounds
+    ``offset + limit`` as a page's ``limit`` is bounded)."""
     base = _base(user, state)
-    if counts is not None and offset > DEEP_FROM:
+    if vc:
+        base["virtual_cluster"] = vc
+    if keyword:
+        base.update(keyword_query(keyword))
+    if tags:
+        base["tags"] = {"$in": list(tags)}
+    if counts is not None and offset > DEEP_FROM and not vc and not keyword and not tags:
         return await _deep_page(col, await counts.view(user, state), base, limit, offset, cursor)
     want = offset + limit + 1  # one more tells whether a next page exists
     found: list[Doc] = []

@@ -1,0 +1,133 @@
+"""``GET /api/v2/jobs``: OpenPAI v1.8's job list (``controllers/v2/job.js`` ``list``), newest first, a page
+at a time, every filter served by an index and flat with history.
+
+Filters, each one value (OpenPAI took comma-separated lists; a list of several is refused, 400, naming the
+parameter): ``username``, ``vc``, ``state``, ``keyword`` (a prefix of the job's name or of a word of it,
+case-insensitive: :mod:`shared.db.lists.keywords`; OpenPAI matched a substring of the name, user or VC),
+``tagsContain`` (jobs holding any of the tags, comma-separated as OpenPAI took them). Each combination is
+one equality prefix of an index (:mod:`shared.db.indexes`) read in the newest-first windows of
+:mod:`shared.db.lists.paging`; a keyword or tags with other filters is served by the keyword's (or tags')
+index, the others checked among its jobs. ``order``: ``submissionTime,DESC`` (OpenPAI's default) is the
+order served; another is refused, 400. ``offset``: a list with no ``vc``, ``keyword`` or tags reaches any
+offset at the cost of a page (its counts); with them, ``offset + limit`` is bounded like a page's ``limit``
+(past it, 400 naming ``X-Next-Cursor``, which continues at the cost of the next page only).
+``withTotalCount=true``: ``{totalCount, data}``; the count from counters (:mod:`shared.db.lists.totals`),
+never from the history; where none covers the filters, a lower bound (jobs up to this page, plus one when
+more follow), which pages as the portal's pager needs.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+from aiohttp import web
+
+from services.submit.contract.errors import ApiError
+from services.submit.contract.requests import USER_NAME_SCHEMA
+from services.submit.contract.route import Param, Reply, Route, WholeNumber
+from services.submit.contract.v2jobs import V2JobList, V2JobPage
+from services.submit.contract.v2jobviews import v2_summary
+from services.submit.deps import DEPS
+from services.submit.routes.access import principal_of
+from services.submit.routes.listing import CURSOR
+from services.submit.throttle import heavy_read, is_heavy_page
+from services.submit.users import check_user_name
+from shared.db.lists.paging import Cursor, CursorError
+from shared.db.tags import MAX_TAG_CHARS
+from shared.jobconfig.problems import shown
+from shared.records import JobState
+
+MAX_WALK = 10_000  # offset + limit of a list no counts serve: what one page of the v1 list may read
+LIMIT = WholeNumber("limit", default=1000, least=1, most=10_000)
+OFFSET = WholeNumber("offset", default=0, least=0, most=100_000, hint=" (deeper: the cursor of X-Next-Cursor)")
+ORDER = "submissionTime,DESC"
+MAX_KEYWORD = 255
+MAX_TAGS_ASKED = 16
+_STATES = [s.value for s in JobState]
+
+
+def _one(request: web.Request, name: str) -> str | None:
+    value = request.query.get(name) or None
+    if value is not None and "," in value:
+        raise ApiError("InvalidParametersError", f"{name}: one value (paiq serves one {name} per list)")
+    return value
+
+
+def _filters(request: web.Request) -> dict[str, Any]:
+    user = _one(request, "username")
+    state = _one(request, "state")
+    if state is not None and state not in _STATES:
+        raise ApiError("InvalidParametersError",
+                       f"state: must be one of {', '.join(_STATES)}, got {shown(state)[1:-1]}")
+    keyword = request.query.get("keyword") or None
+    if keyword is not None and len(keyword) > MAX_KEYWORD:
+        raise ApiError("InvalidParametersError", f"keyword: at most {MAX_KEYWORD} characters")
+    if "tagsNotContain" in request.query:
+        raise ApiError("InvalidParametersError", "tagsNotContain: not served (no index finds the jobs without a tag)")
+    tags = tuple(t for t in request.query.get("tagsContain", "").split(",") if t)
+    if len(tags) > MAX_TAGS_ASKED or any(len(t) > MAX_TAG_CHARS for t in tags):
+        raise ApiError("InvalidParametersError",
+                       f"tagsContain: at most {MAX_TAGS_ASKED} tags of at most {MAX_TAG_CHARS} characters")
+    order = request.query.get("order")
+    if order not in (None, "", ORDER):
+        raise ApiError("InvalidParametersError", f"order: paiq serves {ORDER} (newest first) only")
+    return {"user": check_user_name(user) if user else None, "state": state, "vc": _one(request, "vc"),
+            "keyword": keyword, "tags": tags}
+
+
+def _cursor(request: web.Request) -> Cursor | None:
+    text = request.query.get(CURSOR.name)
+    try:
+        return Cursor.decode(text) if text else None
+    except CursorError as e:
+        raise ApiError("InvalidParametersError", str(e)) from e
+
+
+async def list_v2_jobs(request: web.Request) -> web.Response:
+    """A token is needed (OpenPAI v1.8: ``token.check``); any user's jobs are listed, as there."""
+    await principal_of(request)
+    filters = _filters(request)
+    limit, offset, cursor = LIMIT.read(request), OFFSET.read(request), _cursor(request)
+    walked = bool(filters["vc"] or filters["keyword"] or filters["tags"])
+    if walked and offset + limit > MAX_WALK:
+        raise ApiError("InvalidParametersError", f"offset + limit: at most {MAX_WALK} with vc, keyword or "
+                                                 "tagsContain (continue with the cursor of X-Next-Cursor)")
+    store = request.app[DEPS].store
+    async with heavy_read(request) if is_heavy_page(limit, offset) else nullcontext():
+        page = await store.list_jobs(limit=limit, offset=offset, cursor=cursor, **filters)
+    headers = {"X-Next-Cursor": page.next_cursor} if page.next_cursor else {}
+    data = tuple(v2_summary(j) for j in page.jobs)
+    if request.query.get("withTotalCount") != "true":
+        return web.json_response(V2JobList(data).model_dump(mode="json", by_alias=True), headers=headers)
+    total = None
+    if not filters["keyword"] and not filters["tags"] and cursor is None:
+        total = await store.count_jobs(user=filters["user"], state=filters["state"], vc=filters["vc"])
+    if total is None:  # no counter covers these filters: a lower bound
+        total = offset + len(data) + (1 if page.next_cursor else 0)
+    body = V2JobPage(total_count=total, data=data)
+    return web.json_response(body.model_dump(mode="json", by_alias=True), headers=headers)
+
+
+_PARAMS = (
+    Param("username", "query", USER_NAME_SCHEMA, "one user's jobs"),
+    Param("vc", "query", {"type": "string", "maxLength": 255}, "one virtual cluster's jobs"),
+    Param("state", "query", {"type": "string", "enum": _STATES}),
+    Param("keyword", "query", {"type": "string", "maxLength": MAX_KEYWORD},
+          "a prefix of the job's name or of a word of it, case-insensitive"),
+    Param("tagsContain", "query", description="jobs holding any of these tags (comma-separated)"),
+    Param("order", "query", {"type": "string", "enum": [ORDER]}, "the order served: newest first"),
+    LIMIT.param(), OFFSET.param(), CURSOR,
+    Param("withTotalCount", "query", {"type": "string", "enum": ["true", "false"]},
+          "answer {totalCount, data} (OpenPAI's form)"),
+)
+_PAGE = Reply("the jobs (an array; {totalCount, data} with withTotalCount=true)", content={"application/json": {
+    "oneOf": [{"$ref": "#/components/schemas/V2JobList"}, {"$ref": "#/components/schemas/V2JobPage"}]}},
+    headers={"X-Next-Cursor": {"description": "the cursor of the next page; absent on the last",
+                               "schema": {"type": "string"}}})
+
+ROUTES = (
+    Route("GET", "/api/v2/jobs", list_v2_jobs, "jobs, newest first, filtered by username, vc, state, keyword "
+          "(a prefix of the name or a word of it) and tagsContain (OpenPAI v1.8's v2 list)", {200: _PAGE},
+          (400, 401, 429), auth="token", params=_PARAMS),
+)
