@@ -17,7 +17,7 @@ import structlog
 
 from services.launcher.container.authfile import read_auth_file
 from services.launcher.container.codedir import CodeDir, resolve_code_dir
-from services.launcher.container.gitclone import CloneError, clone_all
+from services.launcher.container.gitclone import CloneError, clone_all, clones_folder
 from services.launcher.container.jobsecrets import command_to_run, registry_login
 from services.launcher.container.spec import container_spec, wants_pull
 from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
@@ -99,7 +99,7 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, n
                            user=job.user, storages=deps.storages)
     if plugins.clones:
         try:
-            cloned = await clone_all(plugins.clones, deps.settings.data_dir / "git" / name)
+            cloned = await clone_all(plugins.clones, clones_folder(deps.settings.data_dir, name))
         except (CloneError, OSError) as e:
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, str(e))
         plugins = plugins.model_copy(update={"mounts": (*plugins.mounts, *cloned)})

@@ -20,6 +20,15 @@ class CloneError(Exception):
         self.reason = reason
 
 
+def clones_folder(data_dir: Path, container: str) -> Path:
+    """Where a task's clones live on the node, from its launch until its container is removed."""
+    return data_dir / "git" / container
+
+
+async def remove_clones(data_dir: Path, container: str) -> None:
+    await asyncio.to_thread(shutil.rmtree, clones_folder(data_dir, container), True)
+
+
 async def clone_into(clone: GitClone, folder: Path) -> Mount:
     """Clone afresh into ``folder`` (a repeated launch starts over); the mount that binds it at its target."""
     await asyncio.to_thread(shutil.rmtree, folder, True)
