@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import re
 import secrets
 from dataclasses import dataclass
@@ -63,15 +64,22 @@ class TokenInfo(BaseModel):
 
 
 # What a user's document may show: the password hash never leaves the store.
-_SHOWN = {"admin": 1, "groups": 1, "email": 1, "extension": 1}
+_SHOWN = {"admin": 1, "groups": 1, "email": 1, "extension_json": 1}
+
+
+def _extension(doc: dict[str, object]) -> dict[str, object]:
+    """A user's extension: kept as JSON text, so that any key a client sends ('$x', 'a.b') is stored as sent."""
+    text = doc.get("extension_json")
+    loaded = json.loads(text) if isinstance(text, str) else {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _info(doc: dict[str, object]) -> UserInfo:
-    groups, extension = doc.get("groups"), doc.get("extension")
+    groups = doc.get("groups")
     return UserInfo(name=str(doc["_id"]), admin=bool(doc.get("admin")),
                     groups=tuple(str(g) for g in groups) if isinstance(groups, list) else (),
                     email=str(doc.get("email") or ""),
-                    extension=dict(extension) if isinstance(extension, dict) else {})
+                    extension=_extension(doc))
 
 
 def user_name_problem(user: str) -> str | None:
@@ -127,7 +135,7 @@ class Users:
         if email:
             doc["email"] = email
         if extension:
-            doc["extension"] = extension
+            doc["extension_json"] = json.dumps(extension)
 
         async def insert() -> bool:
             try:
@@ -168,9 +176,11 @@ class Users:
                           extension: dict[str, object] | None = None) -> None:
         """OpenPAI v1.8's profile fields (/api/v2): a new e-mail address, extension keys merged in."""
         changes: dict[str, object] = {} if email is None else {"email": email}
-        changes.update({f"extension.{k}": v for k, v in (extension or {}).items()})
-        if not await self.exists(user):
+        stored = await self._users.find_one({"_id": user}, {"extension_json": 1})
+        if stored is None:
             raise ApiError("NoUserError", f"user {user} does not exist")
+        if extension:  # an admin's change: read, merge, write (two admins at once: the last one's keys win)
+            changes["extension_json"] = json.dumps({**_extension(stored), **extension})
         if changes:
             await idempotent(lambda: self._users.update_one({"_id": user}, {"$set": changes}), "update a user")
 

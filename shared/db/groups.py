@@ -7,6 +7,7 @@ the virtual clusters' own ``groups`` (:meth:`shared.scheduling.vclusters.Virtual
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -31,9 +32,16 @@ class Group(BaseModel):
 
 
 def _group(doc: dict[str, Any]) -> Group:
-    ext = doc.get("extension")
+    text = doc.get("extension_json")
+    ext = json.loads(text) if isinstance(text, str) else {}
     return Group(name=str(doc["_id"]), description=str(doc.get("description") or ""),
                  external_name=str(doc.get("external_name") or ""), extension=ext if isinstance(ext, dict) else {})
+
+
+def _fields(group: Group) -> dict[str, Any]:
+    """A group's stored fields; its extension as JSON text, so that any key a client sends is stored as sent."""
+    return {"description": group.description, "external_name": group.external_name,
+            "extension_json": json.dumps(group.extension)}
 
 
 class Groups:
@@ -42,8 +50,7 @@ class Groups:
 
     async def create(self, group: Group) -> bool:
         """False when a group of that name exists."""
-        doc = {"_id": group.name, "description": group.description, "external_name": group.external_name,
-               "extension": group.extension}
+        doc = {"_id": group.name, **_fields(group)}
 
         async def insert() -> bool:
             try:
@@ -57,8 +64,8 @@ class Groups:
 
     async def replace(self, group: Group) -> bool:
         """False when there is no such group."""
-        doc = {"description": group.description, "external_name": group.external_name, "extension": group.extension}
-        result = await idempotent(lambda: self._groups.replace_one({"_id": group.name}, doc), "update a group")
+        result = await idempotent(lambda: self._groups.replace_one({"_id": group.name}, _fields(group)),
+                                  "update a group")
         return int(result.matched_count) > 0
 
     async def get(self, name: str) -> Group | None:
