@@ -109,6 +109,23 @@ QUERIES: dict[str, Query] = {
     # one user's jobs in one state: a page of them, and none at all (u3's jobs all succeeded)
     "list_jobs user+state": lambda s: s.list_jobs(user="u10", state="FAILED", limit=20),
     "list_jobs user+state none": lambda s: s.list_jobs(user="u3", state="FAILED", limit=20),
+    # GET /api/v2/jobs's filters (issue 27): each combination with vc one equality prefix of an index, the
+    # keyword (a prefix of the name or a word) and tags by their multikey indexes; its totals from counters
+    "list_jobs vc": lambda s: s.list_jobs(vc="default", limit=20),
+    "list_jobs vc none": lambda s: s.list_jobs(vc="nope", limit=20),
+    "list_jobs vc+user": lambda s: s.list_jobs(vc="default", user="u3", limit=20),
+    "list_jobs vc+state": lambda s: s.list_jobs(vc="default", state="FAILED", limit=20),
+    "list_jobs vc+user+state": lambda s: s.list_jobs(vc="default", user="u10", state="FAILED", limit=20),
+    # (matches spread over the history, as a page's windows assume: "h1" finds h1, h10-h19, h100-h199 and then
+    # h1000-h1999 in one burst after a long gap, the walk's known worst case, see shared.db.lists.paging)
+    "list_jobs keyword": lambda s: s.list_jobs(keyword="H", limit=20),
+    "list_jobs keyword none": lambda s: s.list_jobs(keyword="zz", limit=20),
+    "list_jobs keyword+user": lambda s: s.list_jobs(keyword="h", user="u2", limit=20),
+    "list_jobs tags": lambda s: s.list_jobs(tags=("best",), limit=20),
+    "count_jobs": lambda s: s.count_jobs(),
+    "count_jobs user+state": lambda s: s.count_jobs(user="u3", state="SUCCEEDED"),
+    "count_jobs vc+state": lambda s: s.count_jobs(vc="default", state="FAILED"),
+    "tags_of": lambda s: s.tags_of("u1~h1~00000001"),
     "get_job": lambda s: s.get_job("u1~h1~00000001"),
     "find_job": lambda s: s.find_job("u1", "h1"),
     "attempts_of": lambda s: s.attempts_of("u1~h1~00000001"),
@@ -256,6 +273,27 @@ async def test_deep_pages_are_the_same_jobs_as_the_whole_list_shows(history: Sto
     assert page.next_cursor is not None
     following = await store.list_jobs(limit=30, cursor=Cursor.decode(page.next_cursor))
     assert [j.id for j in following.jobs] == ids[3031:3061]
+
+
+async def test_the_v2_list_filters_find_exactly_their_jobs_and_count_them_from_counters(history: Stores) -> None:
+    store, _, _ = history
+    everyone = (await store.list_jobs(limit=10_000)).jobs
+    assert await store.count_jobs() == len(everyone)
+    assert await store.count_jobs(vc="default", state="FAILED") == sum(
+        1 for j in everyone if j.virtual_cluster == "default" and j.state == JobState.FAILED)
+    assert await store.count_jobs(user="u3") == sum(1 for j in everyone if j.user == "u3")
+    assert await store.count_jobs(vc="default", user="u3") is None, "no counter covers a VC with a user"
+    page = await store.list_jobs(vc="default", user="u10", state="FAILED", limit=10_000)
+    assert [j.id for j in page.jobs] == [j.id for j in everyone
+                                         if j.user == "u10" and j.state == JobState.FAILED]
+    found = await store.list_jobs(keyword="H29", limit=10_000)
+    assert sorted(j.name for j in found.jobs) == sorted(j.name for j in everyone if j.name.startswith("h29"))
+    await store.add_tag("u1~h1~00000001", "best")
+    await store.add_tag("u1~h1~00000001", "best")
+    tagged = await store.list_jobs(tags=("best", "other"), limit=20)
+    assert [j.id for j in tagged.jobs] == ["u1~h1~00000001"] and tagged.jobs[0].tags == ("best",)
+    assert await store.delete_tag("u1~h1~00000001", "best") and not await store.delete_tag("u1~h1~00000001", "best")
+    assert await store.tags_of("u1~h1~00000001") == ()
 
 
 async def test_ended_jobs_are_tallied_once_and_untallied_when_deleted(history: Stores) -> None:
