@@ -15,9 +15,10 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, UpdateOne
 
 from shared.db.idempotency import KEEP_SECONDS
+from shared.db.lists.keywords import name_keys
 from shared.errors import StoreError
 from shared.records import JobRecord
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("paiq.store")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIGRATION_LEASE_MS = 60_000
 OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_1_created_ms_1")
 Doc = dict[str, Any]
@@ -106,7 +107,9 @@ async def _migrate(store: Store, fresh: bool) -> None:
         version = int(doc.get("version", 1)) if doc is not None else 1
         if version < 2:
             await _migrate_jobs(store, me)
-        await _count_positions(store, me)
+        if version < 3:
+            await _count_positions(store, me)
+        await _key_names(store, me)
         await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
     finally:
         await store.release_lease("schema-migration", me)
@@ -141,6 +144,24 @@ async def _count_positions(store: Store, me: str) -> None:
     log.warning("counting the stored jobs for deep pages (schema version 3); services wait for it")
     counted = await store.list_counts.recount(lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))
     log.warning("stored jobs counted for deep pages", jobs=counted)
+
+
+async def _key_names(store: Store, me: str) -> None:
+    """Version 3 -> 4: the ``name_keys`` of jobs stored before them (GET /api/v2/jobs's keyword,
+    shared.db.lists.keywords), once over the jobs that lack them."""
+    done = 0
+    batch: list[UpdateOne] = []
+    async for doc in store.jobs.find({"name_keys": {"$exists": False}}, {"name": 1}):
+        batch.append(UpdateOne({"_id": doc["_id"]}, {"$set": {"name_keys": name_keys(str(doc.get("name", "")))}}))
+        if len(batch) == 1000:
+            await store.jobs.bulk_write(batch, ordered=False)
+            done += len(batch)
+            batch = []
+            await store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS)
+    if batch:
+        await store.jobs.bulk_write(batch, ordered=False)
+        done += len(batch)
+    log.warning("stored jobs keyed for the v2 list's keyword (schema version 4)", jobs=done)
 
 
 async def _wait_for_migration(store: Store, limit_s: float = 1800) -> None:

@@ -384,6 +384,23 @@ async def test_older_documents_are_migrated_once(mongo_uri: str) -> None:
     await client.close()
 
 
+async def test_jobs_stored_before_name_keys_are_keyed_once_at_start(mongo_uri: str) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    store = Store(client, unique("keys_"))
+    await store.ensure_indexes()
+    await store.insert_jobs(history_of(0, 30))
+    await store.jobs.update_many({}, {"$unset": {"name_keys": ""}})  # as a database of schema version 3 had them
+    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 3}})
+    counts_before = await store.list_counts.col.count_documents({})
+    await store.ensure_indexes()
+    assert [j.name for j in (await store.list_jobs(keyword="h2", limit=50)).jobs] == ["h29", "h28", "h27", "h26",
+                                                                                      "h25", "h24", "h23", "h22",
+                                                                                      "h21", "h20", "h2"]
+    assert await store.list_counts.col.count_documents({}) == counts_before, "version 3's counts kept, not redone"
+    assert (await store.meta.find_one({"_id": "schema"}) or {})["version"] == 4
+    await client.close()
+
+
 async def test_a_history_stored_before_the_counts_is_counted_once_at_start(mongo_uri: str) -> None:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
     store = Store(client, unique("counts_"))
