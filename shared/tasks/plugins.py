@@ -109,6 +109,36 @@ def plugin_uses(extras: Mapping[str, Any] | None) -> tuple[PluginUse, ...]:
     return tuple(out)
 
 
+def with_prerequisite_plugins(extras: Mapping[str, Any], document: Mapping[str, Any]) -> dict[str, Any]:
+    """``extras`` with the plugins a v2 document declares as prerequisites (``plugin:
+    com.microsoft.pai.runtimeplugin.<name>``) ahead of its own list, each for the roles naming it, as
+    OpenPAI's ``initializer.collect_plugin_configs``: ``failurePolicy`` kept, ``type`` dropped, every other
+    key the parameters."""
+    roles = document.get("taskRoles")
+    prerequisites = document.get("prerequisites")
+    if not isinstance(roles, Mapping) or not isinstance(prerequisites, list):
+        return dict(extras)
+    found: list[dict[str, Any]] = []
+    for item in prerequisites:
+        plugin = item.get("plugin") if isinstance(item, Mapping) else None
+        if not isinstance(plugin, str) or not plugin.startswith(PLUGIN_KEY + "."):
+            continue
+        users = [r for r, role in roles.items()
+                 if isinstance(role, Mapping) and item.get("name") in (role.get("prerequisites") or ())]
+        if not users:
+            continue
+        entry: dict[str, Any] = {"plugin": plugin[len(PLUGIN_KEY) + 1:], "taskroles": users,
+                                 "parameters": {k: v for k, v in item.items()
+                                                if k not in ("plugin", "failurePolicy", "type")}}
+        if "failurePolicy" in item:
+            entry["failurePolicy"] = item["failurePolicy"]
+        found.append(entry)
+    if not found:
+        return dict(extras)
+    own = extras.get(PLUGIN_KEY)
+    return {**extras, PLUGIN_KEY: [*found, *(own if isinstance(own, list) else [])]}
+
+
 def plugin_warnings(extras: Mapping[str, Any] | None) -> tuple[str, ...]:
     """A warning for each plugin paiq does not run (accepted, as OpenPAI's rest-server accepted it)."""
     return tuple(f"extras.{PLUGIN_KEY}[{i}]: runtime plugin {u.plugin!r} is not supported by paiq; it is ignored "

@@ -16,6 +16,7 @@ from shared.tasks.plugins import (
     task_plugins,
     teamwise_storage_names,
     tensorboard_address,
+    with_prerequisite_plugins,
     wrapped_command,
 )
 
@@ -127,3 +128,22 @@ def test_unknown_plugins_are_warned_about(ex: dict[str, Any], count: int) -> Non
     warnings = plugin_warnings(ex)
     assert len(warnings) == count
     assert all("is not supported by paiq" in w for w in warnings)
+
+
+def test_prerequisite_plugins_run_in_the_roles_naming_them_before_the_extras_list() -> None:
+    document = {
+        "prerequisites": [
+            {"name": "setup", "type": "script", "plugin": f"{PLUGIN_KEY}.cmd", "failurePolicy": "ignore",
+             "preCommands": ["echo from-prerequisite"]},
+            {"name": "plain", "type": "script", "plugin": "something.else"},
+        ],
+        "taskRoles": {"worker": {"prerequisites": ["setup"]}, "ps": {}},
+    }
+    ex = with_prerequisite_plugins(extras({"plugin": "cmd", "parameters": {"preCommands": ["echo extras"]}}),
+                                   document)
+    assert [u["plugin"] for u in ex[PLUGIN_KEY]] == ["cmd", "cmd"]
+    assert ex[PLUGIN_KEY][0] == {"plugin": "cmd", "taskroles": ["worker"], "failurePolicy": "ignore",
+                                 "parameters": {"name": "setup", "preCommands": ["echo from-prerequisite"]}}
+    assert run(wrapped_command("echo user", plugins_of(ex, "worker"))) == (0, "from-prerequisite\nextras\nuser\n")
+    assert run(wrapped_command("echo user", plugins_of(ex, "ps"))) == (0, "extras\nuser\n")
+    assert with_prerequisite_plugins({}, {"taskRoles": {}}) == {}

@@ -27,6 +27,10 @@ the prerequisite's ``auth``, rendered      ``registryAuth`` (internal, per role 
                                            ``gpuType``
 =========================================  =================================================================
 
+Runtime plugins declared as prerequisites (``plugin: com.microsoft.pai.runtimeplugin.<name>``) join the
+front of ``extras["com.microsoft.pai.runtimeplugin"]`` for the roles naming them, and a tensorboard plugin
+reserves a ``tensorboard`` port on the first role (:mod:`shared.tasks.plugins`).
+
 The stored config is the document with ``secrets`` masked (and timestamps as JSON strings): what
 ``GET .../config`` shows back. Problems of the mapped job are named by their v2 path. Two roles that
 OpenPAI v1.x's framework would have named alike (``a_b`` and ``ab``, ``Worker`` and ``worker``) are
@@ -50,7 +54,7 @@ from shared.jobconfig.v2.model import JobV2
 from shared.jobconfig.v2.model import TaskRole as RoleV2
 from shared.jobconfig.v2.render import RenderError, masked, render_auth, role_command
 from shared.jobconfig.validation import Accepted, Rejected, config_problems, limit_problems
-from shared.tasks.plugins import TENSORBOARD_PORT, plugin_warnings, uses_plugin
+from shared.tasks.plugins import TENSORBOARD_PORT, plugin_warnings, uses_plugin, with_prerequisite_plugins
 from shared.tasks.runtimeenv import colliding_roles, framework_role_name
 
 DEFAULT_SHM_MB = 512  # v2's /dev/shm when extraContainerOptions.shmMB is absent (models/v2/job/k8s.js)
@@ -156,13 +160,14 @@ def v1_fields(job: JobV2, document: Mapping[str, Any], commands: dict[str, str],
     roles = [_role(name, role, commands[name], images[role.docker_image], auths.get(role.docker_image))
              for name, role in job.task_roles.items()]
     first = roles[0]
-    if uses_plugin(job.extras, "tensorboard") and all(p["label"] != TENSORBOARD_PORT for p in first["portList"]):
+    extras = with_prerequisite_plugins(job.extras, document)
+    if uses_plugin(extras, "tensorboard") and all(p["label"] != TENSORBOARD_PORT for p in first["portList"]):
         # the tensorboard runtime plugin's server: a port reserved on the first role (its first task serves)
         first["portList"].append({"label": TENSORBOARD_PORT, "beginAt": 0, "portNumber": 1})
     defaults = job.defaults.model_extra or {}
     out: dict[str, Any] = {
         "jobName": job.name, "image": first["image"], "retryCount": job.job_retry_count, "taskRoles": roles,
-        "extras": job.extras, "parameters": job.parameters, "secrets": job.secrets,
+        "extras": extras, "parameters": job.parameters, "secrets": job.secrets,
         "gpuType": _sku_type(job.extras, list(job.task_roles)),
     }
     if "virtualCluster" in defaults:
@@ -246,4 +251,4 @@ def to_job_config(job: JobV2, document: Mapping[str, Any], limits: JobLimits) ->
                 f"tag and digest), got {role.image!r}")))
     if problems:
         return Rejected(problems=tuple(_translated(problems, fields)))
-    return Accepted(config=config, raw=masked(stored(document)), warnings=plugin_warnings(job.extras))
+    return Accepted(config=config, raw=masked(stored(document)), warnings=plugin_warnings(config.extras))
