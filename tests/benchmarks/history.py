@@ -16,7 +16,10 @@ It grows the history to each of --sizes and then to --jobs, and at each size mea
 the cursor of the page half-way down found beforehand with pages of 1,000; offsets 200, 50,000 and 100,000
 (past the end at the smaller sizes); one user's jobs; a busy user's failed jobs, by ``username`` and
 ``state`` and by their own list's ``state``, and their page at offset 400; a job's detail; the virtual
-clusters; a POST of a job that never fits, stopped afterwards), the scheduler
+clusters; a POST of a job that never fits, stopped afterwards; OpenPAI v1.8's v2 list newest first, at offset
+50,000 with its total, by ``vc`` and ``state`` with the total from the tallies, by ``username``, ``vc`` and
+``state`` together, by a ``keyword`` that matches a tenth of the history and by one that matches a job's name,
+and a job's v2 detail), the scheduler
 pass (``schedule_pass`` run --passes times in this process over its own store and an in-memory bus), and
 the CPU that the paiq and SecantusDB processes spend over --idle-seconds with nothing to do.
 
@@ -307,6 +310,19 @@ def routes(size: int, busy: str, names: list[str], deep: str | None) -> dict[str
             "GET", lambda i: f"/api/v1/user/{busy}/jobs?state=FAILED&limit=20"),
         "GET /user/<busy>/jobs/<name>": Route(
             "GET", lambda i: f"/api/v1/user/{busy}/jobs/{quote(names[i * 7919 % len(names)])}"),
+        # OpenPAI v1.8's v2 list (issue 27): its filters, totals and a job's v2 detail
+        "GET /v2/jobs?limit=20": Route("GET", lambda i: "/api/v2/jobs?limit=20"),
+        "GET /v2/jobs?limit=20&offset=50000&withTotalCount=true": Route(
+            "GET", lambda i: "/api/v2/jobs?limit=20&offset=50000&withTotalCount=true"),
+        "GET /v2/jobs?vc=default&state=FAILED&limit=20&withTotalCount=true": Route(
+            "GET", lambda i: "/api/v2/jobs?vc=default&state=FAILED&limit=20&withTotalCount=true"),
+        "GET /v2/jobs?username=<busy>&vc=default&state=FAILED&limit=20": Route(
+            "GET", lambda i: f"/api/v2/jobs?username={busy}&vc=default&state=FAILED&limit=20"),
+        "GET /v2/jobs?keyword=hist000&limit=20": Route("GET", lambda i: "/api/v2/jobs?keyword=hist000&limit=20"),
+        "GET /v2/jobs?keyword=<name>&limit=20": Route(
+            "GET", lambda i: f"/api/v2/jobs?keyword={quote(names[i * 7919 % len(names)])}&limit=20"),
+        "GET /v2/jobs/<busy>~<name>": Route(
+            "GET", lambda i: f"/api/v2/jobs/{busy}~{quote(names[i * 7919 % len(names)])}"),
         "GET /virtual-clusters": Route("GET", lambda i: "/api/v1/virtual-clusters"),
         "POST /user/<admin>/jobs": Route("POST", lambda i: f"/api/v1/user/{ADMIN_USER}/jobs", lambda i: {
             "jobName": posted_name(size, i), "image": IMAGE,
