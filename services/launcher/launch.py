@@ -18,7 +18,7 @@ import structlog
 from services.launcher.container.authfile import read_auth_file
 from services.launcher.container.codedir import CodeDir, resolve_code_dir
 from services.launcher.container.gitclone import CloneError, clone_all, clones_folder
-from services.launcher.container.jobsecrets import command_to_run, registry_login
+from services.launcher.container.jobsecrets import command_to_run, plugin_refs, registry_login
 from services.launcher.container.spec import container_spec, wants_pull
 from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
@@ -33,7 +33,7 @@ from shared.records import JobRecord, TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import container_name
-from shared.tasks.plugins import TaskPlugins, task_plugins
+from shared.tasks.plugins import PluginRefError, TaskPlugins, task_plugins
 from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
@@ -95,8 +95,14 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, n
         if not isinstance(found, CodeDir):
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, found.reason)
         code_dir = found.host_path
-    plugins = task_plugins(job.config.extras, spec.role, spec.index, first_role=job.config.task_roles[0].name,
-                           user=job.user, storages=deps.storages)
+    try:
+        plugins = task_plugins(job.config.extras, spec.role, spec.index, first_role=job.config.task_roles[0].name,
+                               user=job.user, storages=deps.storages,
+                               refs=plugin_refs(job.config, deps.settings.secrets_key))
+    except DriverError as e:
+        return await _fail(deps, key, e.exit_code, e.reason)
+    except PluginRefError as e:
+        return await _fail(deps, key, exitcodes.CONFIG_ERROR, str(e))
     if plugins.clones:
         try:
             cloned = await clone_all(plugins.clones, clones_folder(deps.settings.data_dir, name))

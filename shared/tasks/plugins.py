@@ -24,6 +24,7 @@ Other plugins are accepted and named in the submission's warnings (:func:`plugin
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -156,6 +157,56 @@ def teamwise_storage_names(extras: Mapping[str, Any] | None) -> tuple[str, ...]:
                  for n in requested_storages(u.parameters) or ())
 
 
+class PluginRefError(Exception):
+    """A ``<% $... %>`` reference in a plugin's parameters that names nothing (OpenPAI's init failed on it)."""
+
+    def __init__(self, plugin: str, reference: str) -> None:
+        super().__init__(f"runtime plugin {plugin}: its parameters' reference <% ${reference} %> names nothing")
+        self.plugin = plugin
+        self.reference = reference
+
+
+_REF = re.compile(r"<%\s*\$([\s\S]*?)\s*%>")
+_STEP = re.compile(r"([^.\[\]]+)|\[\s*(\d+)\s*\]")
+
+
+def _resolve(reference: str, roots: Mapping[str, Any]) -> Any:
+    value: Any = roots
+    for name, index in _STEP.findall(reference):
+        if name:
+            if not isinstance(value, Mapping) or name not in value:
+                raise KeyError(reference)
+            value = value[name]
+        elif isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            raise KeyError(reference)
+    return value
+
+
+def rendered_parameters(use: PluginUse, roots: Mapping[str, Any]) -> PluginUse:
+    """``use`` with each ``<% $parameters.x %>`` / ``<% $secrets.y %>`` in its parameters' strings replaced
+    by the value's text (OpenPAI's ``initializer.replace_ref``; ``roots``: the job's ``parameters`` and
+    ``secrets``, opened); raises :class:`PluginRefError` for a reference to nothing."""
+    def render(value: Any) -> Any:
+        if isinstance(value, str):
+            def one(m: re.Match[str]) -> str:
+                try:
+                    return str(_resolve(m.group(1), roots))
+                except KeyError:
+                    raise PluginRefError(use.plugin, m.group(1)) from None
+            return _REF.sub(one, value)
+        if isinstance(value, Mapping):
+            return {k: render(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [render(v) for v in value]
+        return value
+
+    if "<%" not in repr(use.parameters):
+        return use
+    return use.model_copy(update={"parameters": render(use.parameters)})
+
+
 def _guarded(lines: Iterable[str], policy: str) -> list[str]:
     """OpenPAI's ``inject_commands``: ``set -e`` around a plugin's lines, ``set +e`` for ``ignore``."""
     body = [str(line) for line in lines]
@@ -237,22 +288,26 @@ def _mounts(storages: Iterable[StorageConfig]) -> tuple[Mount, ...]:
 
 
 def task_plugins(extras: Mapping[str, Any] | None, role: str, index: int, *, first_role: str, user: str,
-                 storages: StorageConfigs, groups: Iterable[str] = ()) -> TaskPlugins:
-    """What the job's plugins do in one task (``first_role``: the job's first role, where TensorBoard runs)."""
+                 storages: StorageConfigs, groups: Iterable[str] = (),
+                 refs: Mapping[str, Any] | None = None) -> TaskPlugins:
+    """What the job's plugins do in one task (``first_role``: the job's first role, where TensorBoard runs;
+    ``refs``: the job's ``parameters`` and opened ``secrets`` their parameters may name). Each plugin's
+    post lines come before those of the plugins listed before it, as OpenPAI ran its post scripts."""
     pre: list[str] = []
     post: list[str] = []
     keys: list[str] = []
     mounts: list[Mount] = []
     clones: list[GitClone] = []
     members = tuple(groups)
-    for use in plugin_uses(extras):
-        if not use.applies_to(role):
+    for listed in plugin_uses(extras):
+        if not listed.applies_to(role):
             continue
+        use = rendered_parameters(listed, refs or {})
         match use.plugin:
             case "cmd":
                 before, after = _cmd(use)
                 pre += _guarded(before, use.failure_policy)
-                post += _guarded(after, use.failure_policy)
+                post[:0] = _guarded(after, use.failure_policy)
             case "ssh":
                 barrier, user_keys = _ssh(use)
                 pre += _guarded(barrier, use.failure_policy)

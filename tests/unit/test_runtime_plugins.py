@@ -11,6 +11,7 @@ import pytest
 from shared.storageconfig import parse_storage_configs
 from shared.tasks.plugins import (
     PLUGIN_KEY,
+    PluginRefError,
     TaskPlugins,
     plugin_warnings,
     task_plugins,
@@ -147,3 +148,20 @@ def test_prerequisite_plugins_run_in_the_roles_naming_them_before_the_extras_lis
     assert run(wrapped_command("echo user", plugins_of(ex, "worker"))) == (0, "from-prerequisite\nextras\nuser\n")
     assert run(wrapped_command("echo user", plugins_of(ex, "ps"))) == (0, "extras\nuser\n")
     assert with_prerequisite_plugins({}, {"taskRoles": {}}) == {}
+
+
+def test_parameters_and_secrets_referenced_in_plugin_parameters_are_rendered() -> None:
+    ex = extras({"plugin": "cmd", "parameters": {"preCommands": ["echo <% $parameters.greeting %>-<% $secrets.k %>",
+                                                                 "echo <% $parameters.list[1] %>"]}})
+    refs = {"parameters": {"greeting": "hi", "list": [1, 2]}, "secrets": {"k": "s-x"}}
+    p = task_plugins(ex, "worker", 0, first_role="worker", user="alice", storages=STORAGES, refs=refs)
+    assert run(wrapped_command("true", p)) == (0, "hi-s-x\n2\n")
+    with pytest.raises(PluginRefError, match=r"<% \$parameters.nope %> names nothing"):
+        task_plugins(extras({"plugin": "cmd", "parameters": {"preCommands": ["echo <% $parameters.nope %>"]}}),
+                     "worker", 0, first_role="worker", user="alice", storages=STORAGES, refs=refs)
+
+
+def test_post_commands_of_later_plugins_run_first_as_openpais_post_scripts() -> None:
+    p = plugins_of(extras({"plugin": "cmd", "parameters": {"preCommands": ["echo pre-a"], "postCommands": ["echo a"]}},
+                          {"plugin": "cmd", "parameters": {"preCommands": ["echo pre-b"], "postCommands": ["echo b"]}}))
+    assert run(wrapped_command("echo user", p)) == (0, "pre-a\npre-b\nuser\nb\na\n")

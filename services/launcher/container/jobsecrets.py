@@ -16,6 +16,8 @@ naming the setting, never the value.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import SecretStr
 
 from services.launcher.container.authfile import registry_server
@@ -25,6 +27,7 @@ from shared.jobconfig.model import JobConfig
 from shared.jobconfig.sealing import SealingError, open_registry_auth, open_secrets
 from shared.jobconfig.v2.render import render_secrets
 from shared.lifecycle import exitcodes
+from shared.tasks.plugins import PLUGIN_KEY
 
 INLINE = "the dockerimage's auth"  # where the credentials came from, as a refusal names it
 
@@ -58,3 +61,16 @@ def command_to_run(config: JobConfig, command: str, key: str | None) -> str:
         raise DriverError("secrets sealed", exit_code=exitcodes.CONFIG_ERROR,
                           reason=f"the job's secrets cannot be given to its command: {e}") from None
     return render_secrets(command, secrets)
+
+
+def plugin_refs(config: JobConfig, key: str | None) -> dict[str, Any]:
+    """What the job's runtime plugins' parameters may name: its ``parameters`` and its ``secrets``, opened
+    only when it has plugins and secrets (:func:`shared.tasks.plugins.rendered_parameters`)."""
+    refs: dict[str, Any] = {"parameters": config.parameters or {}, "secrets": {}}
+    if config.secrets and PLUGIN_KEY in config.extras:
+        try:
+            refs["secrets"] = open_secrets(config, key) or {}
+        except SealingError as e:
+            raise DriverError("secrets sealed", exit_code=exitcodes.CONFIG_ERROR,
+                              reason=f"the job's secrets cannot be given to its runtime plugins: {e}") from None
+    return refs
