@@ -118,6 +118,10 @@ CASES: list[tuple[str, str, str | None, Any, int]] = [
     ("GET", TASK + "/1/logs", "alice-token", None, 200),
     ("GET", TASK + "/1/logs", "bob-token", None, 403),
     ("GET", TASK + "/0/logs", "alice-token", None, 404),
+    ("GET", JOB + "failed/events", "bob-token", None, 200),
+    ("GET", JOB + "queued/events?type=Warning", "alice-token", None, 200),
+    ("GET", JOB + "failed/events?type=Info", "alice-token", None, 400),
+    ("GET", JOB + "missing/events", "alice-token", None, 404),
     ("GET", JOB + "running/ssh", "bob-token", None, 200),
     ("GET", JOB + "running/ssh", None, None, 401),
     ("PUT", JOB + "running/executionType", "alice-token", {"value": "STOP"}, 202),
@@ -219,3 +223,14 @@ def test_a_keyword_is_a_prefix_of_the_name_or_of_a_word_of_it(name: str, keyword
     assert (query["name_keys"] in name_keys(name)) is found
     assert words("tf-mnistTrain_v2") == ["tf", "mnist", "train", "v2"]
     assert len(name_keys("x-" * 127)) <= 24 + 8, "a job's keys are bounded whatever its name"
+
+
+async def test_events_are_derived_from_the_jobs_record_newest_first(
+        env: tuple[TestClient[Any, Any], V2FakeStore]) -> None:
+    client, _ = env
+    alice = {"Authorization": "Bearer alice-token"}
+    failed = await (await client.get(JOB + "failed/events", headers=alice)).json()
+    assert failed["totalCount"] == len(failed["data"]) and failed["data"][0]["reason"] == "Failed"
+    assert set(failed["data"][0]) == _keys("V2JobEvent")
+    queued = await (await client.get(JOB + "queued/events?type=Warning", headers=alice)).json()
+    assert [(e["reason"], e["message"]) for e in queued["data"]] == [("FailedScheduling", "waiting for 1 GPU")]

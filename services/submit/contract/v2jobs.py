@@ -230,7 +230,35 @@ class V2LogList(Answer):
     locations: tuple[V2LogLocation, ...]
 
 
-V2_JOB_ANSWERS = (V2JobList, V2JobPage, V2JobDetail, V2JobAttempts, V2JobAttempt, V2TaskAttempts, V2LogList)
+class V2JobEvent(Answer):
+    """An event of the job (OpenPAI v1.8 stored Kubernetes' events of its pods; paiq derives them from the job's
+    record: a task placed, started, ended, and why a job waits)."""
+
+    uid: str
+    framework_name: str
+    pod_uid: str | None
+    taskrole_name: str | None
+    task_name: str | None
+    task_index: int | None
+    type: str = Field(description="Normal or Warning")
+    reason: str
+    message: str
+    first_timestamp: str | None
+    last_timestamp: str | None
+    count: int
+    source_component: str
+    source_host: str | None
+
+
+class V2JobEvents(Answer):
+    """``GET /api/v2/jobs/{user}~{job}/events[?type=]``: newest first."""
+
+    total_count: int
+    data: tuple[V2JobEvent, ...]
+
+
+V2_JOB_ANSWERS = (V2JobEvents, V2JobList, V2JobPage, V2JobDetail, V2JobAttempts, V2JobAttempt, V2TaskAttempts,
+                  V2LogList)
 V2_JOB_REQUESTS = (V2TagChange,)
 
 

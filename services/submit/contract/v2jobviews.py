@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from services.submit.contract.answers import ExitSpec, RetryDetails
 from services.submit.contract.v2jobs import (
     V2ExitMessages,
     V2JobAttempt,
     V2JobDetail,
+    V2JobEvent,
+    V2JobEvents,
     V2JobStatus,
     V2JobSummary,
     V2TaskAttempt,
@@ -182,3 +185,46 @@ def v2_task_attempts(job: JobRecord, a: AttemptView, task: TaskRecord, *, privat
         task_index=task.index, task_uid=f"{job.id}/{task.role}/{task.index}", task_state=task.state.value, retries=0,
         accountable_retries=0, created_time=task.started_ms, launched_time=task.started_ms,
         completed_time=task.completed_ms, attempts=(task_attempt(job, a.attempt, task, private),))
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _task_events(job: JobRecord, task: TaskRecord) -> list[V2JobEvent]:
+    name = framework_name(job.user, job.name)
+    base = {"framework_name": name, "pod_uid": task.container_id, "taskrole_name": task.role,
+            "task_name": f"{task.role}-{task.index}", "task_index": task.index, "count": 1,
+            "source_host": task.node_id}
+    uid = f"{job.id}/{job.attempt}/{task.role}/{task.index}"
+    out = []
+    if task.node_id is not None:
+        out.append(V2JobEvent(uid=f"{uid}/scheduled", type="Normal", reason="Scheduled",
+                              message=f"assigned {name} {task.role}[{task.index}] to {task.node_id}",
+                              first_timestamp=_iso(task.started_ms), last_timestamp=_iso(task.started_ms),
+                              source_component="scheduler", **base))
+    if task.started_ms is not None:
+        out.append(V2JobEvent(uid=f"{uid}/started", type="Normal", reason="Started", message="started the container",
+                              first_timestamp=_iso(task.started_ms), last_timestamp=_iso(task.started_ms),
+                              source_component="launcher", **base))
+    if task.completed_ms is not None:
+        failed = task.exit_code not in (0, None)
+        out.append(V2JobEvent(uid=f"{uid}/ended", type="Warning" if failed else "Normal",
+                              reason="Failed" if failed else "Completed",
+                              message=task.reason or f"the container exited with code {task.exit_code}",
+                              first_timestamp=_iso(task.completed_ms), last_timestamp=_iso(task.completed_ms),
+                              source_component="launcher", **base))
+    return out
+
+
+def v2_events(job: JobRecord, kind: str | None) -> V2JobEvents:
+    """The current attempt's events, newest first; ``kind``: only ``Normal`` or ``Warning`` ones."""
+    events = [e for t in job.tasks for e in _task_events(job, t)]
+    if job.sub_state.value == "queued" and job.reason:
+        events.append(V2JobEvent(
+            uid=f"{job.id}/{job.attempt}/waiting", framework_name=framework_name(job.user, job.name), pod_uid=None,
+            taskrole_name=None, task_name=None, task_index=None, type="Warning", reason="FailedScheduling",
+            message=job.reason, first_timestamp=_iso(job.created_ms), last_timestamp=_iso(job.created_ms), count=1,
+            source_component="scheduler", source_host=None))
+    events = sorted((e for e in events if kind in (None, e.type)), key=lambda e: e.last_timestamp or "", reverse=True)
+    return V2JobEvents(total_count=len(events), data=tuple(events))

@@ -20,6 +20,7 @@ from services.submit.contract.v2jobs import (
     V2JobAttempt,
     V2JobAttempts,
     V2JobDetail,
+    V2JobEvents,
     V2LogList,
     V2LogLocation,
     V2TagChange,
@@ -32,6 +33,7 @@ from services.submit.contract.v2jobviews import (
     framework_name,
     v2_attempt,
     v2_detail,
+    v2_events,
     v2_task_attempts,
 )
 from services.submit.deps import DEPS
@@ -122,6 +124,14 @@ async def get_task_logs(request: web.Request) -> web.Response:
         for name in ("all", "stdout", "stderr"))))
 
 
+async def get_v2_events(request: web.Request) -> web.Response:
+    job, _ = await _job(request)
+    kind = request.query.get("type") or None
+    if kind not in (None, "Normal", "Warning"):
+        raise ApiError("InvalidParametersError", "type: Normal or Warning")
+    return answer(v2_events(job, kind))
+
+
 async def get_v2_ssh(request: web.Request) -> web.StreamResponse:
     await principal_of(request)
     return await get_job_ssh(request)
@@ -188,6 +198,9 @@ ROUTES = (
     Route("GET", _TASK_ROUTE + "/{taskAttemptId}/logs", get_task_logs, "where a task's logs are read (the job's "
           "owner or an admin)", {200: Reply("the log list", V2LogList)}, (400, 401, 403, 404), auth="token",
           params=(*_TASK, Param("taskAttemptId", "path", _INDEX))),
+    Route("GET", JOB + "/events", get_v2_events, "the job's events, newest first (derived from its record: tasks "
+          "placed, started, ended; why it waits)", {200: Reply("the events", V2JobEvents)}, (400, 401, 404),
+          auth="token", params=(*_JOB, Param("type", "query", {"type": "string", "enum": ["Normal", "Warning"]}))),
     Route("GET", JOB + "/ssh", get_v2_ssh, "SSH information of the job", {200: Reply("ssh info", SshInfo)},
           (400, 401, 404), auth="token", params=_JOB),
     Route("PUT", JOB + "/executionType", put_v2_execution_type, 'stop the job: {"value": "STOP"}',
