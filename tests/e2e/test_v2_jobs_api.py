@@ -64,6 +64,8 @@ async def test_a_finished_v2_job_is_listed_filtered_detailed_and_tagged(platform
     assert job["name"] == name and job["jobStatus"]["state"] == "SUCCEEDED" and job["jobStatus"]["appExitCode"] == 0
     task = job["taskRoles"]["main"]["taskStatuses"][0]
     assert task["taskState"] == "SUCCEEDED" and task["containerExitCode"] == 0
+    events = await get(f"/api/v2/jobs/{user}~{name}/events")
+    assert {e["reason"] for e in events["data"]} == {"Scheduled", "Started", "Completed"}, events
     attempts = await get(f"/api/v2/jobs/{user}~{name}/job-attempts")
     assert [(a["attemptIndex"], a["isLatest"], a["state"]) for a in attempts] == [(0, True, "SUCCEEDED")]
     one = await get(task["containerLog"].rsplit("/", 2)[0])
