@@ -112,7 +112,7 @@ async def _forget(deps: LauncherDeps, key: TaskRef, ended: ContainerExit | Conta
     await deps.logs.forget_run(key)
     await deps.profiles.forget(key)
     await deps.driver.remove(ended.id)
-    await remove_clones(deps.settings.data_dir, container_name(key.job_id, key.attempt, key.role, key.index))
+    await remove_clones(deps.settings, container_name(key.job_id, key.attempt, key.role, key.index))
 
 
 async def _save_log(deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
@@ -150,5 +150,5 @@ async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: Con
     log.info("task exited", job_id=key.job_id, role=key.role, index=key.index, exit_code=verdict.code,
              reason=verdict.reason or "succeeded", container=ended.id[:12])
     await deps.driver.remove(ended.id)
-    await remove_clones(deps.settings.data_dir, container_name(key.job_id, key.attempt, key.role, key.index))
+    await remove_clones(deps.settings, container_name(key.job_id, key.attempt, key.role, key.index))
     deps.work.ended(ended.id)

@@ -105,7 +105,7 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, n
         return await _fail(deps, key, exitcodes.CONFIG_ERROR, str(e))
     if plugins.clones:
         try:
-            cloned = await clone_all(plugins.clones, clones_folder(deps.settings.data_dir, name))
+            cloned = await clone_all(plugins.clones, clones_folder(deps.settings, name))
         except (CloneError, OSError) as e:
             return await _fail(deps, key, exitcodes.CONFIG_ERROR, str(e))
         plugins = plugins.model_copy(update={"mounts": (*plugins.mounts, *cloned)})

@@ -136,8 +136,8 @@ def fetch(url: str) -> str:
         return ""
 
 
-async def test_git_clones_a_local_bare_repository_before_the_commands(api: PaiqClient, user: str,
-                                                                      bare_repo: Path) -> None:
+async def test_git_clones_a_local_bare_repository_before_the_commands(platform: Platform, api: PaiqClient,
+                                                                      user: str, bare_repo: Path) -> None:
     bare = bare_repo
     name = unique("git-")
     async with EnvSink() as sink:
@@ -147,6 +147,12 @@ async def test_git_clones_a_local_bare_repository_before_the_commands(api: PaiqC
         [report] = await sink.wait_for(1)
     assert detail["jobStatus"]["state"] == "SUCCEEDED", (seen, detail["jobStatus"])
     assert report["CONTENT"] == "hello-from-git"
+    clones = Path(platform.env["PAIQ_DATA_DIR"]) / "fs" / ".paiq" / "git"  # the default file system's
+    for _ in range(100):  # removed with the container, just after the exit is reported
+        if not any(clones.glob("*")):
+            break
+        await asyncio.sleep(0.1)
+    assert not any(clones.glob("*"))
 
 
 async def test_tensorboard_answers_at_the_address_the_job_shows(api: PaiqClient, user: str) -> None:

@@ -3,10 +3,13 @@ setup, the user's keys in ``authorized_keys``, the storages and clones bound (do
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from services.launcher.container.gitclone import clones_folder
 from services.launcher.container.spec import container_spec
 from services.launcher.container.sshsetup import COMMAND_PREFIX
 from services.launcher.engine.docker_driver import create_args
-from shared.settings.model import LauncherSettings
+from shared.settings.model import LauncherSettings, Settings
 from shared.tasks.plugins import Mount, TaskPlugins
 from tests.unit.test_launcher_container import make_spec
 from tests.unit.test_ssh_setup import KEY
@@ -37,3 +40,10 @@ def test_no_plugins_no_change() -> None:
     spec = container_spec(make_spec(command="echo user"), name="c1", node_id="n1", code_dir="",
                           settings=LauncherSettings())
     assert spec.command == "echo user" and "mounts" not in create_args(spec)
+
+
+def test_clones_live_under_the_default_file_system_else_the_data_directory(tmp_path: Path) -> None:
+    local = Settings.from_env({"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_DEFAULT_FS_URI": "file:///srv/fs"})
+    assert clones_folder(local, "c1") == Path("/srv/fs/.paiq/git/c1")
+    remote = Settings.from_env({"PAIQ_DATA_DIR": str(tmp_path), "PAIQ_DEFAULT_FS_URI": "hdfs://nn:9000"})
+    assert clones_folder(remote, "c1") == tmp_path / "git" / "c1"

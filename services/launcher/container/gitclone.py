@@ -8,6 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
+from shared.jobconfig.storagepath import StoragePath, storage_root
+from shared.settings.model import Settings
 from shared.tasks.plugins import GitClone, Mount
 
 CLONE_TIMEOUT_S = 300
@@ -20,13 +22,17 @@ class CloneError(Exception):
         self.reason = reason
 
 
-def clones_folder(data_dir: Path, container: str) -> Path:
-    """Where a task's clones live on the node, from its launch until its container is removed."""
-    return data_dir / "git" / container
+def clones_folder(settings: Settings, container: str) -> Path:
+    """Where a task's clones live on the node, from its launch until its container is removed: under the
+    default file system's root (a launcher in a container sees it at the engine's path, as docker-compose
+    mounts it), else under the data directory."""
+    root = storage_root(settings.default_fs_uri)
+    base = Path(root.path) / ".paiq" / "git" if isinstance(root, StoragePath) else settings.data_dir / "git"
+    return base / container
 
 
-async def remove_clones(data_dir: Path, container: str) -> None:
-    await asyncio.to_thread(shutil.rmtree, clones_folder(data_dir, container), True)
+async def remove_clones(settings: Settings, container: str) -> None:
+    await asyncio.to_thread(shutil.rmtree, clones_folder(settings, container), True)
 
 
 async def clone_into(clone: GitClone, folder: Path) -> Mount:
