@@ -168,8 +168,9 @@ class Users:
                                                "(the platform always keeps one)")
         if changes:
             await idempotent(lambda: self._users.update_one({"_id": user}, {"$set": changes}), "update a user")
-        if password is not None:  # a new password ends old sessions
-            await idempotent(lambda: self._tokens.delete_many({"user": user}), "end a user's sessions")
+        if password is not None:  # a new password ends old sessions (application tokens stay, as in OpenPAI v1.8)
+            await idempotent(lambda: self._tokens.delete_many({"user": user, "application": {"$ne": True}}),
+                             "end a user's sessions")
         log.info("user updated", user=user, password_changed=password is not None, admin=admin)
 
     async def set_profile(self, user: str, *, email: str | None = None,
@@ -256,6 +257,16 @@ class Users:
 
     async def count(self) -> int:
         return await self._users.count_documents({})
+
+    async def check_password(self, user: str, password: str) -> bool:
+        """Whether ``password`` is ``user``'s (False for an unknown user, in the same time)."""
+        doc = await self._users.find_one({"_id": user}, {"password_hash": 1})
+        stored = str(doc["password_hash"]).encode() if doc else _DUMMY_HASH
+        try:
+            ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), stored)
+        except ValueError:  # a password bcrypt cannot take is nobody's
+            return False
+        return doc is not None and ok
 
     async def login(self, user: str, password: str, expiration_s: int) -> tuple[str, bool]:
         """A new token for ``user``, or UnauthorizedUserError (same answer for unknown user or bad password)."""

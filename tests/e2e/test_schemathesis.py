@@ -125,7 +125,9 @@ def changes_the_admin(case: Case) -> bool:
     data = body.get("data") if isinstance(body.get("data"), dict) else {}
     return ((case.method == "PUT" and case.path == "/api/v1/user" and body.get("username") == ADMIN_USER
              and body.get("modify") is True)
-            or (case.method == "PUT" and case.path == "/api/v2/users" and data.get("username") == ADMIN_USER))
+            or (case.method == "PUT" and case.path == "/api/v2/users" and data.get("username") == ADMIN_USER)
+            or (case.method == "PUT" and case.path == "/api/v2/users/{user}/password"
+                and (case.path_parameters or {}).get("user") == ADMIN_USER))
 
 
 @dataclass

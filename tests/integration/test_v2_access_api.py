@@ -195,3 +195,40 @@ async def test_virtual_clusters_storages_and_skus(api: Api) -> None:
     skus = await api.call("GET", "/api/v2/cluster/sku-types", "alice", schema="SkuTypes")
     assert skus == {"V100": {"gpu": 1, "cpu": 4, "memory": 16384}}
     await api.call("GET", "/api/v2/cluster/sku-types?vc=none", "alice", status=404)
+
+
+async def test_profile_changes(api: Api) -> None:
+    me = {"patch": True, "data": {"username": "alice", "email": "a@example.com", "extension": {"k": 1}}}
+    await api.call("PUT", "/api/v2/users/me", "alice", {**me, "data": {**me["data"], "username": "boss"}},
+                   status=403)
+    await api.call("PUT", "/api/v2/users/me", "alice", me, status=201)
+    await api.call("PUT", "/api/v2/users/alice/extension", "alice", {"extension": {"$odd.key": [1]}}, status=201)
+    await api.call("PUT", "/api/v2/users/alice/email", "boss", {"email": "b@example.com"}, status=201)
+    await api.call("PUT", "/api/v2/users/boss/email", "alice", {"email": "x@example.com"}, status=403)
+    shown = await api.call("GET", "/api/v2/users/me", "alice", schema="V2User")
+    assert shown["email"] == "b@example.com" and shown["extension"] == {"k": 1, "$odd.key": [1]}
+    app = await api.call("POST", "/api/v2/tokens/application", "alice", schema="ApplicationToken")
+    api.tokens["app"] = app["token"]
+    await api.call("PUT", "/api/v2/users/me", "app", me, status=403)  # an application token changes nothing
+    wrong = {"patch": True, "data": {"username": "alice", "newPassword": "new-password", "oldPassword": "nope!!"}}
+    await api.call("PUT", "/api/v2/users/me", "alice", wrong, status=403)
+    right = {"patch": True, "data": {"username": "alice", "newPassword": "new-password",
+                                     "oldPassword": "alice-password"}}
+    await api.call("PUT", "/api/v2/users/me", "alice", right, status=201)
+    await api.call("GET", "/api/v2/users/me", "alice", status=401)  # the session ended
+    await api.call("GET", "/api/v2/users/me", "app", schema="V2User")  # the application token stays
+    await api.call("PUT", "/api/v2/users/alice/password", "boss", {"newPassword": "alice-password"}, status=201)
+    api.tokens["alice"] = (await api.call("POST", "/api/v2/authn/basic/login", body={
+        "username": "alice", "password": "alice-password"}, schema="Login"))["token"]
+    await api.call("PUT", "/api/v2/users/alice/password", "alice", {"newPassword": "x-password",
+                   "oldPassword": "wrong-one"}, status=403)
+    await api.call("PUT", "/api/v2/users/alice/admin", "alice", {"admin": True}, status=403)
+    await api.call("PUT", "/api/v2/users/boss/admin", "boss", {"admin": False}, status=403)  # the last admin
+    await api.call("PUT", "/api/v2/users/alice/virtualcluster", "boss", {"virtualCluster": ["research"]},
+                   status=201)
+    assert (await api.call("GET", "/api/v2/users/me", "alice", schema="V2User"))["virtualCluster"] == [
+        "default", "research"]
+    await api.call("PUT", "/api/v2/users/alice/virtualcluster", "boss", {"virtualCluster": ["nope"]}, status=400)
+    await api.call("PUT", "/api/v2/users/nobody/virtualcluster", "boss", {"virtualCluster": []}, status=404)
+    await api.call("PUT", "/api/v2/users/alice/admin", "boss", {"admin": True}, status=201)
+    assert (await api.call("GET", "/api/v2/users/alice", "boss", schema="V2User"))["admin"] is True

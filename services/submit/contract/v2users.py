@@ -222,6 +222,46 @@ class UserUpdate(V2Request):
     data: UserData
 
 
+class MeData(V2Request):
+    username: UserName
+    email: Email | None = None
+    new_password: Password | None = Field(default=None, alias="newPassword", min_length=MIN_PASSWORD_LENGTH,
+                                          max_length=MAX_PASSWORD_BYTES)
+    old_password: str | None = Field(default=None, alias="oldPassword", max_length=MAX_PASSWORD_BYTES)
+    extension: Extension | None = None
+
+
+class MeUpdate(V2Request):
+    """``PUT /api/v2/users/me``: a user changes their own e-mail, password (``oldPassword`` too) or extension."""
+
+    patch: bool = False
+    data: MeData
+
+
+class PasswordChange(V2Request):
+    """``PUT /api/v2/users/:username/password``: ``oldPassword`` needed unless an admin asks."""
+
+    old_password: str | None = Field(default=None, alias="oldPassword", max_length=MAX_PASSWORD_BYTES)
+    new_password: Password = Field(alias="newPassword", min_length=MIN_PASSWORD_LENGTH,
+                                   max_length=MAX_PASSWORD_BYTES)
+
+
+class EmailChange(V2Request):
+    email: Email = ""
+
+
+class AdminChange(V2Request):
+    admin: bool
+
+
+class VirtualClusterChange(V2Request):
+    virtual_cluster: list[str] = Field(alias="virtualCluster", max_length=1000)
+
+
+class ExtensionChange(V2Request):
+    extension: Extension
+
+
 class GroupRef(V2Request):
     """``PUT``/``DELETE /api/v2/users/:username/group``."""
 
@@ -260,4 +300,6 @@ class GroupUpdate(V2Request):
 V2_ANSWERS: tuple[type[BaseModel], ...] = (Info, Login, V2User, V2UserList, V2Group, V2GroupList, GroupMembers,
                                            Tokens, ApplicationToken, Storages, Storage, SkuTypes,
                                            V2VirtualCluster, V2VirtualClusters, VcDone)
-V2_REQUESTS: tuple[type[BaseModel], ...] = (UserCreate, UserUpdate, GroupRef, Grouplist, GroupCreate, GroupUpdate)
+V2_REQUESTS: tuple[type[BaseModel], ...] = (UserCreate, UserUpdate, MeUpdate, PasswordChange, EmailChange, AdminChange,
+                                            VirtualClusterChange, ExtensionChange, GroupRef, Grouplist, GroupCreate,
+                                            GroupUpdate)

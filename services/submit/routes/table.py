@@ -28,6 +28,7 @@ from services.submit.routes import (
     v2joblist,
     v2jobreads,
     v2jobs,
+    v2profile,
     v2users,
 )
 
@@ -49,6 +50,7 @@ ROUTES: tuple[Route, ...] = (
     *ssh.ROUTES,
     *clusters.ROUTES,
     *v2access.ROUTES,
+    *v2profile.ROUTES,
     *v2users.ROUTES,
     *v2clusters.ROUTES,
     Route("GET", "/api/v1/openapi.json", get_openapi, "this document",

@@ -79,7 +79,7 @@ async def _vcs(request: web.Request) -> dict[str, VirtualCluster]:
     return with_default(await request.app[DEPS].store.list_vcs())
 
 
-async def _grant_vcs(request: web.Request, user: str, names: list[str]) -> None:
+async def grant_vcs(request: web.Request, user: str, names: list[str]) -> None:
     """OpenPAI's ``virtualCluster`` of a user: the VCs that name them are exactly these (besides those open to
     all); an unknown one is refused before anything changes (400 NoVirtualClusterError, as OpenPAI)."""
     store = request.app[DEPS].store
@@ -138,7 +138,7 @@ async def create_user(request: web.Request) -> web.Response:
         raise ApiError("NoVirtualClusterError", f"Try to update nonexist: {', '.join(unknown)}", status=400)
     await request.app[DEPS].users.create(asked.username, asked.password, admin=asked.admin, email=asked.email,
                                          extension=asked.extension)
-    await _grant_vcs(request, asked.username, asked.virtual_cluster)
+    await grant_vcs(request, asked.username, asked.virtual_cluster)
     log.info("user created", user=asked.username, by=principal.user)
     return v2_answer(Message(message="User is created successfully"), status=201)
 
@@ -150,12 +150,12 @@ async def update_user(request: web.Request) -> web.Response:
     if not await users.exists(data.username):
         raise ApiError("NoUserError", f"User {data.username} not found.")
     if data.virtual_cluster is not None:
-        await _grant_vcs(request, data.username, data.virtual_cluster)
+        await grant_vcs(request, data.username, data.virtual_cluster)
     if data.password is not None or data.admin is not None:
         await users.update(data.username, password=data.password, admin=data.admin)
     await users.set_profile(data.username, email=data.email, extension=data.extension)
     log.info("user updated", user=data.username, by=principal.user)
-    return v2_answer(Message(message=f"Update user {data.username} successfully."), status=201)
+    return v2_answer(Message(message=f"Update user {data.username} successfully"), status=201)
 
 
 async def delete_user(request: web.Request) -> web.Response:
