@@ -27,9 +27,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.errors import PaiqError
 
-class StorageConfigError(Exception):
-    """The storage config file cannot be read or is not valid."""
+
+class StorageConfigError(PaiqError):
+    """The storage config file cannot be read or is not valid (a service that reads it at start exits saying so)."""
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"storage config {path}: {reason}")

@@ -3,6 +3,7 @@ admin bootstrap."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from shared.runtime.vitals import Vitals, describe, is_outage
 from shared.scheduling.vclusters import load_config
 from shared.settings.credentials import credentials_path, write_credentials
 from shared.settings.model import Settings
+from shared.storageconfig import storage_configs_at
 
 log = structlog.get_logger("paiq.submit")
 
@@ -120,6 +122,9 @@ async def start_submit(settings: Settings, store: Store, bus: Bus, vitals: Vital
         for vc in load_config(Path(settings.virtual_clusters_path)):
             await store.put_vc(vc)
         log.info("virtual clusters loaded", path=settings.virtual_clusters_path)
+    # The storage configs the submit check reads (routes/jobs.py): a bad file stops submit here, saying so,
+    # as it stops the launcher, instead of answering 500 to the first job that names a storage.
+    await asyncio.to_thread(storage_configs_at, settings.storage_config_path)
     users = Users(store)
     await bootstrap_admin(users, settings)
     runner = ApiRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users,

@@ -72,3 +72,19 @@ async def test_every_service_exits_non_zero_when_the_broker_is_unreachable_at_st
         assert code != 0, f"{name} exited 0 without its broker:\n{out}"
         assert f"paiq {name}: cannot connect to RabbitMQ at" in out, f"{name} must say what it could not reach:\n{out}"
         assert "guest:***@" in out and "guest:guest@" not in out, "the broker's password is never printed"
+
+
+async def test_submit_and_the_launcher_exit_at_start_on_a_bad_storage_config(tmp_path: Path, mongo_uri: str,
+                                                                             amqp_url: str) -> None:
+    """README, teamwise_storage: a storage config file that cannot be read stops the services that read it
+    at start, saying which file and why (not a 500 to the first job naming a storage)."""
+    bad = tmp_path / "storages.yaml"
+    bad.write_text("storages: [{name: team}]\n")  # no hostPath nor mountPath
+    results = await asyncio.gather(*(run_service(name, tmp_path, PAIQ_MONGODB_URI=mongo_uri, PAIQ_AMQP_URL=amqp_url,
+                                                 PAIQ_MONGODB_DATABASE=f"storagefail_{name}",
+                                                 PAIQ_STORAGE_CONFIG=str(bad))
+                                     for name in ("submit", "launcher")))
+    for name, (code, out) in zip(("submit", "launcher"), results, strict=True):
+        assert code != 0, f"{name} started with a bad storage config:\n{out}"
+        assert f"paiq {name}: storage config {bad}" in out, out
+        assert "Traceback" not in out, out
