@@ -163,6 +163,9 @@ async def test_tokens(api: Api) -> None:
     api.tokens["app"] = app["token"]
     assert len((await api.call("GET", "/api/v2/tokens", "alice", schema="Tokens"))["tokens"]) == 2
     await api.call("GET", "/api/v2/users/me", "app", schema="V2User")  # an application token reads
+    assert await api.call("GET", "/api/v2/tokens/check", "app", schema="TokenCheck") == {
+        "username": "alice", "admin": False, "application": True}
+    await api.call("GET", "/api/v2/tokens/check", status=401)
     await api.call("GET", "/api/v2/tokens", "app", status=403)  # and manages no tokens
     await api.call("DELETE", f"/api/v2/tokens/{app['token']}", "boss", status=403)  # not the boss's
     await api.call("DELETE", f"/api/v2/tokens/{app['token']}", "alice")

@@ -97,6 +97,14 @@ class Tokens(Answer):
     tokens: tuple[str, ...]
 
 
+class TokenCheck(Answer):
+    """``GET /api/v2/tokens/check``: whose token it is (OpenPAI v1.8 answered the JWT's claims with ``admin``)."""
+
+    username: str
+    admin: bool
+    application: bool
+
+
 class ApplicationToken(Answer):
     token: str
     application: Literal[True]
@@ -298,7 +306,7 @@ class GroupUpdate(V2Request):
 
 
 V2_ANSWERS: tuple[type[BaseModel], ...] = (Info, Login, V2User, V2UserList, V2Group, V2GroupList, GroupMembers,
-                                           Tokens, ApplicationToken, Storages, Storage, SkuTypes,
+                                           Tokens, TokenCheck, ApplicationToken, Storages, Storage, SkuTypes,
                                            V2VirtualCluster, V2VirtualClusters, VcDone)
 V2_REQUESTS: tuple[type[BaseModel], ...] = (UserCreate, UserUpdate, MeUpdate, PasswordChange, EmailChange, AdminChange,
                                             VirtualClusterChange, ExtensionChange, GroupRef, Grouplist, GroupCreate,

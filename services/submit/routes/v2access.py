@@ -11,7 +11,7 @@ from aiohttp import web
 from services.submit.contract.answers import Message
 from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Reply, Route
-from services.submit.contract.v2users import ApplicationToken, Info, Login, Tokens, v2_answer
+from services.submit.contract.v2users import ApplicationToken, Info, Login, TokenCheck, Tokens, v2_answer
 from services.submit.deps import DEPS
 from services.submit.routes.access import TOKEN_BODY, principal_of
 from services.submit.users import MAX_TOKEN_SECONDS, Principal
@@ -65,6 +65,11 @@ async def list_tokens(request: web.Request) -> web.Response:
     return v2_answer(Tokens(tokens=tuple(t.id for t in tokens)))
 
 
+async def check_token(request: web.Request) -> web.Response:
+    principal = await principal_of(request)
+    return v2_answer(TokenCheck(username=principal.user, admin=principal.admin, application=principal.application))
+
+
 async def application_token(request: web.Request) -> web.Response:
     principal = await person_of(request)
     token = await request.app[DEPS].users.issue_token(principal.user, principal.admin, MAX_TOKEN_SECONDS,
@@ -94,6 +99,8 @@ ROUTES = (
           {200: Reply("ended", Message)}, _PERSON, auth="token"),
     Route("GET", "/api/v2/tokens", list_tokens, "the caller's live tokens, by id", {200: Reply("", Tokens)},
           _PERSON, auth="token"),
+    Route("GET", "/api/v2/tokens/check", check_token, "whose token this is (any token, an application's too)",
+          {200: Reply("", TokenCheck)}, (401,), auth="token"),
     Route("POST", "/api/v2/tokens/application", application_token, "a long-lived application token (it may not "
           "manage users or tokens)", {200: Reply("a new token", ApplicationToken)}, _PERSON, auth="token"),
     Route("DELETE", "/api/v2/tokens/{token}", revoke_token, "revoke one of the caller's tokens (403 for one they "
