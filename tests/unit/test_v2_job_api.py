@@ -234,3 +234,11 @@ async def test_events_are_derived_from_the_jobs_record_newest_first(
     assert set(failed["data"][0]) == _keys("V2JobEvent")
     queued = await (await client.get(JOB + "queued/events?type=Warning", headers=alice)).json()
     assert [(e["reason"], e["message"]) for e in queued["data"]] == [("FailedScheduling", "waiting for 1 GPU")]
+
+
+async def test_the_job_attempts_health_check_answers_ok_to_a_token(
+        env: tuple[TestClient[Any, Any], V2FakeStore]) -> None:
+    client, _ = env
+    ok = await client.get(JOB + "failed/job-attempts/healthz", headers={"Authorization": "Bearer bob-token"})
+    assert ok.status == 200 and await ok.text() == "ok"
+    assert (await client.get(JOB + "failed/job-attempts/healthz")).status == 401

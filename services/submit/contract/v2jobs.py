@@ -1,9 +1,10 @@
 """OpenPAI v1.8's ``/api/v2/jobs`` answers (``models/v2/job/k8s.js``: ``convertFrameworkSummary``,
 ``convertFrameworkDetail``, ``convertTaskDetail``; ``models/v2/utils/frameworkConverter.js``:
 ``convertToJobAttempt``), with OpenPAI's keys and types. paiq's values where OpenPAI's came from Kubernetes:
-``debugId`` the job's id, ``subState`` paiq's sub-state, ``jobPriority`` the priority class (null for the
-default), ``appId`` the job's id and attempt, ``containerId`` the container's id, ``containerNodeName`` the
-node's id, ``attemptId`` of a task the job's attempt (paiq retries a task only as part of its job).
+``debugId`` the job's id, ``subState`` paiq's sub-state, ``jobPriority`` null (OpenPAI's hived priority;
+paiq's class stays in the config's extras), ``retryDelayTime`` null, ``appId`` the job's id and attempt,
+``containerId`` the container's id, ``containerNodeName`` the node's id, ``attemptId`` of a task the job's
+attempt (paiq retries a task only as part of its job).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from services.submit.contract.answers import SshInfo, Submitted, answer
 from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.requests import USER_NAME_SCHEMA, ExecutionTypeChange
-from services.submit.contract.route import ModelBody, Param, Reply, Route
+from services.submit.contract.route import ModelBody, Param, Reply, Route, text
 from services.submit.contract.v2jobs import (
     V2JobAttempt,
     V2JobAttempts,
@@ -85,6 +85,12 @@ async def get_job_attempts(request: web.Request) -> web.Response:
     earlier = await request.app[DEPS].store.attempts_of(job.id) if job.attempt else []
     body = V2JobAttempts(tuple(v2_attempt(job, a, private=private) for a in all_attempts(job, earlier)))
     return web.json_response(body.model_dump(mode="json", by_alias=True))
+
+
+async def job_attempts_healthz(request: web.Request) -> web.Response:
+    """OpenPAI's ``200 ok`` (paiq reads attempts from its store, as every route does)."""
+    await principal_of(request)
+    return web.Response(text="ok")
 
 
 async def get_job_attempt(request: web.Request) -> web.Response:
@@ -190,6 +196,8 @@ ROUTES = (
           params=(*_JOB, Param("attemptId", "path", _INDEX))),
     Route("GET", JOB + "/job-attempts", get_job_attempts, "every attempt of the job, oldest first",
           {200: Reply("the attempts", V2JobAttempts)}, (400, 401, 404), auth="token", params=_JOB),
+    Route("GET", JOB + "/job-attempts/healthz", job_attempts_healthz, "whether job attempts can be read (OpenPAI's "
+          "health check of its job-attempt store)", {200: text("ok")}, (400, 401), auth="token", params=_JOB),
     Route("GET", JOB + "/job-attempts/{attemptIndex}", get_job_attempt, "one attempt of the job",
           {200: Reply("the attempt", V2JobAttempt)}, (400, 401, 404), auth="token",
           params=(*_JOB, Param("attemptIndex", "path", _INDEX))),
