@@ -18,8 +18,8 @@ the cursor of the page half-way down found beforehand with pages of 1,000; offse
 ``state`` and by their own list's ``state``, and their page at offset 400; a job's detail; the virtual
 clusters; a POST of a job that never fits, stopped afterwards; OpenPAI v1.8's v2 list newest first, at offset
 50,000 with its total, by ``vc`` and ``state`` with the total from the tallies, by ``username``, ``vc`` and
-``state`` together, by a ``keyword`` that matches a tenth of the history and by one that matches a job's name,
-and a job's v2 detail), the scheduler
+``state`` together, by two states at once, by a ``keyword`` that matches a tenth of the history and by one
+that matches a job's name, and a job's v2 detail), the scheduler
 pass (``schedule_pass`` run --passes times in this process over its own store and an in-memory bus), and
 the CPU that the paiq and SecantusDB processes spend over --idle-seconds with nothing to do.
 
@@ -318,6 +318,8 @@ def routes(size: int, busy: str, names: list[str], deep: str | None) -> dict[str
             "GET", lambda i: "/api/v2/jobs?vc=default&state=FAILED&limit=20&withTotalCount=true"),
         "GET /v2/jobs?username=<busy>&vc=default&state=FAILED&limit=20": Route(
             "GET", lambda i: f"/api/v2/jobs?username={busy}&vc=default&state=FAILED&limit=20"),
+        "GET /v2/jobs?state=FAILED,STOPPED&limit=20&withTotalCount=true": Route(
+            "GET", lambda i: "/api/v2/jobs?state=FAILED,STOPPED&limit=20&withTotalCount=true"),
         "GET /v2/jobs?keyword=hist000&limit=20": Route("GET", lambda i: "/api/v2/jobs?keyword=hist000&limit=20"),
         "GET /v2/jobs?keyword=<name>&limit=20": Route(
             "GET", lambda i: f"/api/v2/jobs?keyword={quote(names[i * 7919 % len(names)])}&limit=20"),

@@ -95,7 +95,9 @@ CASES: list[tuple[str, str, str | None, Any, int]] = [
     ("GET", "/api/v2/jobs?keyword=FAI&withTotalCount=true", "alice-token", None, 200),
     ("GET", "/api/v2/jobs?tagsContain=a,b", "alice-token", None, 200),
     ("GET", "/api/v2/jobs", None, None, 401),
-    ("GET", "/api/v2/jobs?username=alice,bob", "alice-token", None, 400),
+    ("GET", "/api/v2/jobs?username=alice,bob&state=FAILED,WAITING&withTotalCount=true", "alice-token", None, 200),
+    ("GET", "/api/v2/jobs?username=" + ",".join(f"u{i}" for i in range(17)), "alice-token", None, 400),
+    ("GET", "/api/v2/jobs?username=alice,bob,carol&state=FAILED,WAITING,RUNNING&vc=a,b", "alice-token", None, 400),
     ("GET", "/api/v2/jobs?order=jobName,ASC", "alice-token", None, 400),
     ("GET", "/api/v2/jobs?state=DONE", "alice-token", None, 400),
     ("GET", "/api/v2/jobs?limit=50000", "alice-token", None, 400),
@@ -173,6 +175,10 @@ async def test_the_list_item_has_openpai_v1_8s_keys_and_the_filters_reach_the_st
     assert set(paged) == {"totalCount", "data"} and paged["totalCount"] == 3 and len(paged["data"]) == 1
     found = await (await client.get("/api/v2/jobs?keyword=fail&withTotalCount=true", headers=alice)).json()
     assert [j["name"] for j in found["data"]] == ["failed"] and found["totalCount"] == 1, "a lower bound: no counter"
+    union = await (await client.get("/api/v2/jobs?username=alice,bob&state=FAILED,WAITING&withTotalCount=true&limit=1",
+                                    headers=alice)).json()
+    newest = min((j for j in store.jobs if j.name in ("queued", "failed")), key=lambda j: (-j.created_ms, j.id))
+    assert union["totalCount"] == 2 and [j["name"] for j in union["data"]] == [newest.name], "merged newest first"
     await client.get("/api/v2/jobs?username=alice&vc=default&state=FAILED", headers=alice)
     assert store.asked[-1] == {"user": "alice", "state": "FAILED", "vc": "default", "keyword": None, "tags": ()}
 

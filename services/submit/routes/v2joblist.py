@@ -1,8 +1,9 @@
 """``GET /api/v2/jobs``: OpenPAI v1.8's job list (``controllers/v2/job.js`` ``list``), newest first, a page
 at a time, every filter served by an index and flat with history.
 
-Filters, each one value (OpenPAI took comma-separated lists; a list of several is refused, 400, naming the
-parameter): ``username``, ``vc``, ``state``, ``keyword`` (a prefix of the job's name or of a word of it,
+Filters: ``username``, ``vc``, ``state`` (each comma-separated as OpenPAI took them: the list is the union of
+the lists of each combination of their values, at most :data:`MAX_VALUES`, each read alone and merged newest
+first), ``keyword`` (a prefix of the job's name or of a word of it,
 case-insensitive: :mod:`shared.db.lists.keywords`; OpenPAI matched a substring of the name, user or VC),
 ``tagsContain`` (jobs holding any of the tags, comma-separated as OpenPAI took them). Each combination is
 one equality prefix of an index (:mod:`shared.db.indexes`) read in the newest-first windows of
@@ -18,13 +19,13 @@ more follow), which pages as the portal's pager needs.
 
 from __future__ import annotations
 
+import itertools
 from contextlib import nullcontext
 from typing import Any
 
 from aiohttp import web
 
 from services.submit.contract.errors import ApiError
-from services.submit.contract.requests import USER_NAME_SCHEMA
 from services.submit.contract.route import Param, Reply, Route, WholeNumber
 from services.submit.contract.v2jobs import V2JobList, V2JobPage
 from services.submit.contract.v2jobviews import v2_summary
@@ -33,9 +34,9 @@ from services.submit.routes.access import principal_of
 from services.submit.routes.listing import CURSOR
 from services.submit.throttle import heavy_read, is_heavy_page
 from services.submit.users import check_user_name
-from shared.db.lists.paging import Cursor, CursorError
+from shared.db.lists.paging import Cursor, CursorError, JobPage
+from shared.db.store import Store
 from shared.db.tags import MAX_TAG_CHARS
-from shared.jobconfig.problems import shown
 from shared.records import JobState
 
 MAX_WALK = 10_000  # offset + limit of a list no counts serve: what one page of the v1 list may read
@@ -44,22 +45,33 @@ OFFSET = WholeNumber("offset", default=0, least=0, most=100_000, hint=" (deeper:
 ORDER = "submissionTime,DESC"
 MAX_KEYWORD = 255
 MAX_TAGS_ASKED = 16
+MAX_VALUES = 16  # combinations of username x state x vc values: each one list read
 _STATES = [s.value for s in JobState]
+_ONE_STATE = "|".join(_STATES)
 
 
-def _one(request: web.Request, name: str) -> str | None:
-    value = request.query.get(name) or None
-    if value is not None and "," in value:
-        raise ApiError("InvalidParametersError", f"{name}: one value (paiq serves one {name} per list)")
-    return value
+def _values(request: web.Request, name: str) -> tuple[str | None, ...]:
+    """A filter's values (OpenPAI's comma-separated list), each once; ``(None,)`` when absent."""
+    values = tuple(dict.fromkeys(v for v in (request.query.get(name) or "").split(",") if v))
+    if len(values) > MAX_VALUES:
+        raise ApiError("InvalidParametersError", f"{name}: at most {MAX_VALUES} values")
+    return values or (None,)
+
+
+def _combinations(request: web.Request) -> list[tuple[str | None, str | None, str | None]]:
+    """Every (username, state, vc) the list is the union of: each one list served by its index."""
+    users = tuple(check_user_name(u) if u else None for u in _values(request, "username"))
+    states = _values(request, "state")
+    if any(s is not None and s not in _STATES for s in states):
+        raise ApiError("InvalidParametersError", f"state: each one of {', '.join(_STATES)}")
+    combos = list(itertools.product(users, states, _values(request, "vc")))
+    if len(combos) > MAX_VALUES:
+        raise ApiError("InvalidParametersError",
+                       f"username x state x vc: at most {MAX_VALUES} combinations of their values")
+    return combos
 
 
 def _filters(request: web.Request) -> dict[str, Any]:
-    user = _one(request, "username")
-    state = _one(request, "state")
-    if state is not None and state not in _STATES:
-        raise ApiError("InvalidParametersError",
-                       f"state: must be one of {', '.join(_STATES)}, got {shown(state)[1:-1]}")
     keyword = request.query.get("keyword") or None
     if keyword is not None and len(keyword) > MAX_KEYWORD:
         raise ApiError("InvalidParametersError", f"keyword: at most {MAX_KEYWORD} characters")
@@ -72,8 +84,7 @@ def _filters(request: web.Request) -> dict[str, Any]:
     order = request.query.get("order")
     if order not in (None, "", ORDER):
         raise ApiError("InvalidParametersError", f"order: paiq serves {ORDER} (newest first) only")
-    return {"user": check_user_name(user) if user else None, "state": state, "vc": _one(request, "vc"),
-            "keyword": keyword, "tags": tags}
+    return {"keyword": keyword, "tags": tags}
 
 
 def _cursor(request: web.Request) -> Cursor | None:
@@ -84,25 +95,53 @@ def _cursor(request: web.Request) -> Cursor | None:
         raise ApiError("InvalidParametersError", str(e)) from e
 
 
+async def _page(store: Store, combos: list[tuple[str | None, str | None, str | None]], filters: dict[str, Any],
+                limit: int, offset: int, cursor: Cursor | None) -> JobPage:
+    """One list's page, or the union of several lists' (a filter of several values): each list's first
+    ``offset + limit`` jobs after the cursor, merged newest first (the route bounds ``offset + limit``)."""
+    if len(combos) == 1:
+        user, state, vc = combos[0]
+        return await store.list_jobs(limit=limit, offset=offset, cursor=cursor, user=user, state=state, vc=vc,
+                                     **filters)
+    pages = [await store.list_jobs(limit=offset + limit, cursor=cursor, user=user, state=state, vc=vc, **filters)
+             for user, state, vc in combos]
+    merged = sorted((j for p in pages for j in p.jobs), key=lambda j: (-j.created_ms, j.id))
+    jobs = merged[offset:offset + limit]
+    more = bool(jobs) and (len(merged) > offset + limit or any(p.next_cursor for p in pages))
+    return JobPage(jobs, Cursor(jobs[-1].created_ms, jobs[-1].id).encode() if more else None)
+
+
+async def _total(store: Store, combos: list[tuple[str | None, str | None, str | None]]) -> int | None:
+    """The exact total where every combination has a counter (they are disjoint: each value once)."""
+    total = 0
+    for user, state, vc in combos:
+        n = await store.count_jobs(user=user, state=state, vc=vc)
+        if n is None:
+            return None
+        total += n
+    return total
+
+
 async def list_v2_jobs(request: web.Request) -> web.Response:
     """A token is needed (OpenPAI v1.8: ``token.check``); any user's jobs are listed, as there."""
     await principal_of(request)
-    filters = _filters(request)
+    combos, filters = _combinations(request), _filters(request)
     limit, offset, cursor = LIMIT.read(request), OFFSET.read(request), _cursor(request)
-    walked = bool(filters["vc"] or filters["keyword"] or filters["tags"])
+    walked = len(combos) > 1 or any(vc for _, _, vc in combos) or bool(filters["keyword"] or filters["tags"])
     if walked and offset + limit > MAX_WALK:
-        raise ApiError("InvalidParametersError", f"offset + limit: at most {MAX_WALK} with vc, keyword or "
-                                                 "tagsContain (continue with the cursor of X-Next-Cursor)")
+        raise ApiError("InvalidParametersError", f"offset + limit: at most {MAX_WALK} with vc, keyword, tagsContain "
+                                                 "or several values of a filter (continue with the cursor of "
+                                                 "X-Next-Cursor)")
     store = request.app[DEPS].store
-    async with heavy_read(request) if is_heavy_page(limit, offset) else nullcontext():
-        page = await store.list_jobs(limit=limit, offset=offset, cursor=cursor, **filters)
+    async with heavy_read(request) if is_heavy_page(limit * len(combos), offset) else nullcontext():
+        page = await _page(store, combos, filters, limit, offset, cursor)
     headers = {"X-Next-Cursor": page.next_cursor} if page.next_cursor else {}
     data = tuple(v2_summary(j) for j in page.jobs)
     if request.query.get("withTotalCount") != "true":
         return web.json_response(V2JobList(data).model_dump(mode="json", by_alias=True), headers=headers)
     total = None
     if not filters["keyword"] and not filters["tags"] and cursor is None:
-        total = await store.count_jobs(user=filters["user"], state=filters["state"], vc=filters["vc"])
+        total = await _total(store, combos)
     if total is None:  # no counter covers these filters: a lower bound
         total = offset + len(data) + (1 if page.next_cursor else 0)
     body = V2JobPage(total_count=total, data=data)
@@ -110,9 +149,10 @@ async def list_v2_jobs(request: web.Request) -> web.Response:
 
 
 _PARAMS = (
-    Param("username", "query", USER_NAME_SCHEMA, "one user's jobs"),
-    Param("vc", "query", {"type": "string", "maxLength": 255}, "one virtual cluster's jobs"),
-    Param("state", "query", {"type": "string", "enum": _STATES}),
+    Param("username", "query", description="these users' jobs (comma-separated user names)"),
+    Param("vc", "query", description="these virtual clusters' jobs (comma-separated)"),
+    Param("state", "query", {"type": "string", "pattern": f"^({_ONE_STATE})(,({_ONE_STATE}))*$"},
+          "jobs in these states (comma-separated)"),
     Param("keyword", "query", {"type": "string", "maxLength": MAX_KEYWORD},
           "a prefix of the job's name or of a word of it, case-insensitive"),
     Param("tagsContain", "query", description="jobs holding any of these tags (comma-separated)"),
