@@ -150,6 +150,11 @@ class PaiqClient:
         body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
         return dict(body)
 
+    async def v2_job(self, user: str, name: str) -> dict[str, Any]:
+        """A job's detail as OpenPAI v1.8's ``GET /api/v2/jobs/{user}~{job}`` answers it."""
+        body, _ = await self._call("GET", f"/api/v2/jobs/{quote(user)}~{quote(name)}")
+        return dict(body)
+
     async def profile(self, user: str, name: str) -> dict[str, Any]:
         """The job's usage: summed, and each task's latest (paiq's extension)."""
         body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/profile")

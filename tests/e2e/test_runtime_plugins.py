@@ -159,17 +159,18 @@ async def test_tensorboard_answers_at_the_address_the_job_shows(api: PaiqClient,
     name = unique("tb-")
     await api.submit_v2(v2_job(name, {"main": ["echo tensorboard-here > /tmp/tb/index.html", "sleep 120"]}, [
         {"plugin": "tensorboard", "parameters": {"logdir": {"run": "/tmp/tb"}}}]))
-    body = ""
+    body, address = "", None
     for _ in range(240):
-        task = only_task(await api.job(user, name))
-        port, ip = (task.get("containerPorts") or {}).get("tensorboard"), task.get("containerIp")
-        if port and ip:
-            body = await asyncio.to_thread(fetch, f"http://{ip}:{port}/index.html")
+        address = (await api.v2_job(user, name))["tensorboardAddress"]
+        if address:
+            body = await asyncio.to_thread(fetch, f"{address}/index.html")
         if body:
             break
         await asyncio.sleep(0.25)
+    task = only_task(await api.job(user, name))
     await api.stop(user, name)
     assert body.strip() == "tensorboard-here"
+    assert address == f"http://{task['containerIp']}:{task['containerPorts']['tensorboard']}", "the first task's port"
 
 
 async def test_teamwise_storage_mounts_the_configured_directory_for_its_users(

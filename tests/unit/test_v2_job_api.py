@@ -203,7 +203,8 @@ async def test_the_detail_has_openpai_v1_8s_keys_and_shows_what_tasks_printed_on
     client, _ = env
     owner = await (await client.get(JOB + "failed", headers={"Authorization": "Bearer alice-token"})).json()
     other = await (await client.get(JOB + "failed", headers={"Authorization": "Bearer bob-token"})).json()
-    assert set(owner) == {"debugId", "name", "tags", "jobPriority", "jobStatus", "taskRoles"}
+    assert set(owner) == {"debugId", "name", "tags", "jobPriority", "jobStatus", "taskRoles", "tensorboardAddress"}
+    assert owner["tensorboardAddress"] is None, "no tensorboard plugin"
     assert set(owner["jobStatus"]) == _keys("V2JobStatus") and "appExitTriggerTaskRoleName" in owner["jobStatus"]
     assert owner["jobStatus"]["attemptId"] == 1 and owner["jobStatus"]["appExitDiagnostics"] == SECRET
     task = owner["taskRoles"]["main"]["taskStatuses"][0]

@@ -138,6 +138,9 @@ class V2JobDetail(Answer):
     job_priority: str | None
     job_status: V2JobStatus
     task_roles: dict[str, V2TaskRole]
+    # paiq's own key: where the tensorboard runtime plugin's server answers (OpenPAI's portal worked it out
+    # from the first task's ports); null without the plugin or before that task is placed
+    tensorboard_address: str | None = None
 
 
 class V2JobAttempt(Answer):

@@ -24,6 +24,7 @@ from services.submit.contract.v2jobs import (
 )
 from shared.db.lists.paging import JobSummary
 from shared.records import AttemptRecord, JobRecord, TaskRecord
+from shared.tasks.plugins import job_tensorboard_address
 
 V2_JOB_PATH = "/api/v2/jobs/{user}~{job}"
 
@@ -162,7 +163,7 @@ def v2_detail(job: JobRecord, a: AttemptView, tags: tuple[str, ...], *, private:
         app_exit_trigger_task_role_name=a.trigger_role, app_exit_trigger_task_index=a.trigger_index,
         app_exit_type=a.exit_type or None, virtual_cluster=job.virtual_cluster, submission_time=job.created_ms)
     return V2JobDetail(debug_id=job.id, name=job.name, tags=tags, job_priority=None, job_status=status,
-                       task_roles=_roles(job, a, private))
+                       task_roles=_roles(job, a, private), tensorboard_address=job_tensorboard_address(job))
 
 
 def v2_attempt(job: JobRecord, a: AttemptView, *, private: bool) -> V2JobAttempt:
