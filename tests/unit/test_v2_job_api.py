@@ -195,7 +195,8 @@ async def test_a_tag_is_stored_shown_and_filtered_and_removed(env: tuple[TestCli
     gone = await client.delete(JOB + "failed/tag", json={"value": "best"}, headers=alice)
     assert (await gone.json())["message"] == "Delete tag best from job alice~failed successfully."
     again = await client.delete(JOB + "failed/tag", json={"value": "best"}, headers=alice)
-    assert again.status == 404 and (await again.json())["message"] == "Tag best is not found for job alice~failed."
+    assert again.status == 404 and await again.json() == {
+        "code": "NoTagError", "message": "Tag best is not found for job alice~failed."}
 
 
 async def test_the_detail_has_openpai_v1_8s_keys_and_shows_what_tasks_printed_only_to_the_owner(

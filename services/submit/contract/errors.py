@@ -18,7 +18,7 @@ ErrorCode = Literal[
     "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
     "ServiceUnavailableError", "TooManyRequestsError", "InvalidProtocolError",
-    "NoGroupError", "ConflictGroupError", "NoStorageError",
+    "NoGroupError", "ConflictGroupError", "NoStorageError", "NoTagError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
@@ -30,6 +30,8 @@ STATUS_OF: dict[ErrorCode, int] = {
     "NoGroupError": 404,
     "ConflictGroupError": 409,
     "NoStorageError": 404,
+    # OpenPAI v1.8's DELETE /api/v2/jobs/{user}~{job}/tag of a tag the job does not have
+    "NoTagError": 404,
     "NoUserError": 404,
     "UnauthorizedUserError": 401,
     "ForbiddenUserError": 403,
@@ -90,7 +92,7 @@ class Error(BaseModel):
 
 # Codes only some routes answer with (each such route lists them in its ``also``).
 ROUTE_CODES: frozenset[ErrorCode] = frozenset({"InvalidProtocolError", "NoGroupError", "ConflictGroupError",
-                                               "NoStorageError"})
+                                               "NoStorageError", "NoTagError"})
 
 
 def codes_of(status: int) -> list[ErrorCode]:

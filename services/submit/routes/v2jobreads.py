@@ -178,7 +178,7 @@ async def delete_tag(request: web.Request) -> web.Response:
     job, tag = await _tag_request(request, "delete tag from")
     name = framework_name(job.user, job.name)
     if not await request.app[DEPS].store.delete_tag(job.id, tag):
-        raise ApiError("NoJobError", f"Tag {tag} is not found for job {name}.")
+        raise ApiError("NoTagError", f"Tag {tag} is not found for job {name}.")
     return answer(Submitted(status=200, message=f"Delete tag {tag} from job {name} successfully."))
 
 
@@ -216,6 +216,7 @@ ROUTES = (
           auth="token", params=_JOB, body=EXECUTION_TYPE),
     Route("PUT", JOB + "/tag", put_tag, "add a tag to the job (its owner or an admin)", {200: _DONE},
           (400, 401, 403, 404, 408, 413), auth="token", params=_JOB, body=TAG),
-    Route("DELETE", JOB + "/tag", delete_tag, "remove a tag from the job (404 when it has none such)", {200: _DONE},
-          (400, 401, 403, 404, 408, 413), auth="token", params=_JOB, body=TAG),
+    Route("DELETE", JOB + "/tag", delete_tag, "remove a tag from the job (404 NoTagError when it has none such)",
+          {200: _DONE}, (400, 401, 403, 404, 408, 413), also={404: ("NoTagError",)}, auth="token", params=_JOB,
+          body=TAG),
 )
