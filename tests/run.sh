@@ -102,18 +102,23 @@ if [ $# -gt 0 ]; then
   .venv/bin/pytest -q --durations=25 "$@"
   exit
 fi
-# The whole suite. The chaos and deployment tests (about 7 minutes, spent mostly waiting: databases and
-# brokers kept down, compose stacks started and recreated) run beside the others in a pytest of their
-# own, whose output follows theirs; the run fails if either does.
+# The whole suite, in two pytest runs side by side, whose tests spend most of their time waiting
+# (containers, outages, compose stacks): the chaos and deployment tests and the protocol v2 end-to-end
+# tests (with schemathesis) in one, everything else in the other; the side run's output follows. The run
+# fails if either does.
+side_tests=(tests/chaos tests/deploy tests/e2e/test_schemathesis.py tests/e2e/test_v2_*.py
+            tests/e2e/test_runtime_plugins.py tests/e2e/test_portal_v2.py)
+ignored=()
+for path in "${side_tests[@]}"; do ignored+=("--ignore=$path"); done
 side_log=$(mktemp)
-log "pytest: tests/chaos and tests/deploy beside the rest (their output after it)"
-.venv/bin/pytest -q --durations=10 -p no:cacheprovider tests/chaos tests/deploy >"$side_log" 2>&1 &
+log "pytest: ${side_tests[*]} beside the rest (their output after it)"
+.venv/bin/pytest -q --durations=10 -p no:cacheprovider "${side_tests[@]}" >"$side_log" 2>&1 &
 side=$!
 status=0
-.venv/bin/pytest -q --durations=25 --ignore=tests/chaos --ignore=tests/deploy || status=$?
+.venv/bin/pytest -q --durations=25 "${ignored[@]}" || status=$?
 side_status=0
 wait "$side" || side_status=$?
-log "pytest tests/chaos tests/deploy (run beside the rest):"
+log "pytest ${side_tests[*]} (run beside the rest):"
 cat "$side_log"
 rm -f "$side_log"
-[ "$status" -eq 0 ] && [ "$side_status" -eq 0 ] || { log "pytest failed (rest: $status, chaos and deploy: $side_status)"; exit 1; }
+[ "$status" -eq 0 ] && [ "$side_status" -eq 0 ] || { log "pytest failed (rest: $status, beside it: $side_status)"; exit 1; }

@@ -18,6 +18,7 @@ import pytest
 import structlog
 from pymongo import AsyncMongoClient
 
+from shared.db.indexes import SCHEMA_VERSION
 from shared.db.store import Store
 from shared.records import JobState, TaskState, now_ms
 from tests.infra import unique
@@ -83,7 +84,7 @@ async def test_a_service_starting_while_another_migrates_waits_for_it(
         assert not starting.done() and await version(store) == 2, "it migrates nothing meanwhile"
         assert await store.list_counts.col.count_documents({}) == 0 and said(logs, MIGRATING) == 0
         # the first service finishes: the version says done and the lease goes
-        await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 3}})
+        await store.meta.update_one({"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION}})
         await store.release_lease("schema-migration", "the-first-service")
         await asyncio.wait_for(starting, 10)
     assert said(logs, MIGRATING) == 0, "the waiting service never migrated"
@@ -119,6 +120,6 @@ async def test_services_starting_together_migrate_once_and_all_go_on(
     migrated = [MIGRATING in out for out in outputs]
     assert migrated.count(True) == 1, f"one service migrates (the others wait for it, or start after): {outputs}"
     store = Store(client, name)
-    assert await version(store) >= 3
+    assert await version(store) == SCHEMA_VERSION
     assert await store.list_counts.col.count_documents({}) > 0, "the deep pages' counts were made"
     assert await store.leases.count_documents({"_id": "schema-migration"}) == 0, "the lease was given back"
