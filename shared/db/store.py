@@ -312,9 +312,9 @@ class Store:
         return await self._record(doc)
 
     async def replace_job(self, job: JobRecord, expected_version: int) -> bool:
-        """Write ``job`` whole if nobody changed it since ``expected_version`` was read; attempts it ended
-        go to ``job_attempts`` first, and a job that has just ended is counted in the tallies after. Its
-        configs, which never change, stay as they were written (never packed again, never read)."""
+        """Write every field of ``job`` but its configs if nobody changed it since ``expected_version`` was
+        read; attempts it ended go to ``job_attempts`` first, and a job that has just ended is counted in the
+        tallies after. The configs, which never change, stay as they were written (never packed again)."""
         head = job.head_document()
         del head["_id"]
         unset = {field: "" for field in ("tasks", PACKED_TASKS) if field not in head}
