@@ -104,7 +104,12 @@ async def _migrate(store: Store, fresh: bool) -> None:
         await _wait_for_migration(store)
         return
     try:
+        # Read again under the lease: a service that read the old version just before another finished
+        # migrating and let the lease go would otherwise migrate a second time.
+        doc = await store.meta.find_one({"_id": "schema"})
         version = int(doc.get("version", 1)) if doc is not None else 1
+        if version >= SCHEMA_VERSION:
+            return
         if version < 2:
             await _migrate_jobs(store, me)
         if version < 3:
