@@ -273,10 +273,10 @@ CASES: list[tuple[str, str, str | None, Any, int]] = [
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "token", "body", "status"), CASES,
-                         ids=[f"{m} {p} {s}" for m, p, _, _, s in CASES])
-async def test_each_answer_matches_its_documented_schema(client: TestClient[Any, Any], method: str, path: str,
-                                                         token: str | None, body: Any, status: int) -> None:
+async def documented_answer(client: TestClient[Any, Any], method: str, path: str, token: str | None, body: Any,
+                            status: int) -> Any:
+    """The answer to a request, once its status is ``status`` and it holds to the schema the served
+    document gives that route and status."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     resp = await client.request(method, path, json=body, headers=headers)
     answer = await resp.json()
@@ -285,6 +285,14 @@ async def test_each_answer_matches_its_documented_schema(client: TestClient[Any,
     assert str(status) in responses, (method, path, status)
     schema = responses[str(status)]["content"]["application/json"]["schema"]
     jsonschema.validate(answer, {**schema, "components": DOC["components"]})
+    return answer
+
+
+@pytest.mark.parametrize(("method", "path", "token", "body", "status"), CASES,
+                         ids=[f"{m} {p} {s}" for m, p, _, _, s in CASES])
+async def test_each_answer_matches_its_documented_schema(client: TestClient[Any, Any], method: str, path: str,
+                                                         token: str | None, body: Any, status: int) -> None:
+    answer = await documented_answer(client, method, path, token, body, status)
     if status >= 400:
         assert STATUS_OF[answer["code"]] == status or (answer["code"], status) == ("NoUserError", 400)
 
