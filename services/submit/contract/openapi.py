@@ -25,8 +25,8 @@ from services.submit.contract.answers import ANSWERS
 from services.submit.contract.configschema import REF, job_config_schemas, named_by_path
 from services.submit.contract.requests import REQUESTS
 from services.submit.contract.route import paths
-from services.submit.contract.v2jobs import v2_job_schemas
-from services.submit.contract.v2users import V2_ANSWERS, V2_REQUESTS
+from services.submit.contract.v2.jobs import v2_job_schemas
+from services.submit.contract.v2.users import V2_ANSWERS, V2_REQUESTS
 from services.submit.routes.clusters import QUOTA, VC_CHANGE
 from services.submit.routes.table import ROUTES
 

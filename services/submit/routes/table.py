@@ -23,14 +23,14 @@ from services.submit.routes import (
     pages,
     profiles,
     ssh,
-    v2access,
-    v2clusters,
-    v2joblist,
-    v2jobreads,
-    v2jobs,
-    v2profile,
-    v2users,
 )
+from services.submit.routes.v2 import access as v2access
+from services.submit.routes.v2 import clusters as v2clusters
+from services.submit.routes.v2 import joblist as v2joblist
+from services.submit.routes.v2 import jobreads as v2jobreads
+from services.submit.routes.v2 import jobs as v2jobs
+from services.submit.routes.v2 import profile as v2profile
+from services.submit.routes.v2 import users as v2users
 
 DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
 

@@ -10,7 +10,7 @@ from aiohttp import web
 from services.submit.contract import answers
 from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.route import Body, Param, Reply, Route
-from services.submit.contract.v2users import (
+from services.submit.contract.v2.users import (
     SkuType,
     SkuTypes,
     Storage,
@@ -25,7 +25,7 @@ from services.submit.contract.v2users import (
 from services.submit.deps import DEPS
 from services.submit.routes import clusters
 from services.submit.routes.access import principal_of
-from services.submit.routes.v2users import admin_person, storages
+from services.submit.routes.v2.users import admin_person, storages
 from shared.records import NodeRecord
 from shared.storageconfig import StorageConfig
 

@@ -20,7 +20,7 @@ from services.submit.contract.answers import Message
 from services.submit.contract.errors import ApiError, ErrorCode
 from services.submit.contract.lookup import USER_PARAM
 from services.submit.contract.route import ModelBody, Param, Reply, Route
-from services.submit.contract.v2users import (
+from services.submit.contract.v2.users import (
     GroupAcls,
     GroupCreate,
     GroupExtension,
@@ -39,13 +39,13 @@ from services.submit.contract.v2users import (
 )
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
-from services.submit.routes.v2access import person_of
+from services.submit.routes.v2.access import person_of
 from services.submit.users import Principal, UserInfo, check_user_name
 from shared.db.groups import GROUP_PATTERN, Group, Groups
 from shared.scheduling.vclusters import DEFAULT_VC, VirtualCluster, with_default
 from shared.storageconfig import StorageConfigs, load_storage_configs
 
-log = structlog.get_logger("paiq.submit.v2users")
+log = structlog.get_logger("paiq.submit.v2.users")
 
 
 async def admin_person(request: web.Request) -> Principal:

@@ -11,12 +11,12 @@ from aiohttp import web
 from services.submit.contract.answers import Message
 from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Reply, Route
-from services.submit.contract.v2users import ApplicationToken, Info, Login, TokenCheck, Tokens, v2_answer
+from services.submit.contract.v2.users import ApplicationToken, Info, Login, TokenCheck, Tokens, v2_answer
 from services.submit.deps import DEPS
 from services.submit.routes.access import TOKEN_BODY, principal_of
 from services.submit.users import MAX_TOKEN_SECONDS, Principal
 
-log = structlog.get_logger("paiq.submit.v2access")
+log = structlog.get_logger("paiq.submit.v2.access")
 
 
 def _paiq_version() -> str:

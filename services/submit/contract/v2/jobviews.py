@@ -1,4 +1,4 @@
-"""Jobs rendered in OpenPAI v1.8's ``/api/v2/jobs`` shapes (:mod:`services.submit.contract.v2jobs`): pure
+"""Jobs rendered in OpenPAI v1.8's ``/api/v2/jobs`` shapes (:mod:`services.submit.contract.v2.jobs`): pure
 functions of the stored records, the attempt asked for picked by the caller."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from services.submit.contract.answers import ExitSpec, RetryDetails
-from services.submit.contract.v2jobs import (
+from services.submit.contract.v2.jobs import (
     V2ExitMessages,
     V2JobAttempt,
     V2JobDetail,

@@ -27,8 +27,8 @@ from aiohttp import web
 
 from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Reply, Route, WholeNumber
-from services.submit.contract.v2jobs import V2JobList, V2JobPage
-from services.submit.contract.v2jobviews import v2_summary
+from services.submit.contract.v2.jobs import V2JobList, V2JobPage
+from services.submit.contract.v2.jobviews import v2_summary
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from services.submit.routes.listing import CURSOR

@@ -13,7 +13,7 @@ from services.submit.contract.answers import Message
 from services.submit.contract.errors import ApiError, ErrorCode
 from services.submit.contract.lookup import USER_PARAM
 from services.submit.contract.route import ModelBody, Reply, Route
-from services.submit.contract.v2users import (
+from services.submit.contract.v2.users import (
     AdminChange,
     EmailChange,
     ExtensionChange,
@@ -23,11 +23,11 @@ from services.submit.contract.v2users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
-from services.submit.routes.v2access import person_of
-from services.submit.routes.v2users import admin_person, grant_vcs
+from services.submit.routes.v2.access import person_of
+from services.submit.routes.v2.users import admin_person, grant_vcs
 from services.submit.users import Principal, check_user_name
 
-log = structlog.get_logger("paiq.submit.v2profile")
+log = structlog.get_logger("paiq.submit.v2.profile")
 
 ME_UPDATE = ModelBody(MeUpdate)
 PASSWORD = ModelBody(PasswordChange)

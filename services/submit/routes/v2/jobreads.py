@@ -1,4 +1,4 @@
-"""OpenPAI v1.8's ``/api/v2/jobs/{user}~{job}`` routes beside submit and config (:mod:`.v2jobs`): the job
+"""OpenPAI v1.8's ``/api/v2/jobs/{user}~{job}`` routes beside submit and config (:mod:`.jobs`): the job
 (``attempts/{attemptId}`` for an earlier attempt), its ``job-attempts``, a task's attempts, a task's log
 list, ``ssh``, ``executionType`` and ``tag``. Every one needs a token, as OpenPAI's ``token.check`` did; what
 programs printed (exit diagnostics) is shown to the job's owner and admins only, as v1's detail shows it.
@@ -16,7 +16,7 @@ from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.requests import USER_NAME_SCHEMA, ExecutionTypeChange
 from services.submit.contract.route import ModelBody, Param, Reply, Route, text
-from services.submit.contract.v2jobs import (
+from services.submit.contract.v2.jobs import (
     V2JobAttempt,
     V2JobAttempts,
     V2JobDetail,
@@ -26,7 +26,7 @@ from services.submit.contract.v2jobs import (
     V2TagChange,
     V2TaskAttempts,
 )
-from services.submit.contract.v2jobviews import (
+from services.submit.contract.v2.jobviews import (
     AttemptView,
     all_attempts,
     current_attempt,
