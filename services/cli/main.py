@@ -6,26 +6,26 @@ import argparse
 import asyncio
 import getpass
 import json
-import math
 import os
 import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import unquote
 
 import aiohttp
 import yaml
 
 from services.cli.client import ApiCallError, paiq_client
+from services.cli.options import DEFAULT_API, api_of, token_of, user_of
 from services.cli.top import follow
+from services.cli.vc import add_vc_parser, cmd_vc
 from shared.errors import PaiqError
-from shared.settings.credentials import read_credentials, write_credentials
+from shared.settings.credentials import write_credentials
 from shared.settings.model import CliSettings
 
-DEFAULT_API = "http://127.0.0.1:9186"
 FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
@@ -34,25 +34,6 @@ def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argpar
     args = build_parser().parse_args(argv)
     args.env = CliSettings.from_env(environ)
     return args
-
-
-def _saved(args: argparse.Namespace) -> dict[str, str]:
-    """What ``paiq login`` (or ``paiq up``) saved: api, user, token."""
-    return read_credentials(args.env.credentials_path)
-
-
-def _api(args: argparse.Namespace) -> str:
-    return str(args.api or args.env.api or _saved(args).get("api") or DEFAULT_API)
-
-
-def _user(args: argparse.Namespace) -> str:
-    return str(args.user or args.env.user or _saved(args).get("user") or getpass.getuser())
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    saved = _saved(args)
-    token = args.env.token or (saved.get("token") if saved.get("api") == _api(args) else None)
-    return token or None
 
 
 def _split_job(ref: str, user: str) -> tuple[str, str]:
@@ -95,9 +76,9 @@ def _submitted_as(headers: dict[str, str], fallback_user: str) -> tuple[str, str
 async def cmd_submit(args: argparse.Namespace) -> int:
     """Either protocol: a v1 JSON config to /api/v1/user/{user}/jobs, a v2 job to /api/v2/jobs."""
     config: bytes = args.config_bytes
-    user = _user(args)
+    user = user_of(args)
     protocol, content_type = protocol_of(args.file, config)
-    async with paiq_client(_api(args), _token(args)) as client:
+    async with paiq_client(api_of(args), token_of(args)) as client:
         if protocol == 2:
             body, headers = await client.submit_v2(config, content_type)
         else:
@@ -133,7 +114,7 @@ async def cmd_jobs(args: argparse.Namespace) -> int:
     ``--user`` names one."""
     shown = 0
     print(f"{'JOB':40} {'STATE':10} {'TASKS':>5} {'GPUS':>4} {'EXIT':>5}  CREATED")
-    async with paiq_client(_api(args)) as client:
+    async with paiq_client(api_of(args)) as client:
         async for j in client.iter_jobs(args.user, state=args.state, at_most=None if args.all else args.limit + 1):
             if not args.all and shown == args.limit:
                 print(f"... more: paiq jobs --limit {args.limit * 2}, or --all", file=sys.stderr)
@@ -148,7 +129,7 @@ async def cmd_jobs(args: argparse.Namespace) -> int:
 
 async def cmd_queue(args: argparse.Namespace) -> int:
     """A virtual cluster's queue, in the order the scheduler starts it, and why each job waits."""
-    async with paiq_client(_api(args)) as client:
+    async with paiq_client(api_of(args)) as client:
         queue = await client.queue(args.vc)
     print(f"{'#':>4} {'PRIORITY':8} {'SHARE':>5} {'WAITING':>8}  {'JOB':40} REASON")
     now = time.time() * 1000
@@ -168,138 +149,9 @@ def _duration(seconds: float) -> str:
 
 # --- paiq vc: virtual clusters, their quotas and borrowing limits -------------------------------
 
-_RESOURCES = ("gpus", "cpus", "memory")
-
-
-class VcSpecError(PaiqError):
-    """A ``--quota`` / ``--borrowing`` / ``vc set`` argument that cannot be sent: the one line to print."""
-
-
-class VcChange(NamedTuple):
-    """What ``paiq vc set`` was given, and what it sends (``None``: not given, left out of the body)."""
-
-    quota: dict[str, float] | None
-    borrowing: dict[str, float] | None
-    users: list[str] | None
-    groups: list[str] | None
-
-
-def parse_percents(option: str, text: str) -> dict[str, float]:
-    """``gpus=50,cpus=25,memory=25``: percent of the cluster by resource (those left out keep their value)."""
-    out: dict[str, float] = {}
-    for item in (part.strip() for part in text.split(",")):
-        key, sep, value = (word.strip() for word in item.partition("="))
-        if not sep or not key:
-            raise VcSpecError(f"{option}: expected RESOURCE=PERCENT[,...] with RESOURCE one of "
-                              f"{', '.join(_RESOURCES)}, got {item!r}")
-        if key not in _RESOURCES:
-            raise VcSpecError(f"{option}: unknown resource {key!r} (one of {', '.join(_RESOURCES)})")
-        if key in out:
-            raise VcSpecError(f"{option}: {key} is given twice")
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number):
-            raise VcSpecError(f"{option}: {key}={value!r} is not a number (percent of the cluster, 0-100)")
-        out[key] = number
-    return out
-
-
-def _names(text: str | None) -> list[str] | None:
-    return None if text is None else [n.strip() for n in text.split(",") if n.strip()]
-
-
-def vc_options(args: argparse.Namespace) -> VcChange:
-    """``paiq vc set``'s options, read (before anything is asked of the API)."""
-    given = VcChange(quota=None if args.quota is None else parse_percents("--quota", args.quota),
-                     borrowing=None if args.borrowing is None else parse_percents("--borrowing", args.borrowing),
-                     users=_names(args.users), groups=_names(args.groups))
-    if given == VcChange(None, None, None, None):
-        raise VcSpecError("nothing to set: give --quota, --borrowing, --users or --groups")
-    return given
-
-
-def vc_change(name: str, current: dict[str, Any] | None, given: VcChange) -> VcChange:
-    """What ``paiq vc set`` sends: the options given over the VC's current values (``current``: its answer,
-    None for a new VC); a resource left out of ``--quota`` or ``--borrowing`` keeps its value too.
-    ``default`` is sent only what was given: the API takes its borrowing limit only, and says so when given
-    more."""
-    if name == "default":
-        kept = (current or {}).get("borrowing", {})
-        return given._replace(borrowing=None if given.borrowing is None else {**kept, **given.borrowing})
-    if current is None:
-        if given.quota is None:
-            raise VcSpecError(f"virtual cluster {name} does not exist yet: a new one needs --quota")
-        return given
-    return VcChange(quota={**current["quota"], **(given.quota or {})},
-                    borrowing={**current["borrowing"], **(given.borrowing or {})},
-                    users=list(current["users"]) if given.users is None else given.users,
-                    groups=list(current["groups"]) if given.groups is None else given.groups)
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0").rstrip(".")
-
-
-def _percents(q: dict[str, Any]) -> str:
-    return "/".join(_num(q[k]) for k in _RESOURCES)
-
-
-def _amounts(r: dict[str, Any]) -> str:
-    return "/".join(_num(r[k]) for k in ("gpus", "cpus", "memoryMB"))
-
-
-def vc_table(vcs: dict[str, Any]) -> list[str]:
-    """``paiq vc list``'s lines: each VC's quota and borrowing limit, what it uses, borrows and lends."""
-    lines = [f"{'NAME':16} {'QUOTA%':14} {'BORROW-LIMIT%':14} {'USED':20} {'BORROWED':20} LENT"]
-    for name, vc in vcs.items():
-        lines.append(f"{name:16} {_percents(vc['quota']):14} {_percents(vc['borrowing']):14} "
-                     f"{_amounts(vc['used']):20} {_amounts(vc['borrowed']):20} {_amounts(vc['lent'])}")
-    lines.append("(gpus/cpus/memory: QUOTA% and BORROW-LIMIT% in percent of the cluster; USED, BORROWED and LENT "
-                 "in GPUs/CPUs/MB)")
-    return lines
-
-
-async def _vc_set(args: argparse.Namespace, given: VcChange) -> str:
-    async with paiq_client(_api(args), _token(args)) as client:
-        try:
-            current: dict[str, Any] | None = await client.virtual_cluster(args.name)
-        except ApiCallError as e:
-            if e.code != "NoVirtualClusterError":
-                raise
-            current = None
-        change = vc_change(args.name, current, given)
-        answer = await client.put_virtual_cluster(args.name, change.quota, change.users, change.groups,
-                                                  borrowing=change.borrowing)
-    return str(answer.get("message", "done"))
-
-
-async def _vc_call(args: argparse.Namespace) -> str:
-    if args.vc_command == "set":
-        return await _vc_set(args, vc_options(args))  # a wrong option is said before the API is asked
-    async with paiq_client(_api(args), _token(args)) as client:
-        if args.vc_command == "delete":
-            return str((await client.delete_virtual_cluster(args.name)).get("message", "done"))
-        return "\n".join(vc_table(await client.virtual_clusters()))
-
-
-async def cmd_vc(args: argparse.Namespace) -> int:
-    """``paiq vc list|set|delete``: a wrong option exits 2, the API's refusal 1, each with one line."""
-    try:
-        print(await _vc_call(args))
-    except VcSpecError as e:
-        print(f"paiq vc {args.vc_command}: {e}", file=sys.stderr)
-        return 2
-    except ApiCallError as e:
-        print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
-        return 1
-    return 0
-
-
 async def cmd_status(args: argparse.Namespace) -> int:
-    user, name = _split_job(args.job, _user(args))
-    async with paiq_client(_api(args), _token(args)) as client:
+    user, name = _split_job(args.job, user_of(args))
+    async with paiq_client(api_of(args), token_of(args)) as client:
         job = await client.job(user, name)
     s = job["jobStatus"]
     print(f"job       {user}~{name}\nstate     {s['state']} ({s.get('subState')})")
@@ -324,27 +176,27 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 async def cmd_top(args: argparse.Namespace) -> int:
     """What each task of a job uses now (CPU, memory, network, disk, GPUs), refreshed until it ends."""
-    user, name = _split_job(args.job, _user(args))
-    async with paiq_client(_api(args), _token(args)) as client:
+    user, name = _split_job(args.job, user_of(args))
+    async with paiq_client(api_of(args), token_of(args)) as client:
         return await follow(client, user, name, once=args.once)
 
 
 async def cmd_login(args: argparse.Namespace) -> int:
-    user = _user(args)
+    user = user_of(args)
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
-        password = getpass.getpass(f"password for {user} at {_api(args)}: ")
-    async with paiq_client(_api(args)) as client:
+        password = getpass.getpass(f"password for {user} at {api_of(args)}: ")
+    async with paiq_client(api_of(args)) as client:
         answer = await client.login(user, password)
-    path = write_credentials(args.env.credentials_path, api=_api(args), user=user, token=str(answer["token"]))
+    path = write_credentials(args.env.credentials_path, api=api_of(args), user=user, token=str(answer["token"]))
     print(f"logged in as {user}{' (admin)' if answer.get('admin') else ''}; token saved in {path}")
     return 0
 
 
 async def cmd_stop(args: argparse.Namespace) -> int:
-    user, name = _split_job(args.job, _user(args))
-    async with paiq_client(_api(args), _token(args)) as client:
+    user, name = _split_job(args.job, user_of(args))
+    async with paiq_client(api_of(args), token_of(args)) as client:
         answer = await (client.delete(user, name) if args.command == "delete" else client.stop(user, name))
     print(answer.get("message", "done"))
     return 0
@@ -352,8 +204,8 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 async def cmd_logs(args: argparse.Namespace) -> int:
     """``paiq logs JOB [ROLE [INDEX]] [-f] [--tail N]``: one task's log, or every matching task's, prefixed."""
-    user, name = _split_job(args.job, _user(args))
-    async with paiq_client(_api(args), _token(args)) as client:
+    user, name = _split_job(args.job, user_of(args))
+    async with paiq_client(api_of(args), token_of(args)) as client:
         roles = (await client.job(user, name))["taskRoles"]
         tasks = [(role, t["taskIndex"]) for role, info in roles.items() for t in info["taskStatuses"]
                  if args.role in (None, role) and args.index in (None, t["taskIndex"])]
@@ -409,9 +261,9 @@ def _split_ssh_args(rest: Sequence[str]) -> tuple[str | None, int | None, list[s
 
 async def cmd_ssh(args: argparse.Namespace) -> int:
     """``paiq ssh JOB [ROLE [INDEX]] [-- COMMAND...]``: ssh into a running task with the job's key."""
-    user, name = _split_job(args.job, _user(args))
+    user, name = _split_job(args.job, user_of(args))
     role, index, command = _split_ssh_args(args.rest)
-    async with paiq_client(_api(args), _token(args)) as client:
+    async with paiq_client(api_of(args), token_of(args)) as client:
         info = await client.ssh_info(user, name)
         chosen = pick_container(info, role, index)
         if isinstance(chosen, str):
@@ -450,8 +302,8 @@ def describe_event(event: dict[str, Any]) -> str:
 async def cmd_events(args: argparse.Namespace) -> int:
     user, job = (None, None)
     if args.job:
-        user, job = _split_job(args.job, _user(args))
-    async with paiq_client(_api(args)) as client:
+        user, job = _split_job(args.job, user_of(args))
+    async with paiq_client(api_of(args)) as client:
         async for event in client.events(user, job):
             print(json.dumps(event) if args.json else describe_event(event), flush=True)
     return 0
@@ -542,25 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "running task; a COMMAND after -- runs instead of a shell)")
     sh.add_argument("job", help="JOB (yours) or USER~JOB")
     sh.add_argument("rest", nargs=argparse.REMAINDER, metavar="[ROLE [INDEX]] [-- COMMAND...]")
-    _add_vc_parser(sub)
+    add_vc_parser(sub)
     return p
-
-
-def _add_vc_parser(sub: Any) -> None:
-    vc = sub.add_parser("vc", help="virtual clusters: list them; admins set quotas, borrowing limits and who may "
-                                   "use them")
-    vsub = vc.add_subparsers(dest="vc_command", required=True)
-    vsub.add_parser("list", help="each VC's quota and borrowing limit, and what it uses, borrows and lends")
-    vs = vsub.add_parser("set", help="admin: create or change a VC (options not given keep their values)")
-    vs.add_argument("name", metavar="NAME")
-    percent = "RESOURCE=PERCENT[,...]: gpus, cpus, memory, in percent of the cluster; those left out keep theirs"
-    vs.add_argument("--quota", metavar="SPEC", help=f"what the VC is guaranteed ({percent}; a new VC needs it)")
-    vs.add_argument("--borrowing", metavar="SPEC", help=f"how far beyond its quota it may run on the others' idle "
-                                                        f"capacity ({percent}; 0: it does not borrow)")
-    vs.add_argument("--users", metavar="A,B", help="who may submit to it ('*': everyone; '': nobody but --groups)")
-    vs.add_argument("--groups", metavar="G,H", help="the groups whose members may submit to it")
-    vd = vsub.add_parser("delete", help="admin: delete a VC that has no waiting or running jobs")
-    vd.add_argument("name", metavar="NAME")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -592,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
         return 2
     except (TimeoutError, aiohttp.ClientError, ValueError) as e:
-        print(f"paiq: no usable answer from {_api(args)}: {e or type(e).__name__}", file=sys.stderr)
+        print(f"paiq: no usable answer from {api_of(args)}: {e or type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -18,8 +18,8 @@ from services.submit.contract.openapi import document
 from services.submit.contract.refusals import validated
 from services.submit.contract.requests import REQUESTS, ExecutionTypeChange, TokenRequest, UserChange, UserRemoval
 from services.submit.contract.route import ModelBody, Route, WholeNumber, paths
-from services.submit.contract.v2jobs import V2_JOB_REQUESTS
-from services.submit.contract.v2users import V2_REQUESTS
+from services.submit.contract.v2.jobs import V2_JOB_REQUESTS
+from services.submit.contract.v2.users import V2_REQUESTS
 from services.submit.routes.listing import LIMIT, OFFSET
 from services.submit.routes.table import ROUTES
 

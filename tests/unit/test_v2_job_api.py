@@ -1,6 +1,6 @@
 """OpenPAI v1.8's ``/api/v2/jobs`` reads and changes in the real aiohttp app, with the fake store of
 :mod:`tests.unit.test_openapi_answers`: each route's status, keys and types against the document (whose
-schemas are OpenPAI's shapes, :mod:`services.submit.contract.v2jobs`), and 401/403/404/409 as OpenPAI
+schemas are OpenPAI's shapes, :mod:`services.submit.contract.v2.jobs`), and 401/403/404/409 as OpenPAI
 answered them."""
 
 from __future__ import annotations

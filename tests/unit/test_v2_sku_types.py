@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from services.submit.contract import answers
-from services.submit.contract.v2users import SkuType
-from services.submit.routes.v2clusters import sku_types, vc_v2
+from services.submit.contract.v2.users import SkuType
+from services.submit.routes.v2.clusters import sku_types, vc_v2
 from shared.records import NodeRecord
 from shared.scheduling.vclusters import Quota
 from tests.unit.factories import make_node

@@ -21,6 +21,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.cli import main as cli
+from services.cli import vc as vc_cli
 from services.submit.app import create_app
 from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
@@ -188,7 +189,7 @@ def test_the_document_describes_borrowing_in_the_change_and_the_answer() -> None
     ("gpus=-5", {"gpus": -5}),  # a number: the API says what range it must be in
 ])
 def test_a_percent_spec_reads_resource_equals_percent(text: str, parsed: dict[str, float]) -> None:
-    assert cli.parse_percents("--quota", text) == parsed
+    assert vc_cli.parse_percents("--quota", text) == parsed
 
 
 @pytest.mark.parametrize(("text", "said"), [
@@ -202,8 +203,8 @@ def test_a_percent_spec_reads_resource_equals_percent(text: str, parsed: dict[st
     ("gpus=1,", "--borrowing: expected RESOURCE=PERCENT"),
 ])
 def test_a_wrong_percent_spec_is_said_naming_the_option(text: str, said: str) -> None:
-    with pytest.raises(cli.VcSpecError) as raised:
-        cli.parse_percents("--borrowing", text)
+    with pytest.raises(vc_cli.VcSpecError) as raised:
+        vc_cli.parse_percents("--borrowing", text)
     assert str(raised.value).startswith(said)
 
 
@@ -217,28 +218,28 @@ CURRENT = {"quota": {"cpus": 50, "memory": 50, "gpus": 50}, "borrowing": {"cpus"
 
 @pytest.mark.parametrize(("argv", "current", "sent"), [
     (["research", "--borrowing", "gpus=10"], CURRENT,
-     cli.VcChange({"cpus": 50, "memory": 50, "gpus": 50}, {"cpus": 0, "memory": 0, "gpus": 10}, ["*"], ["team"])),
+     vc_cli.VcChange({"cpus": 50, "memory": 50, "gpus": 50}, {"cpus": 0, "memory": 0, "gpus": 10}, ["*"], ["team"])),
     (["research", "--quota", "cpus=20", "--users", "a, b", "--groups", ""], CURRENT,
-     cli.VcChange({"cpus": 20, "memory": 50, "gpus": 50}, {"cpus": 0, "memory": 0, "gpus": 25}, ["a", "b"], [])),
-    (["lab", "--quota", "gpus=10"], None, cli.VcChange({"gpus": 10}, None, None, None)),
+     vc_cli.VcChange({"cpus": 20, "memory": 50, "gpus": 50}, {"cpus": 0, "memory": 0, "gpus": 25}, ["a", "b"], [])),
+    (["lab", "--quota", "gpus=10"], None, vc_cli.VcChange({"gpus": 10}, None, None, None)),
     (["lab", "--quota", "gpus=10", "--borrowing", "gpus=5", "--users", "bob"], None,
-     cli.VcChange({"gpus": 10}, {"gpus": 5}, ["bob"], None)),
+     vc_cli.VcChange({"gpus": 10}, {"gpus": 5}, ["bob"], None)),
     (["default", "--borrowing", "cpus=5"], {**CURRENT, "borrowing": {"cpus": 1, "memory": 2, "gpus": 3}},
-     cli.VcChange(None, {"cpus": 5, "memory": 2, "gpus": 3}, None, None)),
+     vc_cli.VcChange(None, {"cpus": 5, "memory": 2, "gpus": 3}, None, None)),
     # default is sent what was given: the API says why it takes only borrowing
-    (["default", "--quota", "gpus=5"], CURRENT, cli.VcChange({"gpus": 5}, None, None, None)),
+    (["default", "--quota", "gpus=5"], CURRENT, vc_cli.VcChange({"gpus": 5}, None, None, None)),
 ])
 def test_vc_set_sends_what_is_given_over_what_the_vc_has(argv: list[str], current: dict[str, Any] | None,
-                                                        sent: cli.VcChange) -> None:
+                                                        sent: vc_cli.VcChange) -> None:
     args = set_args(*argv)
-    assert cli.vc_change(args.name, current, cli.vc_options(args)) == sent
+    assert vc_cli.vc_change(args.name, current, vc_cli.vc_options(args)) == sent
 
 
 def test_vc_set_needs_something_to_set_and_a_new_vc_needs_a_quota() -> None:
-    with pytest.raises(cli.VcSpecError, match="nothing to set: give --quota, --borrowing, --users or --groups"):
-        cli.vc_options(set_args("research"))
-    with pytest.raises(cli.VcSpecError, match="virtual cluster lab does not exist yet: a new one needs --quota"):
-        cli.vc_change("lab", None, cli.vc_options(set_args("lab", "--borrowing", "gpus=5")))
+    with pytest.raises(vc_cli.VcSpecError, match="nothing to set: give --quota, --borrowing, --users or --groups"):
+        vc_cli.vc_options(set_args("research"))
+    with pytest.raises(vc_cli.VcSpecError, match="virtual cluster lab does not exist yet: a new one needs --quota"):
+        vc_cli.vc_change("lab", None, vc_cli.vc_options(set_args("lab", "--borrowing", "gpus=5")))
 
 
 def test_a_wrong_option_exits_2_with_one_line_before_the_api_is_asked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -253,7 +254,7 @@ def test_the_table_shows_quota_limit_used_borrowed_and_lent() -> None:
     vc = {"quota": {"cpus": 50, "memory": 50, "gpus": 50}, "borrowing": {"cpus": 0, "memory": 0, "gpus": 25},
           "used": {"cpus": 4, "memoryMB": 2000, "gpus": 4}, "borrowed": {"cpus": 0.5, "memoryMB": 0, "gpus": 1},
           "lent": {"cpus": 0, "memoryMB": 0, "gpus": 0}}
-    lines = cli.vc_table({"research": vc})
+    lines = vc_cli.vc_table({"research": vc})
     assert lines[0].split() == ["NAME", "QUOTA%", "BORROW-LIMIT%", "USED", "BORROWED", "LENT"]
     assert lines[1].split() == ["research", "50/50/50", "25/0/0", "4/4/2000", "1/0.5/0", "0/0/0"]
     assert lines[2].startswith("(gpus/cpus/memory")
@@ -269,7 +270,7 @@ def paiq(client: TestClient[Any, Any], tmp_path: Path, capsys: pytest.CaptureFix
 
     async def run(*argv: str) -> tuple[int, str, str]:
         args = cli.parse_args(["--api", str(client.make_url("/")), *argv], env)
-        code = await cli.cmd_vc(args)
+        code = await vc_cli.cmd_vc(args)
         out, err = capsys.readouterr()
         return code, out, err
     return run
