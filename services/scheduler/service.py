@@ -49,6 +49,7 @@ from shared.lifecycle import exitcodes
 from shared.records import JobRecord, PreemptedBy, TaskSpec, holds_resources, now_ms
 from shared.runtime.metrics import (
     NODE_GPUS,
+    NODE_LOST,
     NODES_SILENT,
     PREEMPTION_DECISION,
     PREEMPTIONS,
@@ -59,6 +60,7 @@ from shared.runtime.metrics import (
     VC_BORROWED,
     VC_GPUS,
     VC_LENT,
+    VC_QUOTA,
 )
 from shared.runtime.vitals import Vitals, backoff, describe
 from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
@@ -78,7 +80,7 @@ from shared.scheduling.queueing import (
     usage_by_vc,
     user_shares,
 )
-from shared.scheduling.vclusters import Resources, VirtualCluster, with_default
+from shared.scheduling.vclusters import Resources, VirtualCluster, limit, with_default
 from shared.settings.model import Settings
 from shared.tasks.launchspec import job_launch, placed_tasks
 
@@ -192,8 +194,10 @@ async def _preempt(deps: SchedulerDeps, snapshot: ClusterSnapshot, queued: list[
 def _gauge_borrowing(vcs: dict[str, VirtualCluster], capacity: Resources, used: dict[str, Resources]) -> None:
     VC_BORROWED.clear()
     VC_LENT.clear()
+    VC_QUOTA.clear()
     for vc, (borrowed, lent) in borrowed_and_lent(vcs, capacity, used).items():
         for resource in ("gpus", "cpus", "memory_mb"):
+            VC_QUOTA.labels(vc, resource).set(getattr(limit(vcs[vc], capacity), resource))
             VC_BORROWED.labels(vc, resource).set(getattr(borrowed, resource))
             VC_LENT.labels(vc, resource).set(getattr(lent, resource))
 
@@ -302,6 +306,8 @@ async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
                           now_ms=now, timeout_ms=timeout_ms, watch=deps.db_watch)
     _say_held_back(deps, verdict.held_back, verdict.silent)
     NODES_SILENT.set(len(verdict.silent))
+    for node in nodes:
+        NODE_LOST.labels(node.id).set(1 if node.lost or node.id in verdict.lost else 0)
     events: list[CloudEvent] = []
     for node in nodes:
         if not node.lost:
@@ -315,8 +321,8 @@ async def detect_lost_nodes(deps: SchedulerDeps) -> list[CloudEvent]:
             for task in job.tasks:
                 if task.node_id == node.id and holds_resources(task):
                     events.append(TaskExited(subject=job.id, data=TaskExitedData(
-                        job_id=job.id, attempt=job.attempt, role=task.role, index=task.index, node_id=node.id,
-                        exit_code=exitcodes.NODE_LOST, reason=reason)))
+                        job_id=job.id, attempt=job.attempt, role=task.role, index=task.index,
+                        task_attempt=task.retries, node_id=node.id, exit_code=exitcodes.NODE_LOST, reason=reason)))
     return events
 
 
@@ -360,6 +366,15 @@ async def _lead(deps: SchedulerDeps) -> None:
         finally:
             deps.fence = None
             deps.vitals.roles["scheduler"] = STANDBY
+            _forget_gauges()
+
+
+def _forget_gauges() -> None:
+    """A scheduler standing by exports none of the leader's view: the cluster's gauges come from the leader
+    alone (a standby's last values would otherwise stay, stale, beside the new leader's)."""
+    for gauge in (NODE_GPUS, NODE_LOST, VC_GPUS, QUEUE_LENGTH, VC_BORROWED, VC_LENT, VC_QUOTA):
+        gauge.clear()
+    NODES_SILENT.set(0)
 
 
 async def _stand_by(deps: SchedulerDeps) -> float:

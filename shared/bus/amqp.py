@@ -30,7 +30,7 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
-from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router
+from shared.bus.base import MAX_HANDLER_ATTEMPTS, Outages, Router, count_dead_letters_of
 from shared.bus.delivery import deliver
 from shared.errors import BusError
 from shared.events import CloudEvent, dump_event
@@ -101,6 +101,8 @@ class AmqpBus:
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
                         durable: bool = True) -> _AmqpSubscription:
+        if durable:
+            count_dead_letters_of(queue)
         try:
             async with asyncio.timeout(SUBSCRIBE_SECONDS):
                 return await self._subscribe(queue, bindings, router, durable=durable)

@@ -32,6 +32,12 @@ class AfterFailure(StrEnum):
     DEAD_LETTER = "dead-letter"  # the last attempt failed: to the dead-letter exchange, for an operator
 
 
+def count_dead_letters_of(queue: str) -> None:
+    """Export the queue's dead-letter count from its first consumer on, at 0: Prometheus's ``increase()``
+    cannot see the first dead letter of a series that appears at 1 (the PaiqMessagesDeadLettered alert)."""
+    DEAD_LETTERED.labels(queue)
+
+
 def after_failure(error: Exception, attempt: int) -> AfterFailure:
     """The one rule of both buses. ``attempt`` counts deliveries of this message, from 1.
 

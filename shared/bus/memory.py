@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.bus.base import Outages, Router, topic_matches
+from shared.bus.base import Outages, Router, count_dead_letters_of, topic_matches
 from shared.bus.delivery import deliver
 from shared.events import CloudEvent, dump_event
 
@@ -60,6 +60,8 @@ class MemoryBus:
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
                         durable: bool = True) -> _MemorySubscription:
         """A queue consumed again (after :meth:`_MemorySubscription.cancel`) keeps what arrived meanwhile."""
+        if durable:
+            count_dead_letters_of(queue)
         q = self._queues.get(queue)
         if q is None or q.consumer is not None:
             q = self._queues[queue] = _Queue(queue, tuple(bindings), router)

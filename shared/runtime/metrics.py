@@ -40,6 +40,8 @@ VC_BORROWED = Gauge("paiq_vc_borrowed", "What a virtual cluster runs beyond its 
                     ["vc", "resource"])
 VC_LENT = Gauge("paiq_vc_lent", "A virtual cluster's idle quota that other virtual clusters run on",
                 ["vc", "resource"])
+VC_QUOTA = Gauge("paiq_vc_quota", "A virtual cluster's quota: its percent of the live nodes' capacity, in units",
+                 ["vc", "resource"])
 SCHEDULER_PASS = Histogram("paiq_scheduler_pass_seconds", "A whole scheduling pass: reads, decision, writes",
                            buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 LAUNCH = Histogram("paiq_launch_seconds", "Time from a launch command to the task's container running",
@@ -72,6 +74,17 @@ SAMPLES_SKIPPED = Counter("paiq_launcher_samples_skipped_total", "Running tasks 
                           "sample of: the container ended or went meanwhile, or the engine's stats for it were "
                           "refused, empty or unreadable (that sample is lost, never the round)", ["node"])
 DEAD_LETTERED = Counter("paiq_messages_dead_lettered_total", "Messages sent to the dead-letter exchange", ["queue"])
+NODE_LOST = Gauge("paiq_node_lost", "1 for a node declared lost (its launcher went silent; its tasks ended with -1001) "
+                  "until its launcher registers again; exported by the leading scheduler", ["node"])
+LAUNCH_FAILURES = Counter("paiq_launch_failures_total", "Tasks that could not start on the node, by why: image_pull "
+                          "(exit 254), config (-1100: the job's config, plugins, storage), engine (the Docker engine "
+                          "refused)", ["node", "reason"])
+# Read from the process's health report at every scrape (see record_health), as /healthz would answer now.
+HEALTHY = Gauge("paiq_healthy", "1 while the process's /healthz answers 200, else 0")
+HEALTH_CHECK = Gauge("paiq_health_check_ok", "1 while the dependency answers the process's /healthz check "
+                     "(database: a ping; broker: connected, every consuming channel open), else 0", ["check"])
+LEADING = Gauge("paiq_leading", "1 while this process's service holds its lease and does the work (the scheduler), "
+                "0 while it stands by; only processes running such a service export it", ["service"])
 
 Health = Callable[[], Awaitable["HealthReport"]]
 
@@ -80,7 +93,18 @@ def metrics_response() -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def metrics(_: web.Request) -> web.Response:
+def record_health(report: HealthReport) -> None:
+    """Put the health report in the gauges (scraped with them: alerts see what /healthz would answer)."""
+    HEALTHY.set(1 if report.status == "ok" else 0)
+    for check, result in report.checks.items():
+        HEALTH_CHECK.labels(check).set(1 if result == "ok" else 0)
+    for service, role in report.roles.items():
+        LEADING.labels(service).set(1 if role == "leader" else 0)
+
+
+async def health_metrics_response(health: Health) -> web.Response:
+    """``/metrics`` with the health gauges as of now (the checks answer within vitals.CHECK_SECONDS)."""
+    record_health(await health())
     return metrics_response()
 
 
@@ -95,6 +119,9 @@ def ops_app(health: Health, liveness: Callable[[], HealthReport]) -> web.Applica
 
     async def livez(_: web.Request) -> web.Response:
         return health_response(liveness())
+
+    async def metrics(_: web.Request) -> web.Response:
+        return await health_metrics_response(health)
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

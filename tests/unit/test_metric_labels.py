@@ -26,6 +26,8 @@ BOUNDED = {
     "node": "a node", "gpu": "a node's GPU index", "vc": "a virtual cluster", "by_vc": "a virtual cluster",
     "state": "a job state", "kind": "allocated or free", "resource": "gpus, cpus or memory_mb",
     "queue": "a service's queue", "type": "an event type", "outcome": "a handler's outcome",
+    "check": "database or broker", "service": "a service with a lease (the scheduler)",
+    "reason": "why a launch failed: image_pull, config or engine",
 }
 PER_JOB = ("job", "task", "attempt", "role", "index", "user", "container", "name", "id")
 

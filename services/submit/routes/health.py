@@ -6,7 +6,7 @@ from aiohttp import web
 
 from services.submit.contract.route import Reply, Route, text
 from services.submit.deps import DEPS
-from shared.runtime.metrics import health_response, metrics
+from shared.runtime.metrics import health_metrics_response, health_response
 from shared.runtime.vitals import HealthReport
 
 
@@ -18,6 +18,11 @@ async def healthz(request: web.Request) -> web.Response:
 async def livez(request: web.Request) -> web.Response:
     """Whether the process should be restarted (a loop ended), whatever its database and broker do."""
     return health_response(request.app[DEPS].vitals.liveness())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus metrics, the process's health (``paiq_healthy``, checks, roles) among them as of now."""
+    return await health_metrics_response(request.app[DEPS].vitals.report)
 
 
 async def api_root(request: web.Request) -> web.Response:
