@@ -36,6 +36,7 @@ from shared.db.retry import idempotent
 from shared.db.submission import submit_job
 from shared.db.tags import add_tag, delete_tag, tags_of
 from shared.db.tallies import Tallies
+from shared.db.usage import UsageStore
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.records import (
     ACTIVE_JOB_STATES,
@@ -111,6 +112,7 @@ class Store:
         self.tallies = Tallies(db)
         self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.db.lists.counts)
         self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
+        self.usage = UsageStore(db, self.profiles)  # daily usage per VC and user, counted as jobs end
         self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
@@ -165,6 +167,7 @@ class Store:
         if docs:
             await self.jobs.insert_many(docs, ordered=False)
         await self.tallies.add_counts(finished)
+        await self.usage.add_jobs(jobs)
         await self.list_counts.add((j.created_ms, j.user, j.state.value) for j in jobs if j.state.is_final)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
@@ -333,7 +336,9 @@ class Store:
     async def count_finished(self, job: JobRecord) -> None:
         """Add an ended job to its VC's tally, then mark it counted (a crash in between: the status
         service's pass finds it uncounted and counts again, which the tally refuses to do twice). The mark
-        and the job's place in the lists' counts are one transaction (shared.db.lists.counts)."""
+        and the job's place in the lists' counts are one transaction (shared.db.lists.counts). Its usage goes
+        into the daily rollups first, once (shared.db.usage)."""
+        await self.usage.record_job(job, await self.attempts_of(job.id), atomic=await self.supports_transactions())
         await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
         await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value,
                                      atomic=await self.supports_transactions())

@@ -64,6 +64,7 @@ def test_day_of_is_the_utc_day() -> None:
 
 
 TODAY = dt.date(2026, 3, 10)
+WIDE = "\uff12\uff10\uff12\uff16"  # 2026 in fullwidth digits, which date.fromisoformat would take
 
 
 @pytest.mark.parametrize(("first", "last", "want"), [
@@ -82,7 +83,7 @@ def test_a_report_covers_the_days_asked_for(first: str | None, last: str | None,
     ("2026-13-01", None, "from: must be a UTC day as YYYY-MM-DD, not '2026-13-01'"),
     ("yesterday", None, "from: must be a UTC day as YYYY-MM-DD, not 'yesterday'"),
     (None, "2026-3-1", "to: must be a UTC day as YYYY-MM-DD, not '2026-3-1'"),
-    (None, "２０２６-03-01", "to: must be a UTC day as YYYY-MM-DD, not '２０２６-03-01'"),
+    (None, f"{WIDE}-03-01", f"to: must be a UTC day as YYYY-MM-DD, not '{WIDE}-03-01'"),
     ("2026-03-05", "2026-03-01", "from (2026-03-05) is after to (2026-03-01)"),
     ("2026-01-01", "2026-04-03", "from 2026-01-01 to 2026-04-03 is 93 days; a report covers at most 92: ask for "
                                  "several"),

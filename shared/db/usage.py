@@ -1,0 +1,130 @@
+"""The usage rollups: what each virtual cluster and user held and used, per UTC day, written as jobs end.
+
+Two collections of small documents, one per day and key, moved by ``$inc``:
+``usage_by_user`` (``_id`` ``<day>|<vc>|<user>``) and ``usage_by_vc`` (``_id`` ``<day>|<vc>``, every user
+summed), each with the fields of :class:`shared.usage.counting.Amounts`. A job is counted once, when it
+ends (:meth:`shared.db.store.Store.count_finished`, before the tallies): its every attempt's tasks, and its
+profiles' totals for what they used (:mod:`shared.usage.counting`). A report reads the days it covers, never
+the jobs: at most one document per day and (VC, user) that ran anything that day.
+
+Counting is idempotent: the job's document is marked ``usage_counted`` in the same transaction as the
+increments (the mark's filter refuses a job marked already), so a completion applied twice, or a count
+retried after a crash by the status service's pass, adds nothing twice. A server without transactions
+gets the mark first, then the increments: a crash between them leaves that job out (never counted twice).
+Deleting a job, by its owner or by retention, leaves the rollups alone: usage is history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pymongo import ASCENDING, UpdateOne
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+
+from shared.db.profiles import ProfileStore
+from shared.profiling.totals import TaskTotals
+from shared.records import AttemptRecord, JobRecord
+from shared.usage.counting import Amounts, RunKey, job_days, merged
+from shared.usage.days import DayRange
+from shared.usage.report import ReportRow, RowFilter, report_row
+
+Doc = dict[str, Any]
+MARK = "usage_counted"  # on the job's document: its usage is in the rollups
+BULK = 1000
+_AMOUNTS = {name: 1 for name in Amounts.model_fields}
+
+
+def _ops(rows: dict[tuple[str, str, str], Amounts]) -> tuple[list[UpdateOne], list[UpdateOne]]:
+    """The increments of the two rollups for rows summed by (day, vc, user)."""
+    by_vc: dict[tuple[str, str], Amounts] = {}
+    for (day, vc, _), a in rows.items():
+        by_vc[(day, vc)] = by_vc[(day, vc)].plus(a) if (day, vc) in by_vc else a
+    users = [UpdateOne({"_id": f"{day}|{vc}|{user}"},
+                       {"$inc": a.increments(), "$setOnInsert": {"day": day, "vc": vc, "user": user}}, upsert=True)
+             for (day, vc, user), a in rows.items() if a.increments()]
+    vcs = [UpdateOne({"_id": f"{day}|{vc}"}, {"$inc": a.increments(), "$setOnInsert": {"day": day, "vc": vc}},
+                     upsert=True) for (day, vc), a in by_vc.items() if a.increments()]
+    return users, vcs
+
+
+class UsageStore:
+    def __init__(self, db: AsyncDatabase[Doc], profiles: ProfileStore) -> None:
+        self.by_user: AsyncCollection[Doc] = db["usage_by_user"]
+        self.by_vc: AsyncCollection[Doc] = db["usage_by_vc"]
+        self.jobs: AsyncCollection[Doc] = db["jobs"]
+        self.profiles = profiles
+
+    async def ensure_indexes(self) -> None:
+        # a report's reads: one user's rows, one or more VCs' rows, everyone's; each a range of days
+        await self.by_user.create_index([("user", ASCENDING), ("day", ASCENDING)], name="usage_user_day")
+        await self.by_user.create_index([("vc", ASCENDING), ("day", ASCENDING)], name="usage_vc_day")
+        await self.by_user.create_index([("day", ASCENDING)], name="usage_day")
+        await self.by_vc.create_index([("vc", ASCENDING), ("day", ASCENDING)], name="usage_vc_day")
+        await self.by_vc.create_index([("day", ASCENDING)], name="usage_day")
+
+    async def _runs(self, job: JobRecord, attempts: Sequence[int]) -> dict[RunKey, TaskTotals]:
+        """The profiles' totals of every run of the job's tasks in those attempts."""
+        out: dict[RunKey, TaskTotals] = {}
+        for attempt in attempts:
+            for p in await self.profiles.of_job(job.id, attempt):
+                run = int(getattr(p, "task_attempt", 0))  # profiles written before re-runs in place: 0
+                out[(attempt, p.role, p.index, run)] = p.totals
+        return out
+
+    async def record_job(self, job: JobRecord, archived: Sequence[AttemptRecord], *, atomic: bool) -> bool:
+        """Add an ended job's usage to the rollups, once; whether this call added it. ``archived``: its
+        earlier attempts (``Store.attempts_of``)."""
+        if await self.jobs.find_one({"_id": job.id, MARK: True}, {"_id": 1}) is not None:
+            return False  # counted already (a retry): no need to read its profiles
+        attempts = sorted({a.attempt for a in archived} | {job.attempt})
+        rows = job_days(job, archived, await self._runs(job, attempts))
+        users, vcs = _ops(merged(rows))
+
+        async def work(session: AsyncClientSession | None) -> bool:
+            marked = await self.jobs.update_one({"_id": job.id, MARK: {"$ne": True}}, {"$set": {MARK: True}},
+                                                session=session)
+            if marked.modified_count != 1:
+                return False
+            if users:
+                await self.by_user.bulk_write(users, ordered=False, session=session)
+            if vcs:
+                await self.by_vc.bulk_write(vcs, ordered=False, session=session)
+            return True
+
+        if not atomic:
+            return await work(None)
+        async with self.jobs.database.client.start_session() as session:
+            return await session.with_transaction(work)
+
+    async def add_jobs(self, jobs: Sequence[JobRecord]) -> None:
+        """Count many ended jobs stored at once (imports, benchmarks: no profiles, every attempt in its
+        ``archived``), their increments merged into one per document."""
+        rows = [r for j in jobs if j.state.is_final for r in job_days(j, j.archived, {})]
+        users, vcs = _ops(merged(rows))
+        for ops, col in ((users, self.by_user), (vcs, self.by_vc)):
+            for start in range(0, len(ops), BULK):
+                await col.bulk_write(ops[start:start + BULK], ordered=False)
+
+    async def rows(self, days: DayRange, filters: Sequence[RowFilter], *, by_vc: bool) -> list[ReportRow]:
+        """The rows of the days that the filters select (each filter one read of one index range; a row two
+        filters select is shown once), as the report shows them."""
+        first, last = days.bounds()
+        col = self.by_vc if by_vc else self.by_user
+        seen: dict[str, ReportRow] = {}
+        for f in filters:
+            if f.empty:
+                continue
+            query: Doc = {"day": {"$gte": first, "$lte": last}}
+            if f.user is not None:
+                query["user"] = f.user
+            if f.vcs is not None:
+                query["vc"] = f.vcs[0] if len(f.vcs) == 1 else {"$in": list(f.vcs)}
+            async for d in col.find(query, {**_AMOUNTS, "day": 1, "vc": 1, "user": 1}):
+                amounts = Amounts.model_validate({k: d[k] for k in _AMOUNTS if k in d})
+                seen[str(d["_id"])] = report_row(str(d["day"]), str(d["vc"]), None if by_vc else str(d["user"]),
+                                                 amounts)
+        return list(seen.values())
+

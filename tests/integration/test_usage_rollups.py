@@ -1,0 +1,160 @@
+"""The usage rollups against the real MongoDB-wire server: written as jobs end through the status service's
+own handler (once, however often the completion comes), used GPU-hours from the launcher's stored profiles,
+kept through a user's delete and through retention, and read back by the report's filters."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.status.service import StatusDeps, on_task_exited, remove_expired, retry_policy
+from shared.bus.memory import MemoryBus
+from shared.db.profiles import ProfileWrite, TaskProfile
+from shared.db.store import Store, open_store
+from shared.events import TaskExited, TaskExitedData
+from shared.profiling.totals import TaskTotals
+from shared.records import JobRecord, JobState, SubState, TaskRecord, TaskState, now_ms
+from shared.settings.model import Settings
+from shared.usage.days import DAY_MS, DayRange, day_of
+from shared.usage.report import Asked, Asker, ReportRow, row_filters
+from tests.infra import unique
+from tests.unit.factories import make_config, make_job, role_dict
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+H = 3_600_000
+
+
+@pytest.fixture
+async def store(mongo_uri: str) -> AsyncIterator[Store]:
+    async with open_store(mongo_uri, unique("usage_")) as s:
+        yield s
+
+
+def deps(store: Store, **env: str) -> StatusDeps:
+    s = Settings.from_env({"PAIQ_QUEUE_PREFIX": unique("usage"), **env})
+    return StatusDeps(settings=s, store=store, bus=MemoryBus(), policy=retry_policy(s))
+
+
+def running(user: str, vc: str, started_ms: int, *, gpus: int = 2, name: str | None = None) -> JobRecord:
+    config = make_config(role_dict("main", cpuNumber=4, gpuNumber=gpus), jobName=name or unique("j"),
+                         virtualCluster=vc)
+    task = TaskRecord(role="main", index=0, state=TaskState.RUNNING, node_id="n1", ip="10.0.0.1",
+                      gpus=tuple(range(gpus)), container_id="c1", started_ms=started_ms)
+    job = make_job(config, user=user, tasks=[task], state=JobState.RUNNING)
+    return job.model_copy(update={"id": f"{user}~{config.job_name}~{unique('')[-8:]}", "launched_ms": started_ms,
+                                  "sub_state": SubState.RUNNING})
+
+
+def exited(job: JobRecord, code: int = 0) -> TaskExited:
+    return TaskExited(subject=job.id, data=TaskExitedData(job_id=job.id, attempt=job.attempt, role="main", index=0,
+                                                          node_id="n1", exit_code=code, container_id="c1"))
+
+
+def around_now() -> DayRange:
+    today = dt.datetime.now(dt.UTC).date()
+    return DayRange(first=today - dt.timedelta(days=3), last=today + dt.timedelta(days=1))
+
+
+Key = tuple[str, str, str | None]  # day, vc, user (None: the VC's total)
+
+
+async def rows(store: Store, asker: Asker | None = None, asked: Asked | None = None) -> dict[Key, ReportRow]:
+    filters = row_filters(asker or Asker(user="root", admin=True), asked or Asked())
+    assert isinstance(filters, tuple)
+    found = await store.usage.rows(around_now(), filters, by_vc=(asked or Asked()).by == "vc")
+    return {(r.day, r.vc, r.user): r for r in found}
+
+
+async def held(store: Store) -> dict[Key, tuple[float, int]]:
+    return {k: (round(r.gpu_hours_held, 3), r.jobs) for k, r in (await rows(store)).items()}
+
+
+async def test_a_job_that_ends_is_counted_once_however_often_its_completion_comes(store: Store) -> None:
+    start = now_ms() - 3 * H
+    job = running("alice", "default", start)
+    await store.insert_job(job)
+    d = deps(store)
+    await on_task_exited(exited(job), d)
+    done = await store.get_job(job.id)
+    assert done is not None and done.state == JobState.SUCCEEDED and done.completed_ms is not None
+    hours = 2 * (done.completed_ms - start) / H
+    counted = await held(store)
+    assert set(counted) == {(day, "default", "alice") for day in {day_of(start), day_of(done.completed_ms)}}
+    assert sum(h for h, _ in counted.values()) == pytest.approx(hours, abs=0.001)
+    assert sum(n for _, n in counted.values()) == 1
+
+    await on_task_exited(exited(job), d)  # the completion delivered again
+    await store.count_finished(done)  # the status service's pass counting it again (a crash before its mark)
+    assert await store.usage.record_job(done, [], atomic=False) is False  # and without a transaction
+    assert await held(store) == counted
+
+
+async def test_used_gpu_hours_come_from_the_tasks_profile(store: Store) -> None:
+    start = now_ms() - 2 * H
+    job = running("bob", "vision", start, gpus=1)
+    await store.insert_job(job)
+    sampled = 2 * 3600.0
+    profile = TaskProfile(job_id=job.id, attempt=0, role="main", index=0, node_id="n1", vc="vision", cpus=4,
+                          gpus=(0,), interval_ms=10_000, totals=TaskTotals(
+                              samples=720, first_ms=start, last_ms=start + 2 * H, cpu_seconds=2 * sampled,
+                              gpu_held_seconds=sampled, gpu_measured_seconds=sampled, gpu_used_seconds=sampled * 0.25))
+    assert await store.profiles.save([ProfileWrite(profile=profile, new=True)]) == 0
+    await on_task_exited(exited(job), deps(store))
+    found = list((await rows(store)).values())
+    assert sum(r.gpu_hours_used for r in found) == pytest.approx(0.5, abs=0.001)
+    assert sum(r.gpu_hours_measured for r in found) == pytest.approx(2.0, abs=0.001)
+    assert sum(r.cpu_core_hours_used for r in found) == pytest.approx(4.0, abs=0.001)
+    assert all(r.gpu_utilization == pytest.approx(25.0) for r in found)
+
+
+async def test_usage_stays_when_its_job_is_deleted_or_expires(store: Store) -> None:
+    """Usage is history: a user's delete and retention remove the job, its attempts and its profiles, and
+    leave what it held in the rollups."""
+    now = now_ms()
+    kept, expired = running("carol", "default", now - 4 * H), running("carol", "default", now - 3 * H)
+    for job in (kept, expired):
+        await store.insert_job(job)
+        await on_task_exited(exited(job), deps(store))
+    before = await held(store)
+    assert sum(n for _, n in before.values()) == 2
+
+    assert await store.delete_job(kept.id)
+    await store.jobs.update_one({"_id": expired.id}, {"$set": {"completed_ms": now - 10 * DAY_MS}})
+    assert await remove_expired(deps(store, PAIQ_JOB_RETENTION_DAYS="7")) == 1
+    assert await store.get_job(kept.id) is None and await store.get_job(expired.id) is None
+    assert await held(store) == before
+
+
+async def test_a_report_reads_a_users_own_rows_and_their_vcs(store: Store) -> None:
+    start = now_ms() - H
+    for user, vc in (("dan", "vision"), ("erin", "vision"), ("dan", "speech"), ("fay", "speech")):
+        job = running(user, vc, start)
+        await store.insert_job(job)
+        await on_task_exited(exited(job), deps(store))
+    dan = Asker(user="dan", admin=False, vcs=("vision",))
+    seen = {(vc, user) for (_, vc, user) in await rows(store, dan)}
+    assert seen == {("vision", "dan"), ("vision", "erin"), ("speech", "dan")}, "never fay's, in a VC dan left"
+    by_vc = await rows(store, dan, Asked(by="vc"))
+    assert {(vc, user) for (_, vc, user) in by_vc} == {("vision", None)}
+    assert sum(r.jobs for r in by_vc.values()) == 2
+    everyone = await rows(store, None, Asked(by="vc"))
+    assert {vc for (_, vc, _) in everyone} == {"vision", "speech"}
+
+
+async def test_an_import_counts_its_finished_jobs(store: Store) -> None:
+    start = now_ms() - 5 * H
+    done: list[JobRecord] = []
+    for user in ("gus", "gus", "hal"):
+        job = running(user, "default", start)
+        task = job.tasks[0].model_copy(update={"state": TaskState.SUCCEEDED, "completed_ms": start + H})
+        done.append(job.model_copy(update={"state": JobState.SUCCEEDED, "tasks": (task,), "completed_ms": start + H}))
+    await store.insert_jobs([*done, running("ida", "default", start)])  # the running one is not counted yet
+    counted: dict[str | None, float] = {}
+    for (_, _, user), r in (await rows(store)).items():
+        counted[user] = counted.get(user, 0.0) + r.gpu_hours_held
+    assert counted == {"gus": pytest.approx(4.0), "hal": pytest.approx(2.0)}
+
+
