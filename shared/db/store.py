@@ -31,6 +31,7 @@ from shared.db.lists.counts import ListCounts
 from shared.db.lists.paging import Cursor, JobPage, list_page
 from shared.db.lists.totals import list_total
 from shared.db.logs import LogStore
+from shared.db.notifications import NotificationStore
 from shared.db.profiles import ProfileStore
 from shared.db.retry import idempotent
 from shared.db.submission import submit_job
@@ -112,6 +113,7 @@ class Store:
         self.tallies = Tallies(db)
         self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.db.lists.counts)
         self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
+        self.notifications = NotificationStore(db)  # subscriptions and deliveries (shared.db.notifications)
         self.usage = UsageStore(db, self.profiles)  # daily usage per VC and user, counted as jobs end
         self._transactions: bool | None = None
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from shared.jobconfig.lenient import JOI_INTEGER, EmptyMeansDefault, Internal, NullMeansDefault, defaults_for_nulls
+from shared.notify.kinds import Kind, switch_kinds
 
 # OpenPAI v0.14's own jobName pattern: no ``~``, which separates the parts of paiq's job ids
 # (``user~jobName~suffix``, shared.records.new_job_id). Role names and port labels may hold one.
@@ -151,6 +152,10 @@ class JobConfig(NullMeansDefault, _Model):
 
     def is_debug(self) -> bool:
         return env_flag(self.job_envs.get("isDebug"))
+
+    def notification_kinds(self) -> frozenset[Kind] | None:
+        """What ``extras.jobStatusChangeNotification`` asks its owner be told of (None: the job has none)."""
+        return switch_kinds(self.extras)
 
 
 def env_name(part: str) -> str:

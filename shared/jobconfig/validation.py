@@ -45,6 +45,7 @@ from shared.jobconfig.model import (
 )
 from shared.jobconfig.problems import ConfigProblem as ConfigProblem
 from shared.jobconfig.problems import json_type, problems_from, shown
+from shared.notify.kinds import check_switch
 from shared.scheduling.priority import check_priority_class
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -165,6 +166,7 @@ def config_problems(config: JobConfig) -> list[ConfigProblem]:
         problems.append(ConfigProblem(path="image", rule=(
             f"must be a Docker image reference like registry:5000/team/name:tag (lowercase name, optional "
             f"tag and digest), got {config.image!r}")))
+    problems.extend(check_switch(config.extras))  # extras.jobStatusChangeNotification, in both protocols
     return problems
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, ValidationError, create_model
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -40,7 +40,7 @@ from shared.settings.syntax import (
 )
 
 __all__ = ["DEFAULT_OPS_PORTS", "CliSettings", "EnvModel", "JobLimitSettings", "LauncherSettings", "NodeSettings",
-           "Settings", "parse_gpus"]
+           "NotifySettings", "Settings", "parse_gpus"]
 
 
 class EnvModel(BaseSettings):
@@ -150,6 +150,35 @@ class LauncherSettings(EnvModel):
     debug_keep_seconds: Integer = Field(7 * 24 * 3600, alias="PAIQ_DEBUG_KEEP_SECONDS", ge=1)
 
 
+class NotifySettings(EnvModel):
+    """The notify service (services/notify, README "Notifications"): email over SMTP, webhooks, retries and
+    the rate limit."""
+
+    # Email: unset PAIQ_SMTP_HOST sends none (such a delivery fails, saying so).
+    smtp_host: Text = Field(None, alias="PAIQ_SMTP_HOST")
+    smtp_port: Integer = Field(587, alias="PAIQ_SMTP_PORT", ge=1, le=65535)
+    # none: plain SMTP; starttls: upgrade after connecting (submission, 587); tls: TLS from the start (465).
+    smtp_tls: Literal["none", "starttls", "tls"] = Field("starttls", alias="PAIQ_SMTP_TLS")
+    smtp_user: Text = Field(None, alias="PAIQ_SMTP_USER")
+    smtp_password: Text = Field(None, alias="PAIQ_SMTP_PASSWORD", repr=False)
+    smtp_from: str = Field("paiq@localhost", alias="PAIQ_SMTP_FROM")
+    # The portal's address in messages' links (unset: the API's, http://PAIQ_API_HOST:PAIQ_API_PORT).
+    portal_url: Text = Field(None, alias="PAIQ_PORTAL_URL")
+    # One try's bound (connect, send, answer), and how many tries run at once to one endpoint and in all.
+    timeout_seconds: Integer = Field(10, alias="PAIQ_NOTIFY_TIMEOUT_SECONDS", ge=1, le=300)
+    endpoint_concurrency: Integer = Field(2, alias="PAIQ_NOTIFY_ENDPOINT_CONCURRENCY", ge=1, le=64)
+    concurrency: Integer = Field(64, alias="PAIQ_NOTIFY_CONCURRENCY", ge=1, le=1024)
+    # A failing endpoint: tries, the first wait (doubling), and how long after the change it is given up.
+    max_tries: Integer = Field(8, alias="PAIQ_NOTIFY_MAX_TRIES", ge=1, le=100)
+    retry_base_ms: Integer = Field(1000, alias="PAIQ_NOTIFY_RETRY_BASE_MS", ge=1)
+    max_age_seconds: Integer = Field(3600, alias="PAIQ_NOTIFY_MAX_AGE_SECONDS", ge=1)
+    # Messages per recipient about one user's jobs per window (0: no limit); past it, one digest per window.
+    rate_limit: Integer = Field(20, alias="PAIQ_NOTIFY_RATE_LIMIT", ge=0)
+    rate_window_seconds: Integer = Field(3600, alias="PAIQ_NOTIFY_RATE_WINDOW_SECONDS", ge=1)
+    # How long delivery records are kept (a user's GET of their deliveries shows this far back).
+    keep_days: Annotated[float, _text(parse_days)] = Field(7.0, alias="PAIQ_NOTIFY_KEEP_DAYS", gt=0)
+
+
 # What one job submission may ask: JobLimits' fields under the variables of LIMIT_SETTINGS, with their
 # defaults (JobLimits) and bounds (LIMIT_SETTINGS); read as a JobLimits (ReadAs), the value the job-config
 # pipeline takes.
@@ -162,7 +191,7 @@ JobLimitSettings = create_model("JobLimitSettings", __base__=EnvModel, __doc__="
 # --- the whole --------------------------------------------------------------------------------------------
 
 # Where the scheduler's, status's and launcher's /healthz and /metrics listen by default.
-DEFAULT_OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189}
+DEFAULT_OPS_PORTS = {"scheduler": 9187, "status": 9188, "launcher": 9189, "notify": 9190}
 
 
 class Settings(EnvModel):
@@ -190,6 +219,7 @@ class Settings(EnvModel):
     scheduler_ops_port: OpsPort = Field(0, alias="PAIQ_SCHEDULER_OPS_PORT")
     status_ops_port: OpsPort = Field(0, alias="PAIQ_STATUS_OPS_PORT")
     launcher_ops_port: OpsPort = Field(0, alias="PAIQ_LAUNCHER_OPS_PORT")
+    notify_ops_port: OpsPort = Field(0, alias="PAIQ_NOTIFY_OPS_PORT")
     # Timing.
     reconcile_seconds: Integer = Field(10, alias="PAIQ_RECONCILE_SECONDS", ge=1)
     lease_seconds: Integer = Field(15, alias="PAIQ_LEASE_SECONDS", ge=3)
@@ -223,6 +253,8 @@ class Settings(EnvModel):
     embedded_db_cache: Annotated[str, _text(parse_cache_size)] = Field("1G", alias="PAIQ_EMBEDDED_DB_CACHE")
     # How the launcher runs tasks.
     launcher: LauncherSettings
+    # The notify service: SMTP, webhooks, retries, rate limit.
+    notify: NotifySettings
     # What one job submission may ask (shared.jobconfig.limits: defaults and bounds in LIMIT_SETTINGS).
     job_limits: Annotated[JobLimits, ReadAs(JobLimitSettings)]
 
@@ -234,7 +266,7 @@ class Settings(EnvModel):
     def ops_ports(self) -> Mapping[str, int]:
         """Each service's ops port: its own variable, else PAIQ_OPS_PORT, else its default."""
         own = {"scheduler": self.scheduler_ops_port, "status": self.status_ops_port,
-               "launcher": self.launcher_ops_port}
+               "launcher": self.launcher_ops_port, "notify": self.notify_ops_port}
         return {service: own[service] or self.ops_port or default for service, default in DEFAULT_OPS_PORTS.items()}
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 # Whole packages are pure (every module of them, and all they import): the folders are the map.
 PURE = ["shared.jobconfig", "shared.scheduling", "shared.scheduling.placement", "shared.scheduling.preemption",
-        "shared.lifecycle", "shared.tasks", "shared.profiling", "shared.usage",
+        "shared.lifecycle", "shared.tasks", "shared.profiling", "shared.notify", "shared.usage",
         "services.launcher.exits", "services.launcher.decide", "services.launcher.engine.tasklabels"]
 IO = {"asyncio", "aio_pika", "aiormq", "pymongo", "bson", "docker", "aiohttp", "socket", "subprocess",
       "threading", "requests", "urllib.request"}

@@ -1,0 +1,171 @@
+"""Where notifications are kept: subscriptions, deliveries, rate counters and the changes already handled.
+
+- ``notify_subscriptions``: a user's (or, owner ``""``, the platform's) subscriptions, read by owner
+  (``owner`` index) and by ``_id``; a user has at most ``MAX_SUBSCRIPTIONS``.
+- ``notify_deliveries``: one document per message to one recipient about one change, ``_id`` the
+  delivery's id (:func:`shared.notify.decide.delivery_id`): written ``pending`` before anything is sent, so a
+  change handled twice (a redelivered event) finds it and sends nothing again; claimed for a try by a lease
+  (a notifier killed mid-try leaves it to be tried again once the lease ends, with the same id as its
+  idempotency key); then ``sent``, ``pending`` again later (retry), ``failed``, or ``held`` for a digest and
+  ``digested`` once it went. Due tries are read from a partial index of the pending ones only; a user's
+  list from ``(owner, created_ms)``; every document expires (``expires_at``, a TTL index), so nothing grows
+  with history.
+- ``notify_rates``: one counter per (user, recipient, window), expiring with its window.
+- ``notify_changes``: the changes whose deliveries are all written (so the next event of the same change,
+  such as every other task's ``task.started``, costs one read by ``_id``), expiring like deliveries.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from shared.db.retry import idempotent
+from shared.notify.subscriptions import Subscription
+
+Doc = dict[str, Any]
+
+
+class DeliveryState:
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    HELD = "held"  # past the rate limit: waits for its digest
+    DIGESTED = "digested"
+
+
+def expiry(at_ms: int) -> datetime:
+    return datetime.fromtimestamp(at_ms / 1000, UTC)
+
+
+class NotificationStore:
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self.subscriptions: AsyncCollection[Doc] = db["notify_subscriptions"]
+        self.deliveries: AsyncCollection[Doc] = db["notify_deliveries"]
+        self.rates: AsyncCollection[Doc] = db["notify_rates"]
+        self.changes: AsyncCollection[Doc] = db["notify_changes"]
+        self.users: AsyncCollection[Doc] = db["users"]
+
+    async def ensure_indexes(self) -> None:
+        # a user's subscriptions (and the platform's: owner "")
+        await self.subscriptions.create_index([("owner", ASCENDING)], name="subscriptions_by_owner")
+        # the tries due: pending deliveries only, by when
+        await self.deliveries.create_index([("next_ms", ASCENDING)], name="deliveries_due",
+                                           partialFilterExpression={"state": DeliveryState.PENDING})
+        # a user's recent deliveries, newest first
+        await self.deliveries.create_index([("owner", ASCENDING), ("created_ms", DESCENDING)],
+                                           name="deliveries_by_owner")
+        # a digest's held deliveries
+        await self.deliveries.create_index([("digest_id", ASCENDING)], name="deliveries_held",
+                                           partialFilterExpression={"state": DeliveryState.HELD})
+        for col in (self.deliveries, self.rates, self.changes):  # nothing outlives its expiry
+            await col.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+
+    # --- subscriptions ------------------------------------------------------------------------------
+
+    async def subscriptions_of(self, owner: str) -> list[Subscription]:
+        return [_subscription(d) async for d in self.subscriptions.find({"owner": owner})]
+
+    async def subscription(self, sub_id: str) -> Subscription | None:
+        doc = await self.subscriptions.find_one({"_id": sub_id})
+        return None if doc is None else _subscription(doc)
+
+    async def add_subscription(self, sub: Subscription) -> None:
+        doc = {"_id": sub.id, **sub.model_dump(mode="json", exclude={"id"})}
+        await idempotent(lambda: self.subscriptions.replace_one({"_id": sub.id}, doc, upsert=True),
+                         "store a subscription")
+
+    async def delete_subscription(self, owner: str, sub_id: str) -> bool:
+        result = await idempotent(lambda: self.subscriptions.delete_one({"_id": sub_id, "owner": owner}),
+                                  "delete a subscription")
+        return result.deleted_count > 0
+
+    async def user_email(self, user: str) -> str:
+        doc = await self.users.find_one({"_id": user}, {"email": 1})
+        return str(doc.get("email") or "") if doc else ""
+
+    # --- changes handled ----------------------------------------------------------------------------
+
+    async def change_handled(self, key: str) -> bool:
+        return await self.changes.find_one({"_id": key}, {"_id": 1}) is not None
+
+    async def mark_change(self, key: str, expires_ms: int) -> None:
+        await idempotent(lambda: self.changes.replace_one({"_id": key}, {"expires_at": expiry(expires_ms)},
+                                                          upsert=True), "mark a change handled")
+
+    # --- deliveries ---------------------------------------------------------------------------------
+
+    async def insert_delivery(self, doc: Doc) -> bool:
+        """Store a new delivery; False when it was stored already (the change was handled before)."""
+        try:
+            await self.deliveries.insert_one(doc)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def delivery(self, delivery_id: str) -> Doc | None:
+        return await self.deliveries.find_one({"_id": delivery_id})
+
+    async def due(self, now_ms: int, limit: int) -> list[Doc]:
+        """Pending deliveries whose try is due, soonest first (their bodies left out)."""
+        cursor = self.deliveries.find({"state": DeliveryState.PENDING, "next_ms": {"$lte": now_ms}},
+                                      {"_id": 1, "channel": 1, "target": 1, "next_ms": 1, "lease_ms": 1})
+        return [d async for d in cursor.sort([("next_ms", ASCENDING)]).limit(limit)]
+
+    async def claim(self, delivery_id: str, now_ms: int, lease_ms: int, token: str) -> Doc | None:
+        """Take a pending delivery for one try (no other process holds it); the delivery, or None."""
+        result = await self.deliveries.update_one(
+            {"_id": delivery_id, "state": DeliveryState.PENDING, "lease_ms": {"$lt": now_ms}},
+            {"$set": {"lease_ms": now_ms + lease_ms, "lease_token": token}})
+        if result.modified_count == 0:
+            return None
+        return await self.deliveries.find_one({"_id": delivery_id, "lease_token": token})
+
+    async def finish(self, delivery_id: str, token: str, changes: Doc) -> bool:
+        """Record a try's outcome (``changes``), if this try still holds the delivery."""
+        result = await idempotent(lambda: self.deliveries.update_one(
+            {"_id": delivery_id, "state": DeliveryState.PENDING, "lease_token": token},
+            {"$set": {**changes, "lease_ms": 0, "lease_token": ""}, "$inc": {"tries": 1}}), "record a delivery")
+        return result.modified_count > 0
+
+    async def deliveries_of(self, owner: str, since_ms: int, limit: int) -> list[Doc]:
+        cursor = self.deliveries.find({"owner": owner, "created_ms": {"$gte": since_ms}},
+                                      {"body": 0, "text": 0, "lease_token": 0})
+        return [d async for d in cursor.sort([("owner", ASCENDING), ("created_ms", DESCENDING)]).limit(limit)]
+
+    async def held(self, digest_id: str) -> list[Doc]:
+        cursor = self.deliveries.find({"digest_id": digest_id, "state": DeliveryState.HELD},
+                                      {"_id": 1, "subject": 1})
+        return [d async for d in cursor]
+
+    async def mark_digested(self, ids: list[str], now_ms: int) -> None:
+        if ids:
+            await idempotent(lambda: self.deliveries.update_many(
+                {"_id": {"$in": ids}, "state": DeliveryState.HELD},
+                {"$set": {"state": DeliveryState.DIGESTED, "sent_ms": now_ms}}), "mark deliveries digested")
+
+    # --- rate limits --------------------------------------------------------------------------------
+
+    async def count_message(self, key: str, expires_ms: int) -> int:
+        """One more message in a rate window (``key``); how many it has had, this one included."""
+        doc = await self.rates.find_one_and_update(
+            {"_id": key}, {"$inc": {"n": 1}, "$setOnInsert": {"expires_at": expiry(expires_ms)}},
+            upsert=True, return_document=ReturnDocument.AFTER)
+        return int(doc["n"]) if doc else 1
+
+    async def purge(self, now_ms: int) -> int:
+        """Delete what has expired (a TTL monitor does it too, where the server runs one)."""
+        removed = 0
+        for col in (self.deliveries, self.rates, self.changes):
+            result = await col.delete_many({"expires_at": {"$lt": expiry(now_ms)}})
+            removed += result.deleted_count
+        return removed
+
+
+def _subscription(doc: Doc) -> Subscription:
+    return Subscription.model_validate({**{k: v for k, v in doc.items() if k != "_id"}, "id": doc["_id"]})
