@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 log() { printf '[tests/run.sh] %s\n' "$*" >&2; }
 
 # Debian's packages the run needs (python3-venv: Debian's python3 makes no venv without it). The package
-# lists are refreshed first, and only when something is to be installed.
-packages=(rabbitmq-server docker-registry apache2-utils debootstrap docker-compose chromium)
+# lists are refreshed first, and only when something is to be installed. prometheus: promtool and the server
+# the monitoring tests run on ports of their own (a prometheus.service the package starts is never used).
+packages=(rabbitmq-server docker-registry apache2-utils debootstrap docker-compose chromium prometheus)
 [ -x .venv/bin/python ] || packages+=(python3-venv)
 # node and npm run OpenPAI's own v2 protocol code (tests/oracle/openpai_v2); any node >= 10 with npm >= 8 does
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
@@ -94,7 +95,7 @@ if [ ! -d tests/oracle/openpai_v2/node_modules ] \
 fi
 
 log "ruff"
-.venv/bin/ruff check shared services tests
+.venv/bin/ruff check shared services tests k8s
 log "mypy (strict)"
 .venv/bin/mypy
 if [ $# -gt 0 ]; then

@@ -52,6 +52,8 @@ def stack_settings(fs_dir: Path) -> dict[str, str]:
         "RABBITMQ_MANAGEMENT_HOST_PORT": str(free_port()),
         "MONGODB_HOST_PORT": str(free_port()),
         "LAUNCHER_OPS_HOST_PORT": str(free_port()),
+        "SCHEDULER_OPS_HOST_PORT": str(free_port()),
+        "STATUS_OPS_HOST_PORT": str(free_port()),
         "HOST_FS_DIR": str(fs_dir),
         "PAIQ_NODE_ID": unique("compose-"),
         "PAIQ_NODE_CPUS": "8",

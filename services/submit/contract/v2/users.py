@@ -163,6 +163,9 @@ class V2VirtualCluster(Answer):
     resources_used: V2Resources
     resources_guaranteed: V2Resources
     resources_total: V2Resources
+    status: Literal["RUNNING", "STOPPED", "DRAINING"] = Field(description=(
+        "OpenPAI's YARN queue state: RUNNING; STOPPED (PUT .../status: no new jobs); DRAINING: stopped, its "
+        "queued and running jobs not all ended yet"))
 
 
 class V2VirtualClusters(RootModel[dict[str, V2VirtualCluster]]):
@@ -305,9 +308,41 @@ class GroupUpdate(V2Request):
     data: GroupData
 
 
+class GroupExtensionChange(V2Request):
+    """``PUT /api/v2/groups/:groupname/extension``: its keys merged into the group's extension."""
+
+    extension: Extension
+
+
+class GroupDescriptionChange(V2Request):
+    """``PUT /api/v2/groups/:groupname/description``."""
+
+    description: str = Field(default="", max_length=10_000)
+
+
+class GroupExternalNameChange(V2Request):
+    """``PUT /api/v2/groups/:groupname/externalname``."""
+
+    external_name: str = Field(default="", alias="externalName", max_length=1000)
+
+
+class GroupExtensionValue(V2Request):
+    """``PUT /api/v2/groups/:groupname/extension/<key>/<key>...``: the value set at that path of the extension
+    (any JSON, null included)."""
+
+    data: Any
+
+
+class VcStatusChange(V2Request):
+    """``PUT /api/v2/virtual-clusters/:vc/status``."""
+
+    vc_status: Literal["running", "stopped"] = Field(alias="vcStatus")
+
+
 V2_ANSWERS: tuple[type[BaseModel], ...] = (Info, Login, V2User, V2UserList, V2Group, V2GroupList, GroupMembers,
                                            Tokens, TokenCheck, ApplicationToken, Storages, Storage, SkuTypes,
                                            V2VirtualCluster, V2VirtualClusters, VcDone)
 V2_REQUESTS: tuple[type[BaseModel], ...] = (UserCreate, UserUpdate, MeUpdate, PasswordChange, EmailChange, AdminChange,
                                             VirtualClusterChange, ExtensionChange, GroupRef, Grouplist, GroupCreate,
-                                            GroupUpdate)
+                                            GroupUpdate, GroupExtensionChange, GroupDescriptionChange,
+                                            GroupExternalNameChange, GroupExtensionValue, VcStatusChange)

@@ -5,11 +5,15 @@ comes with."""
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
+import structlog
 from aiohttp import web
 
 from services.submit.contract import answers
 from services.submit.contract.errors import ApiError, shown
-from services.submit.contract.route import Body, Param, Reply, Route
+from services.submit.contract.route import Body, ModelBody, Param, Reply, Route
 from services.submit.contract.v2.users import (
     SkuType,
     SkuTypes,
@@ -20,14 +24,19 @@ from services.submit.contract.v2.users import (
     V2VirtualCluster,
     V2VirtualClusters,
     VcDone,
+    VcStatusChange,
     v2_answer,
 )
 from services.submit.deps import DEPS
 from services.submit.routes import clusters
 from services.submit.routes.access import principal_of
+from services.submit.routes.v2.access import person_of
 from services.submit.routes.v2.users import admin_person, storages
-from shared.records import NodeRecord
+from shared.records import ACTIVE_JOB_STATES, NodeRecord
+from shared.scheduling.vclusters import DEFAULT_VC
 from shared.storageconfig import StorageConfig
+
+log = structlog.get_logger("paiq.submit.v2.clusters")
 
 
 def _resources(r: answers.Resources) -> V2Resources:
@@ -38,19 +47,29 @@ def _percent(part: float, whole: float) -> float:
     return round(100 * part / whole, 3) if whole else 0.0
 
 
-def vc_v2(vc: answers.VirtualCluster, gpu_total: int) -> V2VirtualCluster:
+def vc_status(stopped: bool, jobs: dict[str, int]) -> Literal["RUNNING", "STOPPED", "DRAINING"]:
+    """OpenPAI's (YARN's) queue state: a stopped VC drains while jobs it took are still waiting or running."""
+    if not stopped:
+        return "RUNNING"
+    return "DRAINING" if any(jobs.get(state, 0) for state in ACTIVE_JOB_STATES) else "STOPPED"
+
+
+def vc_v2(vc: answers.VirtualCluster, gpu_total: int, *, stopped: bool = False) -> V2VirtualCluster:
     """paiq's VC in OpenPAI v1.8's shape: ``capacity`` its GPU quota (%), ``maxCapacity`` with its borrowing
-    limit, ``usedCapacity`` the GPUs it uses (% of the cluster's); guaranteed and total: its quota's worth."""
+    limit, ``usedCapacity`` the GPUs it uses (% of the cluster's); guaranteed and total: its quota's worth;
+    ``status`` as OpenPAI's YARN queues showed it."""
     total = _resources(vc.capacity)
     return V2VirtualCluster(capacity=vc.quota.gpus, used_capacity=_percent(vc.used.gpus, gpu_total),
                             max_capacity=min(100.0, vc.quota.gpus + vc.borrowing.gpus), dedicated=False,
-                            resources_used=_resources(vc.used), resources_guaranteed=total, resources_total=total)
+                            resources_used=_resources(vc.used), resources_guaranteed=total, resources_total=total,
+                            status=vc_status(stopped, vc.jobs))
 
 
 async def _v2_summaries(request: web.Request) -> dict[str, V2VirtualCluster]:
     summaries = await clusters._summaries(request)
+    stopped = {vc.name for vc in await request.app[DEPS].store.list_vcs() if vc.stopped}
     gpu_total = sum(s.capacity.gpus for s in summaries.values())
-    return {name: vc_v2(s, gpu_total) for name, s in summaries.items()}
+    return {name: vc_v2(s, gpu_total, stopped=name in stopped) for name, s in summaries.items()}
 
 
 async def list_vcs(request: web.Request) -> web.Response:
@@ -81,6 +100,32 @@ async def delete_vc(request: web.Request) -> web.Response:
     await clusters.delete_virtual_cluster(request)
     name = request.match_info["vc"]
     return v2_answer(VcDone(status=201, message=f"Remove vc: {name} success"), status=201)
+
+
+VC_STATUS = ModelBody(VcStatusChange)
+_VC_NAME = re.compile(r"[A-Za-z0-9_\-]{1,64}")  # paiq's VC names (OpenPAI's had no '-')
+
+
+async def put_vc_status(request: web.Request) -> web.Response:
+    """Stop a VC (it takes no new jobs; those it holds go on) or set it running again. As OpenPAI v1.8's
+    router: the name is checked first (400; 403 for ``default``, whose status no one changes), then the caller
+    (401, 403 for an application token), the body (400), that they are an admin (403), and that the VC
+    exists (404)."""
+    name = request.match_info["vc"]
+    if not _VC_NAME.fullmatch(name):
+        raise ApiError("InvalidParametersError", "VC name should only contain alpha-numeric, '_' and '-' characters")
+    if name == DEFAULT_VC:
+        raise ApiError("ForbiddenUserError", "Update operation to default vc isn't allowed")
+    principal = await person_of(request)
+    asked = await VC_STATUS.read(request)
+    if not principal.admin:
+        raise ApiError("ForbiddenUserError", "Non-admin is not allow to do this operation.")
+    stopped = asked.vc_status == "stopped"
+    if not await request.app[DEPS].store.set_vc_stopped(name, stopped):
+        raise ApiError("NoVirtualClusterError", f"Vc {name} not found, can't {'stop' if stopped else 'active'}")
+    log.info("virtual cluster stopped" if stopped else "virtual cluster running again", vc=name, by=principal.user)
+    verb = "Stop" if stopped else "Activate"
+    return v2_answer(VcDone(status=201, message=f"{verb} virtual cluster {name} successfully."), status=201)
 
 
 def _summary(s: StorageConfig) -> StorageSummary:
@@ -153,6 +198,10 @@ ROUTES = (
     Route("DELETE", "/api/v2/virtual-clusters/{vc}", delete_vc, "admin: delete a virtual cluster without active "
           "jobs (not 'default')", {201: Reply("deleted", VcDone)}, (400, 401, 403, 404, 409), auth="token",
           params=(_VC,)),
+    Route("PUT", "/api/v2/virtual-clusters/{vc}/status", put_vc_status, "admin: stop a virtual cluster (it takes "
+          "no new jobs: 403 to a submission; its queued and running jobs go on) or set it running again; not "
+          "'default' (403)", {201: Reply("changed", VcDone)}, (400, 401, 403, 404, 408, 413), auth="token",
+          params=(_VC,), body=VC_STATUS),
     Route("GET", "/api/v2/storages", list_storages, "the storages the caller may use",
           {200: Reply("", Storages)}, (401,), auth="token"),
     Route("GET", "/api/v2/storages/{storage}", get_storage, "one storage (403 for one the caller may not use)",
