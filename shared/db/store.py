@@ -529,8 +529,16 @@ class Store:
                 async for d in self.vcs.find({}).sort([("_id", ASCENDING)])]
 
     async def put_vc(self, vc: VirtualCluster) -> None:
-        await idempotent(lambda: self.vcs.replace_one({"_id": vc.name}, {"_id": vc.name, **vc.model_dump(mode="json")},
-                                                      upsert=True), "store a virtual cluster")
+        """Create or replace a VC; whether it is stopped stays as stored (only :meth:`set_vc_stopped` sets it)."""
+        fields = vc.model_dump(mode="json", exclude={"stopped"})
+        await idempotent(lambda: self.vcs.update_one({"_id": vc.name}, {"$set": fields}, upsert=True),
+                         "store a virtual cluster")
+
+    async def set_vc_stopped(self, name: str, stopped: bool) -> bool:
+        """Stop a stored VC or set it running again; False when there is no such VC."""
+        result = await idempotent(lambda: self.vcs.update_one({"_id": name}, {"$set": {"stopped": stopped}}),
+                                  "stop or start a virtual cluster")
+        return int(result.matched_count) > 0
 
     async def delete_vc(self, name: str) -> bool:
         """Whether it was there (a try cut off by a restart that had deleted it counts as deleting it)."""

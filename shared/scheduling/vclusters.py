@@ -7,6 +7,9 @@ what the other VCs leave (100% minus their quotas, per resource), as OpenPAI's d
 A VC may also borrow: run beyond its quota, up to ``borrowing`` more (percent of the cluster, per
 resource; none unless the operator sets it), on capacity the other VCs leave idle. The owner takes it
 back by preemption when its own jobs need it (:mod:`shared.scheduling.borrowing`, :mod:`shared.scheduling.preemption`).
+
+An administrator may stop a VC (not ``default``): it then refuses new jobs, while the jobs it holds run on and
+its queue is scheduled as before, so it drains, as a stopped YARN queue did under OpenPAI.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ class VirtualCluster(BaseModel):
     borrowing: Quota = Quota()  # how far beyond its quota it may run on others' idle capacity
     users: tuple[str, ...] = ("*",)
     groups: tuple[str, ...] = ()
+    # PUT /api/v2/virtual-clusters/{vc}/status: a stopped VC takes no new jobs; those it holds, queued or
+    # running, go on (OpenPAI's YARN queue STOPPED). Set only by that route (a PUT of the VC keeps it).
+    stopped: bool = False
 
     def admits(self, user: str, groups: tuple[str, ...] = ()) -> bool:
         return "*" in self.users or user in self.users or bool(set(groups) & set(self.groups))

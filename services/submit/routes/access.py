@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import structlog
 from aiohttp import web
 
@@ -18,9 +21,32 @@ from shared.scheduling.vclusters import with_default
 log = structlog.get_logger("paiq.submit.access")
 
 
+def _basic_pair(credentials: str) -> tuple[str, str] | None:
+    """``Basic`` credentials as (user, token), or None when they are not base64 of ``user:token``."""
+    try:
+        raw = base64.b64decode(credentials.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, colon, token = raw.partition(":")
+    return (user, token) if colon else None
+
+
+async def _application(request: web.Request, credentials: str) -> Principal:
+    """OpenPAI v1.8's ``Authorization: Basic base64(user:token)``, for application tokens only, and only the
+    token's own user (its middlewares/token.js ``getToken``): anything else is an invalid token."""
+    pair = _basic_pair(credentials)
+    principal = await request.app[DEPS].users.principal(pair[1]) if pair and pair[1].isascii() else None
+    if principal is None or pair is None or not principal.application or principal.user != pair[0]:
+        raise ApiError("UnauthorizedUserError", "Your token is invalid.")
+    return principal
+
+
 async def principal_of(request: web.Request) -> Principal:
-    """The authenticated caller, or 401 UnauthorizedUserError."""
+    """The authenticated caller, or 401 UnauthorizedUserError: a bearer token, or an application token as
+    OpenPAI v1.8 took one (``Basic`` with the user's name)."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "basic" and token.strip():
+        return await _application(request, token)
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError("UnauthorizedUserError",
                        "this request needs 'Authorization: Bearer <token>'; get a token with POST /api/v1/token")

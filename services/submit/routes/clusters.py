@@ -111,6 +111,8 @@ async def put_virtual_cluster(request: web.Request) -> web.Response:
     body = await read_json(request)
     if not isinstance(body, dict):
         raise ApiError("InvalidParametersError", "the body must be a JSON object: {quota, borrowing, users, groups}")
+    if "stopped" in body:
+        raise ApiError("InvalidParametersError", "stopped: is set by PUT /api/v2/virtual-clusters/{vc}/status")
     problem = _default_problem(body) if name == DEFAULT_VC else None
     if problem:
         raise ApiError("InvalidParametersError", problem)
@@ -143,6 +145,7 @@ def _change() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     schema = VirtualCluster.model_json_schema(ref_template=REF)
     quota = schema.pop("$defs")["Quota"]
     name = schema["properties"].pop("name")
+    schema["properties"].pop("stopped")  # PUT /api/v2/virtual-clusters/{vc}/status's, not this body's
     schema.pop("required")
     schema.pop("title")
     return schema, quota, {k: v for k, v in name.items() if k != "title"}

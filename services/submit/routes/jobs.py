@@ -225,9 +225,13 @@ def _admit_storages(settings: Settings, principal: Principal, config: JobConfig)
 
 
 def _admit(vc: VirtualCluster, principal: Principal, config: JobConfig) -> None:
-    """The VC admits the user; crit only from an administrator."""
+    """The VC admits the user and is not stopped (PUT /api/v2/virtual-clusters/{vc}/status); crit only from an
+    administrator."""
     if not vc.admits(principal.user, principal.groups):
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not use virtual cluster {vc.name}")
+    if vc.stopped:  # after access, as YARN checked a queue's state after its ACL; its words for a stopped queue
+        raise ApiError("ForbiddenUserError", f"Virtual cluster {vc.name} is STOPPED. Cannot accept submission of "
+                                             f"job {config.job_name}.")
     if priority_class_of(config) is PriorityClass.CRIT and not principal.admin:
         raise ApiError("ForbiddenUserError", f"{PRIORITY_FIELD} crit is for administrators (it may preempt "
                                              "any other job); use prod, test or oppo")

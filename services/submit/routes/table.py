@@ -26,6 +26,7 @@ from services.submit.routes import (
 )
 from services.submit.routes.v2 import access as v2access
 from services.submit.routes.v2 import clusters as v2clusters
+from services.submit.routes.v2 import groupfields as v2groupfields
 from services.submit.routes.v2 import joblist as v2joblist
 from services.submit.routes.v2 import jobreads as v2jobreads
 from services.submit.routes.v2 import jobs as v2jobs
@@ -52,6 +53,8 @@ ROUTES: tuple[Route, ...] = (
     *v2access.ROUTES,
     *v2profile.ROUTES,
     *v2users.ROUTES,
+    *v2groupfields.ROUTES,
+    *v2groupfields.singular((*v2profile.ROUTES, *v2users.ROUTES, *v2groupfields.ROUTES)),
     *v2clusters.ROUTES,
     Route("GET", "/api/v1/openapi.json", get_openapi, "this document",
           {200: Reply("", content={"application/json": {"type": "object"}})}),
