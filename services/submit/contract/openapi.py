@@ -25,6 +25,7 @@ from services.submit.contract.answers import ANSWERS
 from services.submit.contract.configschema import REF, job_config_schemas, named_by_path
 from services.submit.contract.requests import REQUESTS
 from services.submit.contract.route import paths
+from services.submit.contract.usage import USAGE_ANSWERS
 from services.submit.contract.v2.jobs import v2_job_schemas
 from services.submit.contract.v2.users import V2_ANSWERS, V2_REQUESTS
 from services.submit.routes.clusters import QUOTA, VC_CHANGE
@@ -36,6 +37,7 @@ def _model_schemas() -> dict[str, Any]:
     hold, by class name."""
     modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "serialization") for m in (*ANSWERS, *V2_ANSWERS)]
     modes += [(m, "validation") for m in (*REQUESTS, *V2_REQUESTS)]
+    modes += [(m, "serialization") for m in USAGE_ANSWERS]
     _, generated = models_json_schema(modes, by_alias=True, ref_template=REF)
     schemas: dict[str, Any] = generated["$defs"]
     return schemas

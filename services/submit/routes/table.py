@@ -23,6 +23,7 @@ from services.submit.routes import (
     pages,
     profiles,
     ssh,
+    usage,
 )
 from services.submit.routes.v2 import access as v2access
 from services.submit.routes.v2 import clusters as v2clusters
@@ -60,6 +61,7 @@ ROUTES: tuple[Route, ...] = (
           {200: Reply("", content={"application/json": {"type": "object"}})}),
     *logs.ROUTES,
     *profiles.ROUTES,
+    *usage.ROUTES,
     *feed.ROUTES,
     *pages.ROUTES,
 )
