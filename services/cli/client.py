@@ -99,6 +99,11 @@ class PaiqClient:
                                      json={k: v for k, v in body.items() if v is not None})
         return dict(answer)
 
+    async def usage(self, query: dict[str, str]) -> dict[str, Any]:
+        """The usage report (paiq's extension): ``from``, ``to``, ``by``, ``vc``, ``user``."""
+        answer, _ = await self._call("GET", f"/api/v1/usage?{urlencode(query)}")
+        return dict(answer)
+
     async def delete_virtual_cluster(self, name: str) -> dict[str, Any]:
         answer, _ = await self._call("DELETE", f"/api/v1/virtual-clusters/{quote(name)}")
         return dict(answer)

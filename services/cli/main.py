@@ -21,6 +21,7 @@ import yaml
 from services.cli.client import ApiCallError, paiq_client
 from services.cli.options import DEFAULT_API, api_of, token_of, user_of
 from services.cli.top import follow
+from services.cli.usage import add_usage_parser, cmd_usage
 from services.cli.vc import add_vc_parser, cmd_vc
 from shared.errors import PaiqError
 from shared.settings.credentials import write_credentials
@@ -395,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("job", help="JOB (yours) or USER~JOB")
     sh.add_argument("rest", nargs=argparse.REMAINDER, metavar="[ROLE [INDEX]] [-- COMMAND...]")
     add_vc_parser(sub)
+    add_usage_parser(sub)
     return p
 
 
@@ -420,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "queue": cmd_queue, "status": cmd_status, "login": cmd_login,
                 "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events, "ssh": cmd_ssh,
-                "vc": cmd_vc, "top": cmd_top}
+                "vc": cmd_vc, "top": cmd_top, "usage": cmd_usage}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:
