@@ -25,16 +25,20 @@ PUBLISHERS: dict[str, tuple[str, ...]] = {
     "node.launch": ("scheduler",), "node.stop": ("status",),
     "task.started": ("launcher",), "task.exited": ("launcher", "scheduler"), "task.progress": ("launcher",),
     "task.gpu_idle": ("launcher",), "node.registered": ("launcher",),
+    "notify.subscriptions_changed": ("submit",),
 }
 PUBLISHED_WHEN = {("task.exited", "scheduler"): "a lost node's tasks, -1001"}
+NOTIFY = "notify"  # its queue takes the changes users are told of (services/notify)
 FEED = "submit"  # its event stream (GET /api/v1/events) takes every job.* and task.* event
 CONSUMERS: dict[str, tuple[str, ...]] = {
     "job.submitted": ("scheduler", FEED), "job.scheduled": (FEED,), "job.waiting": (FEED,),
-    "job.completed": ("scheduler", FEED), "job.retrying": (FEED,), "job.requeued": ("scheduler", FEED),
+    "job.completed": ("scheduler", NOTIFY, FEED), "job.retrying": (NOTIFY, FEED),
+    "job.requeued": ("scheduler", FEED),
     "job.stop_requested": ("status", FEED), "job.preempted": ("status", FEED),
     "node.launch": ("launcher",), "node.stop": ("launcher",),
-    "task.started": ("status", FEED), "task.exited": ("status", FEED), "task.progress": ("status", FEED),
+    "task.started": ("status", NOTIFY, FEED), "task.exited": ("status", FEED), "task.progress": ("status", FEED),
     "task.gpu_idle": (FEED,), "node.registered": ("scheduler",),
+    "notify.subscriptions_changed": (NOTIFY,),
 }
 ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop"}
 
@@ -74,7 +78,8 @@ def _page() -> str:
         "`paiq.events` (`PAIQ_EXCHANGE`) with persistent delivery. Bind a queue of your own to the routing keys",
         "you want (`job.*`, `task.*`, `#`); events of one job arrive in the order they happened. The same",
         "events (all but node commands) stream as Server-Sent Events from `GET /api/v1/events` and",
-        "`paiq events`. `examples/webhook_notifier.py` is a complete consumer.",
+        "`paiq events`. `examples/webhook_notifier.py` is a minimal consumer binding a queue of its own; users",
+        f"who want to hear of their jobs subscribe with the {NOTIFY} service instead (README, Notifications).",
         "",
         "Publishers and consumers are paiq's services (a test checks them against each service's bindings and",
         f"handlers, and against where each event is built); {FEED} consumes every `job.*` and `task.*` event for",

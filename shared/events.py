@@ -297,11 +297,27 @@ class NodeRegistered(CloudEvent):
     data: NodeRegisteredData
 
 
+# --- notifications ---------------------------------------------------------------------------
+
+
+class SubscriptionsChangedData(_Data):
+    owner: str  # whose subscriptions (or e-mail address) changed; "" for the platform's webhooks
+
+
+class SubscriptionsChanged(CloudEvent):
+    """A user's notification subscriptions or e-mail address changed (or the platform's webhooks): the
+    notify service reads them again instead of from its cache."""
+
+    type: Literal["notify.subscriptions_changed"] = "notify.subscriptions_changed"
+    data: SubscriptionsChangedData
+
+
 Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
     | JobPreempted
     | LaunchTasks | StopTasks
-    | TaskStarted | TaskExited | TaskProgress | TaskGpuIdle | NodeRegistered,
+    | TaskStarted | TaskExited | TaskProgress | TaskGpuIdle | NodeRegistered
+    | SubscriptionsChanged,
     Field(discriminator="type"),
 ]
 

@@ -8,11 +8,10 @@ SMTP_LINE = "smtp"  # every address's mail goes through the one SMTP server
 
 
 def endpoint_of(channel: str, target: str) -> str:
-    """What a delivery waits its turn for: the SMTP server, or a webhook's origin."""
-    if channel == "email":
-        return SMTP_LINE
-    parts = urlsplit(target)
-    return f"{parts.scheme}://{parts.netloc}"
+    """What a delivery waits its turn for: the SMTP server, or the webhook (its URL: two users' webhooks on one
+    chat service are two endpoints, so one's dead path delays the other's messages no more than another host
+    would)."""
+    return SMTP_LINE if channel == "email" else target
 
 
 def redacted(url: str) -> str:

@@ -12,6 +12,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+from shared.lifecycle import exitcodes
+
 if TYPE_CHECKING:
     from shared.runtime.vitals import HealthReport
 
@@ -87,6 +89,22 @@ LEADING = Gauge("paiq_leading", "1 while this process's service holds its lease 
                 "0 while it stands by; only processes running such a service export it", ["service"])
 
 Health = Callable[[], Awaitable["HealthReport"]]
+
+
+# Why a task could not start, from the exit code the launcher gives it (shared/lifecycle/exitcodes.py).
+LAUNCH_FAILURE_REASONS = {exitcodes.IMAGE_PULL_FAILED: "image_pull", exitcodes.CONFIG_ERROR: "config"}  # else: engine
+
+
+def count_launch_failure(node: str, exit_code: int) -> None:
+    """A task could not start on ``node`` (for the launcher's failed launches; PaiqLaunchesFailing reads it)."""
+    LAUNCH_FAILURES.labels(node, LAUNCH_FAILURE_REASONS.get(exit_code, "engine")).inc()
+
+
+def count_launch_failures_from_zero(node: str) -> None:
+    """Export the node's launch failures at 0 from the launcher's start: ``increase()`` misses the first of a
+    series that appears at 1."""
+    for reason in (*LAUNCH_FAILURE_REASONS.values(), "engine"):
+        LAUNCH_FAILURES.labels(node, reason)
 
 
 def metrics_response() -> web.Response:

@@ -20,6 +20,7 @@ from services.submit.routes import (
     jobs,
     listing,
     logs,
+    notify,
     pages,
     profiles,
     ssh,
@@ -62,6 +63,7 @@ ROUTES: tuple[Route, ...] = (
     *logs.ROUTES,
     *profiles.ROUTES,
     *usage.ROUTES,
+    *notify.ROUTES,
     *feed.ROUTES,
     *pages.ROUTES,
 )

@@ -1,0 +1,177 @@
+"""Sending what is due: each delivery waits in its endpoint's line (the SMTP server, or the webhook's URL), at
+most ``PAIQ_NOTIFY_ENDPOINT_CONCURRENCY`` of a line's tries run at once and ``PAIQ_NOTIFY_CONCURRENCY`` in all,
+and every try is bounded by ``PAIQ_NOTIFY_TIMEOUT_SECONDS``; so a slow or dead endpoint holds a few slots of
+its own and delays no one else's messages.
+
+A try claims its delivery in the database first (a lease: another process, or this one after a restart,
+leaves it alone meanwhile), sends, and records the outcome: sent, tried again later (``shared.notify.schedule``),
+or failed. A notifier killed mid-try leaves the delivery pending and leased; once the lease ends the sweep
+finds it and tries again, with the same delivery id (the webhook's ``X-Paiq-Delivery``, CloudEvent ``id`` and
+the email's ``Message-ID``) for the receiver to recognise. Lines live in memory and are refilled from the
+database's due deliveries by a sweep every second, so nothing is lost with the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import structlog
+
+from services.notify.channels import Outcome, email_message, post_webhook, send_email
+from services.notify.metrics import DELIVERY_SECONDS, NOTIFICATIONS
+from shared.db.notifications import DeliveryState, NotificationStore
+from shared.notify.endpoints import SMTP_LINE, endpoint_of
+from shared.notify.render import chat_body, cloudevent_body, digest
+from shared.notify.schedule import RetryPolicy, next_try_ms
+from shared.notify.signing import open_secret
+from shared.notify.subscriptions import Format
+from shared.records import now_ms
+from shared.settings.model import NotifySettings
+
+log = structlog.get_logger("paiq.notify")
+
+SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's mail goes there)
+SWEEP_LIMIT = 2000  # due deliveries read per sweep (the rest at the next)
+Doc = dict[str, Any]
+
+
+@dataclass
+class Line:
+    waiting: deque[str] = field(default_factory=deque)
+    running: int = 0
+
+
+class Dispatcher:
+    def __init__(self, notes: NotificationStore, settings: NotifySettings, secrets_key: str | None,
+                 session: aiohttp.ClientSession) -> None:
+        self._notes = notes
+        self._settings = settings
+        self._key = secrets_key
+        self._session = session
+        self._policy = RetryPolicy(base_ms=settings.retry_base_ms, max_ms=max(settings.retry_base_ms, 300_000),
+                                   max_tries=settings.max_tries, max_age_ms=settings.max_age_seconds * 1000)
+        self._lines: dict[str, Line] = {}
+        self._queued: set[str] = set()
+        self._running = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._token = uuid.uuid4().hex[:12]
+
+    @property
+    def lease_ms(self) -> int:
+        return (self._settings.timeout_seconds * 2 + 5) * 1000
+
+    def offer(self, delivery_id: str, channel: str, target: str) -> None:
+        """Put a due delivery in its endpoint's line (nothing if it is there or being tried already)."""
+        if delivery_id in self._queued:
+            return
+        endpoint = endpoint_of(channel, target)
+        self._queued.add(delivery_id)
+        self._lines.setdefault(endpoint, Line()).waiting.append(delivery_id)
+        self._pump()
+
+    async def sweep(self) -> int:
+        """Offer every due delivery (retries come due, a restarted or other notifier's left-overs)."""
+        due = await self._notes.due(now_ms(), SWEEP_LIMIT)
+        for doc in due:
+            if doc.get("lease_ms", 0) < now_ms():
+                self.offer(doc["_id"], doc["channel"], doc["target"])
+        return len(due)
+
+    def _limit(self, endpoint: str) -> int:
+        return SMTP_PARALLEL if endpoint == SMTP_LINE else self._settings.endpoint_concurrency
+
+    def _pump(self) -> None:
+        for endpoint, line in list(self._lines.items()):
+            while line.waiting and line.running < self._limit(endpoint) and self._running < self._settings.concurrency:
+                delivery_id = line.waiting.popleft()
+                line.running += 1
+                self._running += 1
+                task = asyncio.create_task(self._try(endpoint, line, delivery_id))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            if not line.waiting and not line.running:
+                del self._lines[endpoint]
+
+    async def _try(self, endpoint: str, line: Line, delivery_id: str) -> None:
+        try:
+            await self._try_once(delivery_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the database away: the lease ends, and the sweep offers it again
+            log.warning("a notification try could not be recorded; it is tried again", delivery_id=delivery_id,
+                        error=repr(e))
+        finally:
+            line.running -= 1
+            self._running -= 1
+            self._queued.discard(delivery_id)
+            if not line.waiting and not line.running and self._lines.get(endpoint) is line:
+                del self._lines[endpoint]
+            self._pump()
+
+    async def _try_once(self, delivery_id: str) -> None:
+        doc = await self._notes.claim(delivery_id, now_ms(), self.lease_ms, self._token)
+        if doc is None:
+            return  # sent, failed or being tried elsewhere meanwhile
+        held: list[Doc] = []
+        if doc.get("kind") == "digest":
+            held = await self._notes.held(delivery_id)
+            outcome = await self._send(doc, held) if held else Outcome(sent=True)
+        else:
+            outcome = await self._send(doc, [])
+        await self._record(doc, outcome)
+        if outcome.sent and held:
+            await self._notes.mark_digested([h["_id"] for h in held], now_ms())
+
+    async def _send(self, doc: Doc, held: list[Doc]) -> Outcome:
+        subject, text = str(doc.get("subject", "")), str(doc.get("text", ""))
+        body = bytes(doc.get("body") or b"")
+        if held:
+            msg = digest([str(h.get("subject", "")) for h in held], len(held),
+                         self._settings.rate_window_seconds)
+            subject, text = msg.subject, msg.text
+            body = (chat_body(msg) if doc.get("format") == Format.CHAT
+                    else cloudevent_body(doc["_id"], msg, "", int(doc["created_ms"])))
+        if doc["channel"] == "email":
+            return await send_email(self._settings, email_message(
+                self._settings, doc["target"], subject, text, delivery_id=doc["_id"],
+                event_id=str(doc.get("event_id", ""))))
+        sub = await self._notes.subscription(str(doc.get("subscription_id", "")))
+        if sub is None:
+            return Outcome.failed("its webhook was deleted before the message went", retry=False)
+        secret = open_secret(sub.sealed_secret, self._key)
+        content_type = "application/json" if doc.get("format") == Format.CHAT else "application/cloudevents+json"
+        return await post_webhook(self._session, doc["target"], body, secret=secret, content_type=content_type,
+                                  delivery_id=doc["_id"], event_id=str(doc.get("event_id", "")),
+                                  timeout_s=self._settings.timeout_seconds)
+
+    async def _record(self, doc: Doc, outcome: Outcome) -> None:
+        now = now_ms()
+        tries = int(doc.get("tries", 0)) + 1
+        channel = str(doc["channel"])
+        if outcome.sent:
+            changes: Doc = {"state": DeliveryState.SENT, "sent_ms": now, "last_error": ""}
+            result = "sent"
+            DELIVERY_SECONDS.labels(channel).observe(max(0.0, (now - int(doc.get("event_ms", now))) / 1000))
+        else:
+            at = next_try_ms(self._policy, tries, int(doc["created_ms"]), now, doc["_id"]) if outcome.retry else None
+            if at is None:
+                changes = {"state": DeliveryState.FAILED, "last_error": outcome.error, "failed_ms": now}
+                result = "failed"
+                log.warning("notification failed for good", delivery_id=doc["_id"], channel=channel, tries=tries,
+                            error=outcome.error)
+            else:
+                changes = {"next_ms": at, "last_error": outcome.error}
+                result = "retried"
+        if await self._notes.finish(doc["_id"], self._token, changes):
+            NOTIFICATIONS.labels(channel, result).inc()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+

@@ -1,0 +1,238 @@
+"""The notify service: its own queue on ``paiq.events`` takes the changes users are told of (``task.started``,
+``job.completed``, ``job.retrying``) and the subscription changes; for each change it decides who is told
+what (:mod:`shared.notify.decide`, pure), renders the message once (:mod:`shared.notify.render`) and writes one
+delivery per recipient before anything is sent. The event is acknowledged once the deliveries are written;
+:mod:`services.notify.dispatch` sends them. A redelivered event (the notifier killed before its ack) finds
+the change handled, or each delivery stored, and sends nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+import aiohttp
+import structlog
+
+from services.notify.dispatch import Dispatcher
+from services.notify.metrics import NOTIFICATIONS
+from shared.bus.base import Bus, Router
+from shared.db.notifications import DeliveryState, NotificationStore, expiry
+from shared.db.store import Store
+from shared.events import CloudEvent, JobCompleted, JobRetrying, SubscriptionsChanged, TaskStarted
+from shared.notify.decide import FINAL_KINDS, Change, JobFacts, Recipient, delivery_id, recipients
+from shared.notify.kinds import Kind
+from shared.notify.render import Message, chat_body, cloudevent_body, message
+from shared.notify.schedule import RateLimit
+from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
+from shared.records import JobRecord, now_ms
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
+
+log = structlog.get_logger("paiq.notify")
+
+CACHE_SECONDS = 60.0  # a user's subscriptions, unless a change of them says otherwise sooner
+CACHE_USERS = 10_000
+SWEEP_SECONDS = 1.0
+PURGE_SECONDS = 600
+
+
+@dataclass
+class Cached:
+    at: float
+    subscriptions: list[Subscription]
+    email: str
+
+
+@dataclass
+class SubscriptionCache:
+    """Users' subscriptions and addresses (and the platform's webhooks), read by index and kept a minute, or
+    until ``notify.subscriptions_changed`` names their owner."""
+
+    notes: NotificationStore
+    entries: OrderedDict[str, Cached] = field(default_factory=OrderedDict)
+
+    async def of(self, owner: str) -> Cached:
+        entry = self.entries.get(owner)
+        if entry is not None and time.monotonic() - entry.at < CACHE_SECONDS:
+            self.entries.move_to_end(owner)
+            return entry
+        subs = await self.notes.subscriptions_of(owner)
+        email = await self.notes.user_email(owner) if owner != PLATFORM else ""
+        entry = Cached(at=time.monotonic(), subscriptions=subs, email=email)
+        self.entries[owner] = entry
+        while len(self.entries) > CACHE_USERS:
+            self.entries.popitem(last=False)
+        return entry
+
+    def forget(self, owner: str) -> None:
+        self.entries.pop(owner, None)
+
+
+@dataclass
+class NotifyDeps:
+    settings: Settings
+    store: Store
+    bus: Bus
+    dispatcher: Dispatcher
+    vitals: Vitals = field(default_factory=Vitals)
+    cache: SubscriptionCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cache = SubscriptionCache(self.store.notifications)
+
+    @property
+    def notes(self) -> NotificationStore:
+        return self.store.notifications
+
+    @property
+    def keep_ms(self) -> int:
+        return int(self.settings.notify.keep_days * 86_400_000)
+
+    @property
+    def rate(self) -> RateLimit:
+        n = self.settings.notify
+        return RateLimit(limit=n.rate_limit, window_ms=n.rate_window_seconds * 1000)
+
+    @property
+    def portal_url(self) -> str:
+        return self.settings.notify.portal_url or self.settings.api_url
+
+
+def _at_ms(evt: CloudEvent) -> int:
+    return int(evt.time.timestamp() * 1000)
+
+
+def change_of(evt: CloudEvent) -> Change | None:
+    """The change an event announces (None: one users are not told of)."""
+    if isinstance(evt, TaskStarted):
+        return Change(job_id=evt.data.job_id, kind=Kind.RUNNING, attempt=evt.data.attempt, event_id=evt.id,
+                      at_ms=_at_ms(evt))
+    if isinstance(evt, JobCompleted) and evt.data.state in FINAL_KINDS:
+        return Change(job_id=evt.data.job_id, kind=FINAL_KINDS[evt.data.state], attempt=evt.data.attempt,
+                      event_id=evt.id, at_ms=_at_ms(evt), exit_code=evt.data.exit_code, reason=evt.data.reason)
+    if isinstance(evt, JobRetrying):
+        return Change(job_id=evt.data.job_id, kind=Kind.RETRIED, attempt=evt.data.attempt, event_id=evt.id,
+                      at_ms=_at_ms(evt), exit_code=evt.data.exit_code, reason=evt.data.reason)
+    return None
+
+
+def job_facts(job: JobRecord) -> JobFacts:
+    return JobFacts(job_id=job.id, user=job.user, name=job.name, virtual_cluster=job.virtual_cluster,
+                    state=job.state.value, created_ms=job.created_ms, launched_ms=job.launched_ms,
+                    completed_ms=job.completed_ms, retries=job.retries, switch=job.config.notification_kinds())
+
+
+async def on_change(evt: CloudEvent, deps: NotifyDeps) -> Sequence[CloudEvent]:
+    change = change_of(evt)
+    if change is None or await deps.notes.change_handled(change.key):
+        return []  # every task but the first announces "running" again; a redelivered event
+    job = await deps.store.get_job(change.job_id)
+    if job is None:
+        return []  # deleted meanwhile
+    facts = job_facts(job)
+    mine, platform = await deps.cache.of(facts.user), await deps.cache.of(PLATFORM)
+    told = recipients(change, facts, [*mine.subscriptions, *platform.subscriptions], mine.email)
+    if told:
+        msg = message(change, facts, deps.portal_url)
+        for recipient in told:
+            await plan(deps, change, facts, recipient, msg)
+        log.info("job change to notify", job_id=change.job_id, kind=change.kind.value, recipients=len(told))
+    await deps.notes.mark_change(change.key, now_ms() + deps.keep_ms)
+    return []
+
+
+async def plan(deps: NotifyDeps, change: Change, job: JobFacts, recipient: Recipient, msg: Message) -> None:
+    """Write the delivery (pending, or held past the rate limit) and hand it to the dispatcher."""
+    did = delivery_id(change.key, recipient.key)
+    if await deps.notes.delivery(did) is not None:
+        return  # handled before (a redelivered event)
+    now = now_ms()
+    rate = deps.rate
+    window = rate.window(now)
+    window_end = window + rate.window_ms
+    count = await deps.notes.count_message(f"{job.user}|{recipient.key}|{window}", window_end + rate.window_ms)
+    held = rate.held(count)
+    digest_id = ""
+    if held:
+        digest_id = await _digest_for(deps, job, recipient, window, window_end)
+    doc = _delivery(deps, did, change, job, recipient, msg, now)
+    if held:
+        doc.update(state=DeliveryState.HELD, digest_id=digest_id)
+    if not await deps.notes.insert_delivery(doc):
+        return
+    if held:
+        NOTIFICATIONS.labels(recipient.channel.value, "held").inc()
+    else:
+        deps.dispatcher.offer(did, recipient.channel.value, recipient.target)
+
+
+async def _digest_for(deps: NotifyDeps, job: JobFacts, recipient: Recipient, window: int, window_end: int) -> str:
+    """The window's digest delivery for this recipient and user, made the first time one is held."""
+    did = "digest-" + hashlib.sha256(f"{job.user}\n{recipient.key}\n{window}".encode()).hexdigest()[:25]
+    await deps.notes.insert_delivery({
+        "_id": did, "owner": recipient.owner if recipient.owner == PLATFORM else job.user, "job_id": "",
+        "job_name": "", "kind": "digest", "change": f"digest/{window}", "channel": recipient.channel.value,
+        "target": recipient.target, "format": recipient.format.value, "subscription_id": recipient.subscription_id,
+        "state": DeliveryState.PENDING, "tries": 0, "next_ms": window_end, "lease_ms": 0, "created_ms": now_ms(),
+        "event_ms": window_end, "event_id": "", "subject": "", "last_error": "",
+        "expires_at": expiry(window_end + deps.keep_ms)})
+    return did
+
+
+def _delivery(deps: NotifyDeps, did: str, change: Change, job: JobFacts, recipient: Recipient, msg: Message,
+              now: int) -> dict[str, object]:
+    body = b""
+    if recipient.channel is Channel.WEBHOOK:
+        body = chat_body(msg) if recipient.format is Format.CHAT else cloudevent_body(did, msg, job.job_id,
+                                                                                     change.at_ms)
+    return {"_id": did, "owner": recipient.owner if recipient.owner == PLATFORM else job.user,
+            "job_id": job.job_id, "job_name": job.name, "kind": change.kind.value, "change": change.key,
+            "channel": recipient.channel.value, "target": recipient.target, "format": recipient.format.value,
+            "subscription_id": recipient.subscription_id, "state": DeliveryState.PENDING, "tries": 0,
+            "next_ms": now, "lease_ms": 0, "created_ms": now, "event_ms": change.at_ms, "event_id": change.event_id,
+            "subject": msg.subject, "text": msg.text, "body": body, "last_error": "",
+            "expires_at": expiry(now + deps.keep_ms)}
+
+
+async def on_subscriptions_changed(evt: SubscriptionsChanged, deps: NotifyDeps) -> Sequence[CloudEvent]:
+    deps.cache.forget(evt.data.owner)
+    return []
+
+
+def notify_router(deps: NotifyDeps) -> Router:
+    """The events the notify service takes; its queue is bound to these types alone."""
+    router = Router()
+    router.on(TaskStarted, lambda evt: on_change(evt, deps))
+    router.on(JobCompleted, lambda evt: on_change(evt, deps))
+    router.on(JobRetrying, lambda evt: on_change(evt, deps))
+    router.on(SubscriptionsChanged, lambda evt: on_subscriptions_changed(evt, deps))
+    return router
+
+
+async def start_notify(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
+    session = await stack.enter_async_context(aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=settings.notify.concurrency, limit_per_host=0)))
+    dispatcher = Dispatcher(store.notifications, settings.notify, settings.secrets_key, session)
+    stack.push_async_callback(dispatcher.close)
+    deps = NotifyDeps(settings=settings, store=store, bus=bus, dispatcher=dispatcher, vitals=vitals)
+    router = notify_router(deps)
+    await bus.subscribe(f"{settings.queue_prefix}.notify", router.event_types, router)
+
+    async def sweep() -> None:
+        await dispatcher.sweep()
+
+    async def purge() -> None:
+        removed = await store.notifications.purge(now_ms())
+        if removed:
+            log.info("removed expired notification records", removed=removed)
+
+    await sweep()
+    vitals.periodic(stack, "notify-sweep", SWEEP_SECONDS, sweep)
+    vitals.periodic(stack, "notify-purge", PURGE_SECONDS, purge)
+    log.info("notify started", smtp=settings.notify.smtp_host or "none (no email)",
+             rate_limit=settings.notify.rate_limit)

@@ -1,0 +1,235 @@
+"""The notify service against real receivers: an SMTP server (aiosmtpd) and HTTP endpoints (aiohttp) answering
+200, 500, 500 three times then 200, hanging, or refusing; the real MongoDB-wire server; events on the in-process
+bus. Checked as received: headers, bodies, signatures, how many of each, and what the user's deliveries say."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from services.notify.service import start_notify
+from shared.bus.memory import MemoryBus
+from shared.db.store import Store, open_store
+from shared.events import (
+    CloudEvent,
+    JobCompleted,
+    JobCompletedData,
+    JobRetrying,
+    JobRetryingData,
+    TaskStarted,
+    TaskStartedData,
+)
+from shared.jobconfig.sealing import new_key
+from shared.notify.kinds import Kind
+from shared.notify.signing import new_secret, seal_secret
+from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
+from shared.records import JobState
+from shared.runtime.vitals import Vitals
+from shared.settings.model import Settings
+from tests.infra import unique
+from tests.notifyharness import Hooks, SmtpServer, free_port, wait_until
+from tests.unit.factories import make_config, make_job
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpServer]:
+    with SmtpServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def hooks() -> AsyncIterator[Hooks]:
+    async with Hooks() as h:
+        yield h
+
+
+@dataclass
+class Notifier:
+    store: Store
+    bus: MemoryBus
+    key: str
+    hooks: Hooks
+
+    async def job(self, user: str, *, switch: dict[str, bool] | None = None, email: str = "") -> str:
+        extras = {"jobStatusChangeNotification": switch} if switch is not None else {}
+        job = make_job(make_config(jobName=unique("job"), extras=extras), user=user)
+        await self.store.insert_job(job)
+        if email:
+            await self.store.users.update_one({"_id": user}, {"$set": {"email": email}}, upsert=True)
+        return job.id
+
+    async def webhook(self, owner: str, path: str, kinds: set[Kind], *, fmt: Format = Format.CLOUDEVENTS,
+                      job: str = "") -> Subscription:
+        secret = new_secret()
+        self.hooks.secrets[path.rsplit("/", 1)[-1]] = secret
+        sub = Subscription(id=uuid.uuid4().hex[:16], owner=owner, channel=Channel.WEBHOOK, kinds=frozenset(kinds),
+                           url=self.hooks.url(path), format=fmt, job=job,
+                           sealed_secret=seal_secret(secret, self.key), created_ms=1)
+        await self.store.notifications.add_subscription(sub)
+        return sub
+
+    async def email(self, owner: str, kinds: set[Kind]) -> None:
+        await self.store.notifications.add_subscription(Subscription(
+            id=uuid.uuid4().hex[:16], owner=owner, channel=Channel.EMAIL, kinds=frozenset(kinds), created_ms=1))
+
+    async def deliveries(self, owner: str) -> list[dict[str, Any]]:
+        return await self.store.notifications.deliveries_of(owner, 0, 100)
+
+
+def started(job_id: str, index: int = 0, attempt: int = 0) -> TaskStarted:
+    return TaskStarted(subject=job_id, data=TaskStartedData(job_id=job_id, attempt=attempt, role="main", index=index,
+                                                            node_id="n1", container_id=f"c{index}"))
+
+
+def failed(job_id: str, attempt: int = 0) -> JobCompleted:
+    return JobCompleted(subject=job_id, data=JobCompletedData(
+        job_id=job_id, attempt=attempt, state=JobState.FAILED, exit_code=3, reason="the command exited with 3"))
+
+
+def retried(job_id: str, attempt: int) -> JobRetrying:
+    return JobRetrying(subject=job_id, data=JobRetryingData(job_id=job_id, attempt=attempt, exit_code=1,
+                                                            reason="exit 1", counter="user", retry_at_ms=0))
+
+
+async def _notifier(stack: AsyncExitStack, mongo_uri: str, hooks: Hooks, smtp_port: int,
+                    **extra: str) -> Notifier:
+    key = new_key()
+    settings = Settings.from_env({
+        "PAIQ_SECRETS_KEY": key, "PAIQ_SMTP_HOST": "127.0.0.1", "PAIQ_SMTP_PORT": str(smtp_port),
+        "PAIQ_SMTP_TLS": "none", "PAIQ_SMTP_FROM": "paiq@cluster.example", "PAIQ_PORTAL_URL": "http://portal.example",
+        "PAIQ_NOTIFY_RETRY_BASE_MS": "100", "PAIQ_NOTIFY_TIMEOUT_SECONDS": "1", **extra})
+    store = await stack.enter_async_context(open_store(mongo_uri, unique("notify_").replace("-", "_")))
+    await store.ensure_indexes()
+    bus = MemoryBus()
+    stack.push_async_callback(bus.close)
+    await start_notify(stack, settings, store, bus, Vitals())
+    return Notifier(store=store, bus=bus, key=key, hooks=hooks)
+
+
+async def publish(n: Notifier, *events: CloudEvent) -> None:
+    await n.bus.publish(list(events))
+
+
+async def test_email_and_webhooks_get_each_change_once_signed_with_exit_code_and_reason(
+        mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port)
+        user = unique("u")
+        await n.email(user, {Kind.SUCCEEDED})  # the job's switch chooses: running and failed
+        await n.webhook(user, "ok/ce", {Kind.SUCCEEDED})
+        await n.webhook(user, "ok/chat", set(Kind), fmt=Format.CHAT)
+        job_id = await n.job(user, switch={"running": True, "failed": True}, email=f"{user}@example.com")
+        await publish(n, started(job_id, 0), started(job_id, 1), failed(job_id))
+        await wait_until(lambda: len(smtp.box.mails) >= 2 and len(hooks.received["ce"]) >= 2
+                         and len(hooks.received["chat"]) >= 2, 10, "two messages per channel")
+        await publish(n, failed(job_id), started(job_id, 2))  # the same changes again (redelivered, later tasks)
+        await asyncio.sleep(1.5)  # time to send them again, were they to be
+
+        mails = smtp.box.to(f"{user}@example.com")
+        name = job_id.split("~")[1]
+        assert sorted(m.message["Subject"] for m in mails) == [f"[paiq] job {name} failed with exit code 3",
+                                                               f"[paiq] job {name} is running"]
+        fail_mail = next(m for m in mails if "failed" in m.message["Subject"])
+        assert fail_mail.message["From"] == "paiq@cluster.example"
+        assert fail_mail.message["Message-ID"].endswith("@cluster.example>")
+        assert fail_mail.message["X-Paiq-Event-Id"]
+        text = fail_mail.message.get_content()
+        assert "exit code 3" in text and "Reason: the command exited with 3" in text
+        assert f"http://portal.example/#/job/{user}/" in text
+        for name in ("ce", "chat"):
+            got = hooks.received[name]
+            assert len(got) == 2 and all(r.signed for r in got), name
+            assert len({r.headers["X-Paiq-Delivery"] for r in got}) == 2
+        kinds = sorted(r.body["data"]["kind"] for r in hooks.received["ce"])
+        assert kinds == ["failed", "running"]
+        fail_event = next(r.body for r in hooks.received["ce"] if r.body["data"]["kind"] == "failed")
+        assert fail_event["data"]["exitCode"] == 3 and fail_event["data"]["reason"] == "the command exited with 3"
+        assert fail_event["id"] == next(r.headers["X-Paiq-Delivery"] for r in hooks.received["ce"]
+                                        if r.body["data"]["kind"] == "failed")
+        assert "failed with exit code 3" in next(r.body["text"] for r in hooks.received["chat"]
+                                                 if "failed" in r.body["text"])
+        listed = await n.deliveries(user)
+        assert len(listed) == 6 and {d["state"] for d in listed} == {"sent"}
+
+
+async def test_500_three_times_then_200_is_received_once(mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port)
+        user = unique("u")
+        await n.webhook(user, "flaky/3/f", {Kind.FAILED})
+        job_id = await n.job(user)
+        await publish(n, failed(job_id))
+        await wait_until(lambda: len(hooks.received["f"]) == 1, 15, "the fourth try answered 200")
+        assert hooks.seen["f"] == 4
+        await asyncio.sleep(0.3)
+        [delivery] = await n.deliveries(user)
+        assert delivery["state"] == "sent" and delivery["tries"] == 4
+
+
+async def test_a_dead_endpoint_delays_no_one_else_and_fails_visibly(mongo_uri: str, hooks: Hooks,
+                                                                    smtp: SmtpServer) -> None:
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port, PAIQ_NOTIFY_MAX_TRIES="2")
+        alice, bob, carol = unique("a"), unique("b"), unique("c")
+        await n.webhook(alice, "hang/h", {Kind.FAILED})
+        await n.webhook(carol, "ok/x", {Kind.FAILED})  # carol's second webhook goes nowhere: refused
+        sub = await n.webhook(carol, "ok/refused", {Kind.FAILED})
+        await n.store.notifications.add_subscription(sub.model_copy(update={"url": f"http://127.0.0.1:{free_port()}/"}))
+        await n.webhook(bob, "ok/b", {Kind.FAILED})
+        jobs = [await n.job(alice) for _ in range(4)]
+        await publish(n, *(failed(j) for j in jobs))
+        bob_job, carol_job = await n.job(bob), await n.job(carol)
+        await publish(n, failed(carol_job), failed(bob_job))
+        await wait_until(lambda: len(hooks.received["b"]) == 1, 1.0, "bob's webhook told within a second")
+        assert len(hooks.received["x"]) == 1
+        await wait_until(lambda: hooks.seen["h"] >= 2, 5, "alice's hanging webhook tried (two at a time)")
+
+        async def refused_failed() -> bool:
+            return any(d["state"] == "failed" for d in await n.deliveries(carol))
+
+        for _ in range(100):
+            if await refused_failed():
+                break
+            await asyncio.sleep(0.1)
+        failed_one = next(d for d in await n.deliveries(carol) if d["state"] == "failed")
+        assert failed_one["tries"] == 2 and "could not connect" in failed_one["last_error"]
+
+
+async def test_the_rate_limit_coalesces_a_crash_loop_into_a_digest(mongo_uri: str, hooks: Hooks,
+                                                                   smtp: SmtpServer) -> None:
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port, PAIQ_NOTIFY_RATE_LIMIT="2",
+                            PAIQ_NOTIFY_RATE_WINDOW_SECONDS="3")
+        user = unique("u")
+        await n.webhook(user, "ok/r", {Kind.RETRIED})
+        job_id = await n.job(user, email=f"{user}@example.com")
+        await n.email(user, {Kind.RETRIED})
+        await publish(n, *(retried(job_id, a) for a in range(7)))
+        await wait_until(lambda: len(hooks.received["r"]) >= 3 and len(smtp.box.mails) >= 3, 10,
+                         "two messages, then the digest at the window's end")
+        await asyncio.sleep(0.5)
+        kinds = [r.body["data"].get("kind") for r in hooks.received["r"]]
+        digests = [r for r in hooks.received["r"] if r.body["data"].get("kind") == "digest"]
+        assert kinds.count("retried") == 2 and len(digests) == 1  # seven changes: two messages, one digest of five
+        assert digests[0].body["data"]["count"] == 5 and digests[0].signed
+        assert sum(1 for m in smtp.box.mails if "(digest)" in m.message["Subject"]) >= 1
+        states = [d["state"] for d in await n.deliveries(user)]
+        assert states.count("digested") == 10
+
+
+async def test_a_platform_webhook_hears_every_users_jobs(mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port)
+        await n.webhook(PLATFORM, "ok/ops", {Kind.FAILED})
+        jobs = [await n.job(unique("u")) for _ in range(3)]
+        await publish(n, *(failed(j) for j in jobs))
+        await wait_until(lambda: len(hooks.received["ops"]) == 3, 10, "the platform's webhook told of each")
+        assert len(await n.deliveries(PLATFORM)) == 3
