@@ -15,7 +15,7 @@ from pathlib import Path
 
 import structlog
 
-from services import launcher, scheduler, status, submit
+from services import launcher, notify, scheduler, status, submit
 from shared.db.embedded import embedded_mongo
 from shared.db.store import Store, open_store
 from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
@@ -31,6 +31,7 @@ SERVICES: dict[str, Starter] = {
     "status": status.start,
     "scheduler": scheduler.start,
     "launcher": launcher.start,
+    "notify": notify.start,
     "submit": submit.start,
 }
 

@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run the whole platform in this process")
     up.add_argument("--port", type=int, help="API port (default 9186)")
     svc = sub.add_parser("service", help="run one service (needs PAIQ_MONGODB_URI and PAIQ_AMQP_URL)")
-    svc.add_argument("name", choices=["submit", "scheduler", "launcher", "status"])
+    svc.add_argument("name", choices=["submit", "scheduler", "launcher", "status", "notify"])
     s = sub.add_parser("submit", help="submit an OpenPAI job: a v1 config (JSON), or a protocol v2 job (a .yaml or "
                                       ".yml file, or a document with protocolVersion 2)")
     s.add_argument("file")

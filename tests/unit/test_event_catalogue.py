@@ -14,6 +14,7 @@ import pytest
 
 from services.launcher.deps import LauncherDeps
 from services.launcher.service import launcher_bindings, launcher_router
+from services.notify.service import NotifyDeps, notify_router
 from services.scheduler.service import scheduler_router
 from services.status.service import StatusDeps, status_router
 from services.submit.routes.feed import EventFeed
@@ -24,7 +25,7 @@ from shared.events import CloudEvent
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = ("submit", "scheduler", "status", "launcher")
+SERVICES = ("submit", "scheduler", "status", "launcher", "notify")
 NODE = "n1"
 
 
@@ -52,6 +53,7 @@ async def subscriptions() -> dict[str, list[tuple[Sequence[str], Router]]]:
         "status": [(status.event_types, status)],
         "launcher": [(launcher_bindings(NODE), launcher_router(cast(LauncherDeps, None)))],
         "submit": feed_bus.subscribed,
+        "notify": [(notify_router(cast(NotifyDeps, None)).event_types, notify_router(cast(NotifyDeps, None)))],
     }
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from services.submit.app import create_app
 from services.submit.contract.errors import ApiError
+from services.submit.contract.notify import NOTIFY_REQUESTS
 from services.submit.contract.openapi import document
 from services.submit.contract.refusals import validated
 from services.submit.contract.requests import REQUESTS, ExecutionTypeChange, TokenRequest, UserChange, UserRemoval
@@ -54,7 +55,7 @@ def test_every_path_parameter_is_declared_and_nothing_else(route: Route) -> None
 
 def test_every_request_model_is_a_body_some_route_reads() -> None:
     read = {r.body.model for r in ROUTES if isinstance(r.body, ModelBody)}
-    assert read == set(REQUESTS) | set(V2_REQUESTS) | set(V2_JOB_REQUESTS)
+    assert read == set(REQUESTS) | set(V2_REQUESTS) | set(V2_JOB_REQUESTS) | set(NOTIFY_REQUESTS)
 
 
 @pytest.mark.parametrize("bound", [LIMIT, OFFSET], ids=lambda b: b.name)

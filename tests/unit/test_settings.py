@@ -264,15 +264,15 @@ def test_an_integer_variable_refuses_what_is_not_an_integer(var: str, raw: str) 
 @pytest.mark.parametrize(
     ("env", "ports"),
     [
-        ({}, {"scheduler": 9187, "status": 9188, "launcher": 9189}),
-        ({"PAIQ_OPS_PORT": "9000"}, {"scheduler": 9000, "status": 9000, "launcher": 9000}),
+        ({}, {"scheduler": 9187, "status": 9188, "launcher": 9189, "notify": 9190}),
+        ({"PAIQ_OPS_PORT": "9000"}, {"scheduler": 9000, "status": 9000, "launcher": 9000, "notify": 9000}),
         ({"PAIQ_OPS_PORT": "9000", "PAIQ_STATUS_OPS_PORT": "9001"}, {"scheduler": 9000, "status": 9001,
-                                                                     "launcher": 9000}),
+                                                                     "launcher": 9000, "notify": 9000}),
         ({"PAIQ_SCHEDULER_OPS_PORT": "1", "PAIQ_LAUNCHER_OPS_PORT": "65535"}, {"scheduler": 1, "status": 9188,
-                                                                               "launcher": 65535}),
+                                                                               "launcher": 65535, "notify": 9190}),
         ({"PAIQ_OPS_PORT": "9000", "PAIQ_SCHEDULER_OPS_PORT": "0"}, {"scheduler": 9000, "status": 9000,
-                                                                     "launcher": 9000}),
-        ({"PAIQ_OPS_PORT": "0"}, {"scheduler": 9187, "status": 9188, "launcher": 9189}),
+                                                                     "launcher": 9000, "notify": 9000}),
+        ({"PAIQ_OPS_PORT": "0"}, {"scheduler": 9187, "status": 9188, "launcher": 9189, "notify": 9190}),
     ],
 )
 def test_an_ops_port_falls_back_to_the_common_one_then_the_default(env: dict[str, str], ports: dict[str, int]) -> None:

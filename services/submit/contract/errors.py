@@ -18,7 +18,7 @@ ErrorCode = Literal[
     "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
     "ServiceUnavailableError", "TooManyRequestsError", "InvalidProtocolError",
-    "NoGroupError", "ConflictGroupError", "NoStorageError", "NoTagError",
+    "NoGroupError", "ConflictGroupError", "NoStorageError", "NoTagError", "NoSubscriptionError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
@@ -32,6 +32,8 @@ STATUS_OF: dict[ErrorCode, int] = {
     "NoStorageError": 404,
     # OpenPAI v1.8's DELETE /api/v2/jobs/{user}~{job}/tag of a tag the job does not have
     "NoTagError": 404,
+    # Not one of OpenPAI's codes: DELETE of a notification subscription the caller does not have.
+    "NoSubscriptionError": 404,
     "NoUserError": 404,
     "UnauthorizedUserError": 401,
     "ForbiddenUserError": 403,
@@ -92,7 +94,7 @@ class Error(BaseModel):
 
 # Codes only some routes answer with (each such route lists them in its ``also``).
 ROUTE_CODES: frozenset[ErrorCode] = frozenset({"InvalidProtocolError", "NoGroupError", "ConflictGroupError",
-                                               "NoStorageError", "NoTagError"})
+                                               "NoStorageError", "NoTagError", "NoSubscriptionError"})
 
 
 def codes_of(status: int) -> list[ErrorCode]:

@@ -23,6 +23,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from services.submit.contract.answers import ANSWERS
 from services.submit.contract.configschema import REF, job_config_schemas, named_by_path
+from services.submit.contract.notify import NOTIFY_ANSWERS, NOTIFY_REQUESTS
 from services.submit.contract.requests import REQUESTS
 from services.submit.contract.route import paths
 from services.submit.contract.usage import USAGE_ANSWERS
@@ -35,8 +36,9 @@ from services.submit.routes.table import ROUTES
 def _model_schemas() -> dict[str, Any]:
     """Every answer (as it is serialized) and every request body (as it is validated), and the models they
     hold, by class name."""
-    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "serialization") for m in (*ANSWERS, *V2_ANSWERS)]
-    modes += [(m, "validation") for m in (*REQUESTS, *V2_REQUESTS)]
+    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "serialization")
+                                                           for m in (*ANSWERS, *V2_ANSWERS, *NOTIFY_ANSWERS)]
+    modes += [(m, "validation") for m in (*REQUESTS, *V2_REQUESTS, *NOTIFY_REQUESTS)]
     modes += [(m, "serialization") for m in USAGE_ANSWERS]
     _, generated = models_json_schema(modes, by_alias=True, ref_template=REF)
     schemas: dict[str, Any] = generated["$defs"]
