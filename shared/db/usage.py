@@ -50,6 +50,23 @@ def _ops(rows: dict[tuple[str, str, str], Amounts]) -> tuple[list[UpdateOne], li
     return users, vcs
 
 
+def report_queries(first: str, last: str, filters: Sequence[RowFilter]) -> list[tuple[Doc, frozenset[str] | None]]:
+    """Each filter's reads: a query that is an equality prefix and a range of days of one index, and the VCs
+    its rows must be in (None: any). A user's rows are read by user and kept in the VCs asked (the embedded
+    server reads user, VC and days together, and any ``$in``, by scanning the collection), so the extra rows
+    read are that user's own in the days asked; several VCs without a user are a read each."""
+    out: list[tuple[Doc, frozenset[str] | None]] = []
+    days = {"day": {"$gte": first, "$lte": last}}
+    for f in filters:
+        if f.user is not None:
+            out.append(({"user": f.user, **days}, None if f.vcs is None else frozenset(f.vcs)))
+        elif f.vcs is None:
+            out.append((days, None))
+        else:
+            out += [({"vc": vc, **days}, None) for vc in f.vcs]
+    return out
+
+
 class UsageStore:
     def __init__(self, db: AsyncDatabase[Doc], profiles: ProfileStore) -> None:
         self.by_user: AsyncCollection[Doc] = db["usage_by_user"]
@@ -109,20 +126,15 @@ class UsageStore:
                 await col.bulk_write(ops[start:start + BULK], ordered=False)
 
     async def rows(self, days: DayRange, filters: Sequence[RowFilter], *, by_vc: bool) -> list[ReportRow]:
-        """The rows of the days that the filters select (each filter one read of one index range; a row two
-        filters select is shown once), as the report shows them."""
+        """The rows of the days that the filters select (each read one range of one index:
+        :func:`report_queries`; a row two filters select is shown once), as the report shows them."""
         first, last = days.bounds()
         col = self.by_vc if by_vc else self.by_user
         seen: dict[str, ReportRow] = {}
-        for f in filters:
-            if f.empty:
-                continue
-            query: Doc = {"day": {"$gte": first, "$lte": last}}
-            if f.user is not None:
-                query["user"] = f.user
-            if f.vcs is not None:
-                query["vc"] = f.vcs[0] if len(f.vcs) == 1 else {"$in": list(f.vcs)}
+        for query, vcs in report_queries(first, last, filters):
             async for d in col.find(query, {**_AMOUNTS, "day": 1, "vc": 1, "user": 1}):
+                if vcs is not None and d["vc"] not in vcs:
+                    continue
                 amounts = Amounts.model_validate({k: d[k] for k in _AMOUNTS if k in d})
                 seen[str(d["_id"])] = report_row(str(d["day"]), str(d["vc"]), None if by_vc else str(d["user"]),
                                                  amounts)

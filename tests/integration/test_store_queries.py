@@ -12,6 +12,7 @@ retries, the migration of older documents, and retention.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -25,6 +26,7 @@ from shared.bus.memory import MemoryBus
 from shared.db.lists.paging import Cursor
 from shared.db.profiles import TaskProfile
 from shared.db.store import Store
+from shared.db.usage import report_queries
 from shared.events import TaskExitedData, TaskStartedData
 from shared.lifecycle import transitions as lifecycle
 from shared.lifecycle.transitions import RetryPolicy
@@ -33,6 +35,8 @@ from shared.profiling.usage import Usage
 from shared.records import JobRecord, JobState, NodeRecord, PreemptedBy, TaskState, initial_tasks, now_ms
 from shared.settings.model import Settings
 from shared.tasks.ref import TaskRef
+from shared.usage.days import DayRange, day_of
+from shared.usage.report import RowFilter
 from tests.conftest import mongo_server
 from tests.infra import unique
 from tests.unit.factories import make_config, role_dict
@@ -43,6 +47,8 @@ SMALL, HISTORY = 300, 6300
 USERS = 20
 DAY_MS = 86_400_000
 NOW = now_ms()
+LAST_30_DAYS = DayRange(first=dt.date.fromisoformat(day_of(NOW - 29 * DAY_MS)), last=dt.date.fromisoformat(day_of(NOW)))
+LAST_7_DAYS = DayRange(first=dt.date.fromisoformat(day_of(NOW - 6 * DAY_MS)), last=dt.date.fromisoformat(day_of(NOW)))
 
 
 def ended_job(i: int, *, state: JobState = JobState.SUCCEEDED) -> JobRecord:
@@ -135,6 +141,11 @@ QUERIES: dict[str, Query] = {
     "profiles.get": lambda s: s.profiles.get(TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0)),
     "profiles.recent": lambda s: s.profiles.recent(TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0),
                                                    12),
+    # the usage report (issue 29): days of the rollups, never the jobs; by VC, one user's, a user's and their VCs'
+    "usage.rows by vc": lambda s: s.usage.rows(LAST_30_DAYS, (RowFilter(),), by_vc=True),
+    "usage.rows user": lambda s: s.usage.rows(LAST_30_DAYS, (RowFilter(user="u3"),), by_vc=False),
+    "usage.rows user+vcs": lambda s: s.usage.rows(LAST_7_DAYS, (RowFilter(user="u3"), RowFilter(vcs=("default",))),
+                                                  by_vc=False),
 }
 
 
@@ -204,6 +215,26 @@ async def test_no_query_costs_more_with_twenty_times_the_history(history: Stores
     _, small, big = history
     assert big[name] <= 3 * small[name] + 0.005, (
         f"{name}: {big[name] * 1000:.1f} ms with {HISTORY} ended jobs, {small[name] * 1000:.1f} ms with {SMALL}")
+
+
+@pytest.mark.parametrize(("filters", "by_vc", "indexes"), [
+    ((RowFilter(),), True, ["usage_day"]),
+    ((RowFilter(vcs=("default", "vision")),), True, ["usage_vc_day", "usage_vc_day"]),
+    ((RowFilter(),), False, ["usage_day"]),
+    ((RowFilter(user="u3"), RowFilter(vcs=("default",))), False, ["usage_user_day", "usage_vc_day"]),
+    ((RowFilter(user="u3", vcs=("default", "vision")),), False, ["usage_user_day"]),
+])
+async def test_every_read_of_a_usage_report_is_a_range_of_an_index(
+        history: Stores, filters: tuple[RowFilter, ...], by_vc: bool, indexes: list[str]) -> None:
+    """The report's reads as the server plans them (explain): each one range of days of one index."""
+    store, _, _ = history
+    col = store.usage.by_vc if by_vc else store.usage.by_user
+    used = []
+    for query, _ in report_queries(*LAST_30_DAYS.bounds(), filters):
+        plan = (await col.find(query).explain())["queryPlanner"]["winningPlan"]
+        assert plan.get("inputStage", {}).get("stage") == "IXSCAN", f"{query}: {plan}"
+        used.append(plan["inputStage"]["indexName"])
+    assert used == indexes
 
 
 async def test_the_passes_find_exactly_the_active_work(history: Stores) -> None:
