@@ -101,7 +101,8 @@ CASES: list[tuple[str, str, str | None, Any, int]] = [
     ("GET", "/api/v2/jobs?state=DONE", "alice-token", None, 400),
     ("GET", "/api/v2/jobs?limit=50000", "alice-token", None, 400),
     ("GET", "/api/v2/jobs?vc=default&offset=9999&limit=2", "alice-token", None, 400),
-    ("GET", "/api/v2/jobs?tagsNotContain=a", "alice-token", None, 400),
+    ("GET", "/api/v2/jobs?tagsNotContain=a&tagsContain=b&username=alice", "alice-token", None, 200),
+    ("GET", "/api/v2/jobs?tagsNotContain=a&username=alice,bob", "alice-token", None, 400),
     ("GET", JOB + "failed", "alice-token", None, 200),
     ("GET", JOB + "queued", "bob-token", None, 200),
     ("GET", JOB + "failed", None, None, 401),
@@ -184,6 +185,9 @@ async def test_a_tag_is_stored_shown_and_filtered_and_removed(env: tuple[TestCli
     assert detail["tags"] == ["best"]
     tagged = await (await client.get("/api/v2/jobs?tagsContain=best", headers=alice)).json()
     assert [j["name"] for j in tagged] == ["failed"] and tagged[0]["tags"] == ["best"]
+    everyone = [j["name"] for j in await (await client.get("/api/v2/jobs", headers=alice)).json()]
+    untagged = await (await client.get("/api/v2/jobs?tagsNotContain=best,other", headers=alice)).json()
+    assert [j["name"] for j in untagged] == [n for n in everyone if n != "failed"]
     gone = await client.delete(JOB + "failed/tag", json={"value": "best"}, headers=alice)
     assert (await gone.json())["message"] == "Delete tag best from job alice~failed successfully."
     again = await client.delete(JOB + "failed/tag", json={"value": "best"}, headers=alice)

@@ -75,25 +75,31 @@ class CursorError(ValueError):
 
 @dataclass(frozen=True)
 class Cursor:
-    """Where a page ended: the creation time and id of its last job."""
+    """Where a page ended: the creation time and id of its last job (or of the last job a filtered walk read,
+    :mod:`shared.db.lists.negative`, with how many of the list's jobs are still to be skipped)."""
 
     created_ms: int
     job_id: str
+    skip: int = 0
 
     def encode(self) -> str:
-        raw = json.dumps([self.created_ms, self.job_id], separators=(",", ":")).encode()
+        fields: list[int | str] = [self.created_ms, self.job_id, *([self.skip] if self.skip else [])]
+        raw = json.dumps(fields, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
+        bad = "cursor: not a cursor this server gave out (use X-Next-Cursor as it came)"
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-            created, job_id = json.loads(raw)
+            created, job_id, *rest = json.loads(raw)
         except (binascii.Error, ValueError, TypeError) as e:
-            raise CursorError("cursor: not a cursor this server gave out (use X-Next-Cursor as it came)") from e
-        if not isinstance(created, int) or isinstance(created, bool) or not isinstance(job_id, str):
-            raise CursorError("cursor: not a cursor this server gave out (use X-Next-Cursor as it came)")
-        return cls(created, job_id)
+            raise CursorError(bad) from e
+        skip = rest[0] if len(rest) == 1 else 0
+        if (len(rest) > 1 or not all(isinstance(n, int) and not isinstance(n, bool) for n in (created, skip))
+                or skip < 0 or not isinstance(job_id, str)):
+            raise CursorError(bad)
+        return cls(created, job_id, skip)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ Filters: ``username``, ``vc``, ``state`` (each comma-separated as OpenPAI took t
 the lists of each combination of their values, at most :data:`MAX_VALUES`, each read alone and merged newest
 first), ``keyword`` (a prefix of the job's name or of a word of it,
 case-insensitive: :mod:`shared.db.lists.keywords`; OpenPAI matched a substring of the name, user or VC),
-``tagsContain`` (jobs holding any of the tags, comma-separated as OpenPAI took them). Each combination is
+``tagsContain`` (jobs holding any of the tags, comma-separated as OpenPAI took them), ``tagsNotContain`` (jobs
+holding none of them: a bounded walk of the list with the others, :mod:`shared.db.lists.negative`). Each combination is
 one equality prefix of an index (:mod:`shared.db.indexes`) read in the newest-first windows of
 :mod:`shared.db.lists.paging`; a keyword or tags with other filters is served by the keyword's (or tags')
 index, the others checked among its jobs. ``order``: ``submissionTime,DESC`` (OpenPAI's default) is the
@@ -34,6 +35,7 @@ from services.submit.routes.access import principal_of
 from services.submit.routes.listing import CURSOR
 from services.submit.throttle import heavy_read, is_heavy_page
 from services.submit.users import check_user_name
+from shared.db.lists.negative import SCAN_BUDGET, without_tags
 from shared.db.lists.paging import Cursor, CursorError, JobPage
 from shared.db.store import Store
 from shared.db.tags import MAX_TAG_CHARS
@@ -75,16 +77,19 @@ def _filters(request: web.Request) -> dict[str, Any]:
     keyword = request.query.get("keyword") or None
     if keyword is not None and len(keyword) > MAX_KEYWORD:
         raise ApiError("InvalidParametersError", f"keyword: at most {MAX_KEYWORD} characters")
-    if "tagsNotContain" in request.query:
-        raise ApiError("InvalidParametersError", "tagsNotContain: not served (no index finds the jobs without a tag)")
-    tags = tuple(t for t in request.query.get("tagsContain", "").split(",") if t)
-    if len(tags) > MAX_TAGS_ASKED or any(len(t) > MAX_TAG_CHARS for t in tags):
-        raise ApiError("InvalidParametersError",
-                       f"tagsContain: at most {MAX_TAGS_ASKED} tags of at most {MAX_TAG_CHARS} characters")
+    tags, without = _tags(request, "tagsContain"), _tags(request, "tagsNotContain")
     order = request.query.get("order")
     if order not in (None, "", ORDER):
         raise ApiError("InvalidParametersError", f"order: paiq serves {ORDER} (newest first) only")
-    return {"keyword": keyword, "tags": tags}
+    return {"keyword": keyword, "tags": tags, "without": frozenset(without)}
+
+
+def _tags(request: web.Request, name: str) -> tuple[str, ...]:
+    tags = tuple(t for t in request.query.get(name, "").split(",") if t)
+    if len(tags) > MAX_TAGS_ASKED or any(len(t) > MAX_TAG_CHARS for t in tags):
+        raise ApiError("InvalidParametersError",
+                       f"{name}: at most {MAX_TAGS_ASKED} tags of at most {MAX_TAG_CHARS} characters")
+    return tags
 
 
 def _cursor(request: web.Request) -> Cursor | None:
@@ -98,9 +103,15 @@ def _cursor(request: web.Request) -> Cursor | None:
 async def _page(store: Store, combos: list[tuple[str | None, str | None, str | None]], filters: dict[str, Any],
                 limit: int, offset: int, cursor: Cursor | None) -> JobPage:
     """One list's page, or the union of several lists' (a filter of several values): each list's first
-    ``offset + limit`` jobs after the cursor, merged newest first (the route bounds ``offset + limit``)."""
+    ``offset + limit`` jobs after the cursor, merged newest first (the route bounds ``offset + limit``).
+    ``tagsNotContain``: one list, read in chunks, its jobs with those tags skipped (:mod:`shared.db.lists.negative`)."""
+    without: frozenset[str] = filters.pop("without")
     if len(combos) == 1:
         user, state, vc = combos[0]
+        if without:
+            async def read(at_most: int, at: Cursor | None) -> JobPage:
+                return await store.list_jobs(limit=at_most, cursor=at, user=user, state=state, vc=vc, **filters)
+            return await without_tags(read, without, limit=limit, offset=offset, cursor=cursor)
         return await store.list_jobs(limit=limit, offset=offset, cursor=cursor, user=user, state=state, vc=vc,
                                      **filters)
     pages = [await store.list_jobs(limit=offset + limit, cursor=cursor, user=user, state=state, vc=vc, **filters)
@@ -127,20 +138,25 @@ async def list_v2_jobs(request: web.Request) -> web.Response:
     await principal_of(request)
     combos, filters = _combinations(request), _filters(request)
     limit, offset, cursor = LIMIT.read(request), OFFSET.read(request), _cursor(request)
-    walked = len(combos) > 1 or any(vc for _, _, vc in combos) or bool(filters["keyword"] or filters["tags"])
+    if filters["without"] and len(combos) > 1:
+        raise ApiError("InvalidParametersError", "tagsNotContain: with one value each of username, state and vc "
+                                                 "at most")
+    walked = len(combos) > 1 or any(vc for _, _, vc in combos) or bool(filters["keyword"] or filters["tags"]
+                                                                        or filters["without"])
     if walked and offset + limit > MAX_WALK:
         raise ApiError("InvalidParametersError", f"offset + limit: at most {MAX_WALK} with vc, keyword, tagsContain "
                                                  "or several values of a filter (continue with the cursor of "
                                                  "X-Next-Cursor)")
     store = request.app[DEPS].store
+    without = filters["without"]
     async with heavy_read(request) if is_heavy_page(limit * len(combos), offset) else nullcontext():
-        page = await _page(store, combos, filters, limit, offset, cursor)
+        page = await _page(store, combos, dict(filters), limit, offset, cursor)
     headers = {"X-Next-Cursor": page.next_cursor} if page.next_cursor else {}
     data = tuple(v2_summary(j) for j in page.jobs)
     if request.query.get("withTotalCount") != "true":
         return web.json_response(V2JobList(data).model_dump(mode="json", by_alias=True), headers=headers)
     total = None
-    if not filters["keyword"] and not filters["tags"] and cursor is None:
+    if not filters["keyword"] and not filters["tags"] and not without and cursor is None:
         total = await _total(store, combos)
     if total is None:  # no counter covers these filters: a lower bound
         total = offset + len(data) + (1 if page.next_cursor else 0)
@@ -156,6 +172,8 @@ _PARAMS = (
     Param("keyword", "query", {"type": "string", "maxLength": MAX_KEYWORD},
           "a prefix of the job's name or of a word of it, case-insensitive"),
     Param("tagsContain", "query", description="jobs holding any of these tags (comma-separated)"),
+    Param("tagsNotContain", "query", description="jobs holding none of these tags (comma-separated); a request "
+          f"reads at most {SCAN_BUDGET} jobs: a page shorter than limit with X-Next-Cursor may have more after it"),
     Param("order", "query", {"type": "string", "enum": [ORDER]}, "the order served: newest first"),
     LIMIT.param(), OFFSET.param(), CURSOR,
     Param("withTotalCount", "query", {"type": "string", "enum": ["true", "false"]},
