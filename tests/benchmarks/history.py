@@ -16,7 +16,8 @@ It grows the history to each of --sizes and then to --jobs, and at each size mea
 the cursor of the page half-way down found beforehand with pages of 1,000; offsets 200, 50,000 and 100,000
 (past the end at the smaller sizes); one user's jobs; a busy user's failed jobs, by ``username`` and
 ``state`` and by their own list's ``state``, and their page at offset 400; a job's detail; the virtual
-clusters; a POST of a job that never fits, stopped afterwards; OpenPAI v1.8's v2 list newest first, at offset
+clusters; the usage report by VC, the steady user's and everyone's over 30 days; a POST of a job that never
+fits, stopped afterwards; OpenPAI v1.8's v2 list newest first, at offset
 50,000 with its total, by ``vc`` and ``state`` with the total from the tallies, by ``username``, ``vc`` and
 ``state`` together, by two states at once, by a ``keyword`` that matches a tenth of the history and by one
 that matches a job's name, and a job's v2 detail), the scheduler
@@ -27,7 +28,10 @@ Prints a table (a figure per row, a size per column) and, as its last line, one 
 ``api_p99_ratio_max`` (the worst route's p99 at --jobs over its p99 at the smallest size, over the routes whose
 answer is the same at every size: the user lists are a user's with the same five jobs at every size; a busy
 user's whole list, whose answer grows with their own jobs up to 1,000, is reported apart as
-``api_p99_ratio_growing``), ``idle_cpu_percent`` (paiq + SecantusDB at --jobs, percent of one core),
+``api_p99_ratio_growing``; so is the usage report of every user, whose rows are one per user and day),
+``usage_report_p99_ratio`` (the usage report's routes: by VC, the steady user's, everyone's) and
+``usage_report_ms`` (their p50/p99 at each size), ``idle_cpu_percent`` (paiq + SecantusDB at --jobs, percent
+of one core),
 ``scheduler_pass_ratio`` (pass p50 at --jobs over the smallest size), ``seed_jobs_per_s`` (stored per second
 of ``insert_jobs``, per stage), the load average and every size's figures. With 100 requests a route, p99
 is the second slowest. ``--smoke``: 1,200 jobs measured at 400 and 1,200, 10 requests a route, 3 passes,
@@ -90,7 +94,8 @@ DAY_MS = 86_400_000
 IMAGE = "registry.example.com/team/train:v3"
 STEADY, STEADY_JOBS = "steady", 5
 # No limit, and a user whose own jobs grow with the history: the answer itself grows (up to 1,000 jobs).
-GROWING = {"GET /user/<busy>/jobs"}
+GROWING = {"GET /user/<busy>/jobs", "GET /usage (every user, 30 days)"}
+USAGE_ROUTES = ("GET /usage?by=vc (30 days)", "GET /usage?user=<steady> (30 days)", "GET /usage (every user, 30 days)")
 FINAL = (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED)
 TRACEBACK = ('Traceback (most recent call last):\n  File "/workspace/train.py", line {line}, in <module>\n'
              '    main()\n  File "/workspace/train.py", line 212, in main\n    loss = step(model, batch)\n'
@@ -326,6 +331,12 @@ def routes(size: int, busy: str, names: list[str], deep: str | None) -> dict[str
         "GET /v2/jobs/<busy>~<name>": Route(
             "GET", lambda i: f"/api/v2/jobs/{busy}~{quote(names[i * 7919 % len(names)])}"),
         "GET /virtual-clusters": Route("GET", lambda i: "/api/v1/virtual-clusters"),
+        # the usage report (issue 29), from the daily rollups: per VC (30 rows at every size), the steady user's
+        # (their same five jobs), and everyone's (a row per user and day: grows until each of the 200 users
+        # has a job every day, so it is reported with the growing ones)
+        USAGE_ROUTES[0]: Route("GET", lambda i: "/api/v1/usage?by=vc"),
+        USAGE_ROUTES[1]: Route("GET", lambda i: f"/api/v1/usage?user={STEADY}"),
+        USAGE_ROUTES[2]: Route("GET", lambda i: "/api/v1/usage"),
         "POST /user/<admin>/jobs": Route("POST", lambda i: f"/api/v1/user/{ADMIN_USER}/jobs", lambda i: {
             "jobName": posted_name(size, i), "image": IMAGE,
             "taskRoles": [{"name": "main", "cpuNumber": NEVER_FITS, "command": "sleep 1"}]}),
@@ -464,6 +475,8 @@ def summary(o: Options, stages: list[Stage]) -> dict[str, Any]:
         "jobs": o.jobs, "sizes": list(o.sizes), "active_jobs": 2 * ACTIVE, "requests": o.requests,
         "api_p99_ratio_max": ratios.get(worst, 0.0), "api_p99_ratio_route": worst,
         "api_p99_ratio_growing": {name: ratios.get(name, 0.0) for name in GROWING}, "api_p99_ratios": ratios,
+        "usage_report_p99_ratio": {name: ratios.get(name, 0.0) for name in USAGE_ROUTES},
+        "usage_report_ms": {str(s.size): {name: s.api_ms[name] for name in USAGE_ROUTES} for s in stages},
         "idle_cpu_percent": round(sum(last.idle_cpu_percent.values()), 2),
         "scheduler_pass_ratio": round(last.pass_p50_ms / first.pass_p50_ms, 2) if first.pass_p50_ms else 0.0,
         "seed_jobs_per_s": {str(s.size): s.seed_jobs_per_s for s in stages},
