@@ -22,7 +22,7 @@ PUBLISHERS: dict[str, tuple[str, ...]] = {
     "job.submitted": ("submit",), "job.scheduled": ("scheduler",), "job.waiting": ("scheduler",),
     "job.completed": ("status",), "job.retrying": ("status",), "job.requeued": ("status",),
     "job.stop_requested": ("submit",), "job.preempted": ("scheduler",),
-    "node.launch": ("scheduler",), "node.stop": ("status",),
+    "node.launch": ("scheduler",), "node.stop": ("status",), "node.relaunch": ("status",),
     "task.started": ("launcher",), "task.exited": ("launcher", "scheduler"), "task.progress": ("launcher",),
     "task.gpu_idle": ("launcher",), "node.registered": ("launcher",),
     "notify.subscriptions_changed": ("submit",),
@@ -35,12 +35,13 @@ CONSUMERS: dict[str, tuple[str, ...]] = {
     "job.completed": ("scheduler", NOTIFY, FEED), "job.retrying": (NOTIFY, FEED),
     "job.requeued": ("scheduler", FEED),
     "job.stop_requested": ("status", FEED), "job.preempted": ("status", FEED),
-    "node.launch": ("launcher",), "node.stop": ("launcher",),
+    "node.launch": ("launcher",), "node.stop": ("launcher",), "node.relaunch": ("launcher",),
     "task.started": ("status", NOTIFY, FEED), "task.exited": ("status", FEED), "task.progress": ("status", FEED),
     "task.gpu_idle": (FEED,), "node.registered": ("scheduler",),
     "notify.subscriptions_changed": (NOTIFY,),
 }
-ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop"}
+ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop",
+                "node.relaunch": "node.<node_id>.relaunch"}
 
 
 def event_classes() -> list[type[CloudEvent]]:

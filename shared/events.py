@@ -222,6 +222,25 @@ class StopTasks(CloudEvent):
         return f"node.{self.data.node_id}.stop"
 
 
+class RelaunchTaskData(_Data, TaskRef):
+    node_id: str  # the node the task holds (its placement is kept)
+    reason: str = ""  # why it runs again, in words (its earlier run's exit)
+
+
+class RelaunchTask(CloudEvent):
+    """Command to one node's launcher: run this task again, as run ``task_attempt`` of it, on the node it
+    holds, with the environment of its launch (protocol v2's ``taskRetryCount``: its earlier run failed and
+    it has retries left). The launcher rebuilds the spec from the job as stored; its reconcile pass does
+    the same for a command that was lost."""
+
+    type: Literal["node.relaunch"] = "node.relaunch"
+    data: RelaunchTaskData
+
+    @property
+    def routing_key(self) -> str:
+        return f"node.{self.data.node_id}.relaunch"
+
+
 class TaskStartedData(_Data, TaskRef):
     node_id: str
     container_id: str
@@ -315,7 +334,7 @@ class SubscriptionsChanged(CloudEvent):
 Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
     | JobPreempted
-    | LaunchTasks | StopTasks
+    | LaunchTasks | StopTasks | RelaunchTask
     | TaskStarted | TaskExited | TaskProgress | TaskGpuIdle | NodeRegistered
     | SubscriptionsChanged,
     Field(discriminator="type"),

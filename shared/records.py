@@ -122,6 +122,11 @@ class TaskRecord(_Record):
     completed_ms: int | None = None
     sub_state: TaskSubState = TaskSubState.NONE
     kept_until_ms: int | None = None  # isDebug: the failed task's container is kept until then
+    # Re-runs of the task in place within this attempt (protocol v2's taskRetryCount: shared.lifecycle.taskretry);
+    # ``retries`` is also the number of its current run (TaskRef.task_attempt). ``accountable_retries``: those
+    # counted against taskRetryCount (the others were the platform's fault: transient exits).
+    retries: int = 0
+    accountable_retries: int = 0
 
 
 class PreemptedBy(_Record):

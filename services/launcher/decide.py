@@ -13,6 +13,7 @@ what :func:`decide` returns; nothing here awaits. Three things prompt a look:
 prompt     seen                                         action
 =========  ===========================================  ================================================
 LAUNCH     job gone, over or on another attempt         SKIP_STALE
+LAUNCH     the task is on another run (taskRetryCount)  SKIP_STALE
 LAUNCH     container running                            ADOPT (announced)
 LAUNCH     container ended                              NOTHING: the exit path reports it
 LAUNCH     run not claimed yet                          CLAIM, then decide again with the claimed run
@@ -22,6 +23,7 @@ LAUNCH     otherwise                                    START
 PASS       container created, never started             NOTHING: a launch starts it
 PASS       container ended                              FINISH: the exit path looks again and reports
 PASS       container running, job gone/over/other try   STOP (by user when the user stopped that try)
+PASS       container running, task on another run       STOP
 PASS       container running, job current              ADOPT (announced while the job shows it waiting)
 PASS       no container, task over                      NOTHING
 PASS       no container, run ended long enough ago      RESEND_EXIT: its report was lost
@@ -134,12 +136,19 @@ def is_current(job: JobRecord | None, attempt: int) -> bool:
     return job is not None and not job.state.is_final and job.attempt == attempt
 
 
-def still_wanted(job: JobRecord | None, attempt: int, role: str, index: int) -> bool:
-    """Whether a task about to start (or just started) is still wanted: its job current, the task not over."""
+def still_wanted(job: JobRecord | None, attempt: int, role: str, index: int, task_attempt: int = 0) -> bool:
+    """Whether a task about to start (or just started) is still wanted: its job current, the task not over
+    and on this run of it."""
     if job is None or not is_current(job, attempt):
         return False
     task = _task(job, role, index)
-    return task is not None and not task.state.is_final
+    return task is not None and not task.state.is_final and task.retries == task_attempt
+
+
+def _other_run(job: JobRecord | None, ref: TaskRef) -> bool:
+    """Whether the job shows the task on another run than ``ref``'s (re-run in place since, or not yet)."""
+    task = None if job is None else _task(job, ref.role, ref.index)
+    return task is not None and task.retries != ref.task_attempt
 
 
 def decide(seen: Seen) -> Decision:
@@ -155,6 +164,8 @@ def decide(seen: Seen) -> Decision:
 def _on_launch(seen: Seen) -> Decision:
     if not is_current(seen.job, seen.task.attempt):
         return Decision(action=Action.SKIP_STALE, why="the job is gone, over, or on another attempt")
+    if _other_run(seen.job, seen.task):
+        return Decision(action=Action.SKIP_STALE, why="the task is on another run of it")
     if seen.container is ContainerState.RUNNING:
         return Decision(action=Action.ADOPT, why="the task already has a running container", announce=True)
     if seen.container is ContainerState.ENDED:
@@ -185,6 +196,8 @@ def _on_container(seen: Seen) -> Decision:
     if job is None or not is_current(job, seen.task.attempt):
         return Decision(action=Action.STOP, why="its job is over or gone",
                         by_user=stopped_by_user(job, seen.task.attempt, user_stop=seen.user_stop))
+    if _other_run(job, seen.task):
+        return Decision(action=Action.STOP, why="a run of the task that another run has replaced")
     task = _task(job, seen.task.role, seen.task.index)
     return Decision(action=Action.ADOPT, why="a running container of a current job",
                     announce=task is not None and task.state is TaskState.WAITING)

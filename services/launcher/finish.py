@@ -23,7 +23,7 @@ from services.launcher.recorder import LogRecorder
 from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
 from shared.lifecycle import exitcodes
 from shared.records import TaskSubState
-from shared.tasks.launchspec import container_name
+from shared.tasks.launchspec import ref_container_name
 from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
@@ -112,7 +112,7 @@ async def _forget(deps: LauncherDeps, key: TaskRef, ended: ContainerExit | Conta
     await deps.logs.forget_run(key)
     await deps.profiles.forget(key)
     await deps.driver.remove(ended.id)
-    await remove_clones(deps.settings, container_name(key.job_id, key.attempt, key.role, key.index))
+    await remove_clones(deps.settings, ref_container_name(key))
 
 
 async def _save_log(deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
@@ -128,7 +128,7 @@ async def _save_log(deps: LauncherDeps, key: TaskRef, container_id: str) -> None
 async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: ContainerExit | ContainerInfo, *,
                   by_user: bool) -> None:
     """Save the log, record and publish the exit, then remove the container (in that order: see above)."""
-    launching = deps.work.launches.get(container_name(key.job_id, key.attempt, key.role, key.index))
+    launching = deps.work.launches.get(ref_container_name(key))
     if launching is not None:
         await asyncio.wait({launching})  # it registers the recorder this container's log needs
     try:
@@ -150,5 +150,5 @@ async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: Con
     log.info("task exited", job_id=key.job_id, role=key.role, index=key.index, exit_code=verdict.code,
              reason=verdict.reason or "succeeded", container=ended.id[:12])
     await deps.driver.remove(ended.id)
-    await remove_clones(deps.settings, container_name(key.job_id, key.attempt, key.role, key.index))
+    await remove_clones(deps.settings, ref_container_name(key))
     deps.work.ended(ended.id)

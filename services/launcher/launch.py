@@ -29,10 +29,11 @@ from services.launcher.stopping import stop_container
 from shared.errors import DriverError
 from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
+from shared.lifecycle.taskretry import relaunch_delay_ms
 from shared.records import JobRecord, TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH
 from shared.tasks.jobkeys import JobKey
-from shared.tasks.launchspec import container_name
+from shared.tasks.launchspec import ref_container_name
 from shared.tasks.plugins import PluginRefError, TaskPlugins, task_plugins
 from shared.tasks.ref import TaskRef
 
@@ -46,7 +47,7 @@ async def launch_and_report(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping
 
 async def launch_task(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> list[CloudEvent]:
     """Start one task; ``job_env`` is its launch's shared environment (``spec.env`` holds the task's own)."""
-    name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
+    name = ref_container_name(spec)
     current = deps.work.launches.join(name, f"launch-{name}", lambda: _launch(deps, spec, name, job_env))
     return list(await asyncio.shield(current))
 
@@ -59,6 +60,11 @@ async def _fail(deps: LauncherDeps, key: TaskRef, code: int, reason: str) -> lis
 
 
 async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mapping[str, str]) -> list[CloudEvent]:
+    delay_ms = relaunch_delay_ms(spec.task_attempt, deps.settings.retry_backoff_ms)
+    if delay_ms:  # a re-run (taskRetryCount): not in a tight loop; a relaunch meanwhile joins this one
+        log.info("running the task again after a pause", job_id=spec.job_id, role=spec.role, index=spec.index,
+                 task_attempt=spec.task_attempt, delay_ms=delay_ms)
+        await asyncio.sleep(delay_ms / 1000)
     began = time.monotonic()
     existing, job, ssh = await asyncio.gather(deps.driver.find(name), deps.store.get_job(spec.job_id),
                                               deps.store.job_key(spec.job_id))
@@ -156,7 +162,8 @@ async def _say_if_no_sshd(deps: LauncherDeps, key: TaskRef, container_id: str) -
 
 
 async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
-    return still_wanted(await deps.store.get_job(spec.job_id), spec.attempt, spec.role, spec.index)
+    return still_wanted(await deps.store.get_job(spec.job_id), spec.attempt, spec.role, spec.index,
+                        spec.task_attempt)
 
 
 async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline: RegistryAuth | None = None) -> None:

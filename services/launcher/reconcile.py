@@ -24,7 +24,7 @@ from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from shared.records import JobRecord, now_ms
 from shared.scheduling.placement import Plan, TaskPlacement
-from shared.tasks.launchspec import JobLaunch, container_name, job_launch
+from shared.tasks.launchspec import JobLaunch, job_launch, ref_container_name
 from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
@@ -81,10 +81,11 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
     mine = [t for t in job.tasks if t.node_id == deps.node.node_id and not t.state.is_final]
     launch: JobLaunch | None = None  # the job's shared environment, built once for all its tasks here
     for task in mine:
-        name = container_name(job.id, job.attempt, task.role, task.index)
+        # The task's current run (its re-runs in place have names and runs of their own: taskRetryCount).
+        key = TaskRef(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index, task_attempt=task.retries)
+        name = ref_container_name(key)
         if name in containers or name in deps.work.launches:
             continue
-        key = TaskRef(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index)
         run = await deps.logs.get_run(key)
         decision = decide(Seen(prompt=Prompt.PASS, task=key, job=job, run=run_seen(run), now_ms=now_ms(),
                                stale_after_ms=deps.settings.reconcile_seconds * 1000))
@@ -92,16 +93,16 @@ async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[st
             await deps.publish([exited_event(run, deps.node.node_id, run.exit_code, run.reason,
                                              run.diagnostics, run.container_id)])
         elif decision.action is Action.RELAUNCH:
-            launch = launch or _launch_of(job, deps.settings.default_fs_uri)
+            launch = launch or launch_of(job, deps.settings.default_fs_uri)
             if launch is None:
                 return
             log.info("launching a placed task that has no container", job_id=job.id, role=task.role,
                      index=task.index)
-            deps.work.spawn(f"relaunch-{name}", launch_and_report(deps, launch.spec(task.role, task.index),
-                                                                    launch.job_env))
+            deps.work.spawn(f"relaunch-{name}", launch_and_report(
+                deps, launch.spec(task.role, task.index, task.retries), launch.job_env))
 
 
-def _launch_of(job: JobRecord, default_fs_uri: str) -> JobLaunch | None:
+def launch_of(job: JobRecord, default_fs_uri: str) -> JobLaunch | None:
     """The job's launch rebuilt from the job as stored (what the scheduler sent, derived the same way):
     the shared environment in O(tasks of the job), then each task's spec from it."""
     plan = plan_of(job)

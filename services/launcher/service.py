@@ -18,7 +18,7 @@ from services.launcher.finish import finish
 from services.launcher.launch import launch_and_report
 from services.launcher.profiling.gpureader import GpuReader
 from services.launcher.profiling.sampling import Sampler
-from services.launcher.reconcile import reconcile
+from services.launcher.reconcile import launch_of, reconcile
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
 from shared.events import (
@@ -28,12 +28,13 @@ from shared.events import (
     LaunchTasks,
     NodeRegistered,
     NodeRegisteredData,
+    RelaunchTask,
     StopTasks,
 )
 from shared.records import GpuInfo, NodeRecord, now_ms
 from shared.runtime.vitals import Vitals
 from shared.settings.model import NodeSettings
-from shared.tasks.launchspec import container_name
+from shared.tasks.launchspec import ref_container_name
 
 log = structlog.get_logger("paiq.launcher")
 
@@ -43,10 +44,27 @@ async def on_launch(evt: LaunchTasks, deps: LauncherDeps) -> list[CloudEvent]:
     the broker lets a message stay unacked. If this process dies first, its reconcile finds the placed
     tasks without a container and launches them; a launch that arrives twice starts one container."""
     for spec in evt.data.tasks:
-        name = container_name(spec.job_id, spec.attempt, spec.role, spec.index)
+        name = ref_container_name(spec)
         deps.work.spawn(f"launch-{name}", launch_and_report(deps, spec, evt.data.job_env))
     return []
 
+
+
+async def on_relaunch(evt: RelaunchTask, deps: LauncherDeps) -> list[CloudEvent]:
+    """Run a task again on this node (its earlier run failed and taskRetryCount allows another), with its
+    launch's environment rebuilt from the job as stored; in the background, as a launch. A command for a
+    run that is not the task's current one is dropped by the launch's own decision."""
+    d = evt.data
+    job = await deps.store.get_job(d.job_id)
+    launch = None if job is None else launch_of(job, deps.settings.default_fs_uri)
+    if launch is None:
+        log.info("relaunch skipped: the job is gone or not placed", job_id=d.job_id, role=d.role, index=d.index)
+        return []
+    spec = launch.spec(d.role, d.index, d.task_attempt)
+    log.info("running a task again", job_id=d.job_id, role=d.role, index=d.index, task_attempt=d.task_attempt,
+             why=d.reason)
+    deps.work.spawn(f"launch-{ref_container_name(spec)}", launch_and_report(deps, spec, launch.job_env))
+    return []
 
 
 async def _ignored(_: CloudEvent) -> Sequence[CloudEvent]:
@@ -65,7 +83,7 @@ async def on_stop(evt: StopTasks, deps: LauncherDeps) -> list[CloudEvent]:
 
 
 def launcher_bindings(node_id: str) -> list[str]:
-    """The launcher's queue takes the commands to its node (``node.<id>.launch``, ``node.<id>.stop``)."""
+    """The launcher's queue takes the commands to its node (``node.<id>.launch``, ``.stop``, ``.relaunch``)."""
     return [f"node.{node_id}.#"]
 
 
@@ -78,9 +96,13 @@ def launcher_router(deps: LauncherDeps) -> Router:
     async def stop(evt: StopTasks) -> Sequence[CloudEvent]:
         return await on_stop(evt, deps)
 
+    async def relaunch(evt: RelaunchTask) -> Sequence[CloudEvent]:
+        return await on_relaunch(evt, deps)
+
     router = Router()
     router.on(LaunchTasks, launch)
     router.on(StopTasks, stop)
+    router.on(RelaunchTask, relaunch)
     for old in (JobCompleted, JobRetrying):  # a queue declared by an older launcher is still bound to these
         router.on(old, _ignored)
     return router

@@ -45,6 +45,8 @@ from shared.events import (
     JobRequeuedData,
     JobRetrying,
     JobRetryingData,
+    RelaunchTask,
+    RelaunchTaskData,
     StopTasks,
     StopTasksData,
     TaskExitedData,
@@ -55,6 +57,7 @@ from shared.jobconfig.model import RETRY_ALWAYS, RETRY_UNLIMITED
 from shared.lifecycle.completion import Completion, decide_completion
 from shared.lifecycle.exitcodes import ENGINE_FAILURE, PREEMPTED, STOPPED_BY_USER
 from shared.lifecycle.exitspec import ExitSpec, ExitSpecTable, Reaction
+from shared.lifecycle.taskretry import TaskRetry, decide_task_retry
 from shared.records import (
     AttemptRecord,
     JobRecord,
@@ -65,6 +68,7 @@ from shared.records import (
     holds_resources,
     initial_tasks,
 )
+from shared.tasks.ref import TaskRef
 
 Change = tuple[JobRecord, list[CloudEvent]]
 Counter = Literal["user", "platform", "resource"]
@@ -127,8 +131,15 @@ def _slot(job: JobRecord, attempt: int, role: str, index: int) -> int | None:
         return None
 
 
-def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
+def _run_slot(job: JobRecord, d: TaskRef) -> int | None:
+    """The task a report about one run of it is for; None when that run is not the task's current one (a
+    late or redelivered report of a run that was followed by a re-run: taskRetryCount)."""
     slot = _slot(job, d.attempt, d.role, d.index)
+    return None if slot is None or job.tasks[slot].retries != d.task_attempt else slot
+
+
+def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
+    slot = _run_slot(job, d)
     if slot is None or job.tasks[slot].state != TaskState.WAITING:
         return None
     # Even for a job already over: the container runs and holds resources until the launcher stops it.
@@ -143,7 +154,7 @@ def task_started(job: JobRecord, d: TaskStartedData, now: int) -> Change | None:
 def task_progress(job: JobRecord, d: TaskProgressData, now: int) -> Change | None:
     """A task not yet ended says what it does: pulling its image, kept for debugging, or (running) that
     ssh into it is unavailable."""
-    slot = _slot(job, d.attempt, d.role, d.index)
+    slot = _run_slot(job, d)
     if slot is None or job.tasks[slot].state.is_final:
         return None
     job = _with_task(job, slot, sub_state=d.sub_state, kept_until_ms=d.kept_until_ms, reason=d.detail)
@@ -151,10 +162,15 @@ def task_progress(job: JobRecord, d: TaskProgressData, now: int) -> Change | Non
 
 
 def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy) -> Change | None:
-    slot = _slot(job, d.attempt, d.role, d.index)
+    slot = _run_slot(job, d)
     if slot is None or job.tasks[slot].state.is_final:
         return None
     attempt_over = job.state.is_final or job.sub_state == SubState.RETRY_PENDING
+    if not attempt_over:
+        again = decide_task_retry(job.config, job.config.role(d.role), job.tasks[slot], d.exit_code, d.reason,
+                                  table=policy.table, max_platform_retries=policy.max_platform_retries)
+        if again is not None:
+            return _run_again(job, slot, d, again)
     job = _with_task(job, slot, state=_exit_state(d.exit_code, attempt_over), exit_code=d.exit_code,
                      reason=d.reason, diagnostics=kept_diagnostics(d.diagnostics, job.config.total_tasks),
                      completed_ms=now, sub_state=TaskSubState.NONE, kept_until_ms=None,
@@ -167,6 +183,20 @@ def task_exited(job: JobRecord, d: TaskExitedData, now: int, policy: RetryPolicy
     if (outcome.trigger_role, outcome.trigger_index) == (d.role, d.index):
         outcome = outcome.model_copy(update={"diagnostics": d.diagnostics})  # the job keeps its trigger's whole tail
     return conclude(job, outcome, now, policy)
+
+
+def _run_again(job: JobRecord, slot: int, d: TaskExitedData, again: TaskRetry) -> Change:
+    """The task's run ended and it runs again in place (taskRetryCount): waiting again on its node, its
+    last exit kept in its reason, and its node's launcher told to start its next run."""
+    task = job.tasks[slot]
+    job = _with_task(job, slot, state=TaskState.WAITING, retries=again.retries,
+                     accountable_retries=again.accountable_retries, reason=again.reason, exit_code=None,
+                     diagnostics=kept_diagnostics(d.diagnostics, job.config.total_tasks), container_id=None,
+                     started_ms=None, completed_ms=None, sub_state=TaskSubState.NONE, kept_until_ms=None)
+    relaunch = RelaunchTask(subject=job.id, data=RelaunchTaskData(
+        job_id=job.id, attempt=job.attempt, role=task.role, index=task.index, task_attempt=again.retries,
+        node_id=str(task.node_id), reason=again.reason))
+    return _settle(job), [relaunch]
 
 
 def kept_diagnostics(text: str, total_tasks: int) -> str:

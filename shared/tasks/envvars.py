@@ -107,13 +107,13 @@ class JobEnvironment:
     shared: dict[str, str]
     fc_name: str = ""  # a v2 job's FC_FRAMEWORK_NAME: its tasks get v1.x's variables ("": a v1 job)
 
-    def own(self, role: TaskRole, index: int, container_id: str) -> dict[str, str]:
-        """What only this task sees (its role's figures, its index, host, ports and GPUs), less the
-        names jobEnvs set (they are in ``shared``)."""
+    def own(self, role: TaskRole, index: int, container_id: str, task_attempt: int = 0) -> dict[str, str]:
+        """What only this task sees (its role's figures, its index, host, ports and GPUs; a v2 job's, which
+        run of the task this is), less the names jobEnvs set (they are in ``shared``)."""
         me = self.plan.for_task(role.name, index)
         env = task_variables(role, index, me, container_id)
         if self.fc_name:
-            env.update(runtimeenv.task_variables(role, me, fc_name=self.fc_name))
+            env.update(runtimeenv.task_variables(role, me, fc_name=self.fc_name, task_attempt=task_attempt))
         job_envs = self.config.job_envs
         if job_envs:
             env = {k: v for k, v in env.items() if k not in job_envs}

@@ -15,14 +15,23 @@ from dataclasses import dataclass
 from shared.records import JobRecord, TaskRecord, TaskSpec
 from shared.scheduling.placement import Plan
 from shared.tasks.envvars import JobEnvironment, app_id, job_environment, resolve_paths, task_environment
+from shared.tasks.ref import TaskRef
 
 
-def container_name(job_id: str, attempt: int, role: str, index: int) -> str:
-    """A Docker-safe name, the same every time for one task of one attempt (so launches are idempotent):
-    ASCII, at most 134 characters whatever the names' lengths (the task's ``PAI_CONTAINER_ID``)."""
-    readable = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{job_id}-{attempt}-{role}-{index}")[:120]
-    digest = hashlib.sha256(f"{job_id}\0{attempt}\0{role}\0{index}".encode()).hexdigest()[:8]
+def container_name(job_id: str, attempt: int, role: str, index: int, task_attempt: int = 0) -> str:
+    """A Docker-safe name, the same every time for one run of one task of one attempt (so launches are
+    idempotent): ASCII, at most 134 characters whatever the names' lengths (the task's ``PAI_CONTAINER_ID``).
+    A task's re-run (``task_attempt`` > 0) has a name of its own; a first run's is what it always was."""
+    again = f"-r{task_attempt}" if task_attempt else ""
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{job_id}-{attempt}-{role}-{index}")[:120 - len(again)] + again
+    parts = f"{job_id}\0{attempt}\0{role}\0{index}" + (f"\0{task_attempt}" if task_attempt else "")
+    digest = hashlib.sha256(parts.encode()).hexdigest()[:8]
     return f"paiq-{readable}-{digest}"
+
+
+def ref_container_name(key: TaskRef) -> str:
+    """:func:`container_name` of one run of a task, named by its :class:`TaskRef`."""
+    return container_name(key.job_id, key.attempt, key.role, key.index, key.task_attempt)
 
 
 def placed_tasks(plan: Plan) -> tuple[TaskRecord, ...]:
@@ -46,17 +55,18 @@ class JobLaunch:
     def job_env(self) -> dict[str, str]:
         return self.env.shared
 
-    def spec(self, role_name: str, index: int) -> TaskSpec:
-        """The task's spec; its ``env`` holds only its own variables (whole: ``task_environment(job_env, env)``)."""
+    def spec(self, role_name: str, index: int, task_attempt: int = 0) -> TaskSpec:
+        """The task's spec (of its run ``task_attempt``); its ``env`` holds only its own variables (whole:
+        ``task_environment(job_env, env)``)."""
         config = self.job.config
         role = config.role(role_name)
         placement = self.env.plan.for_task(role_name, index)
-        name = container_name(self.job.id, self.job.attempt, role.name, index)
+        name = container_name(self.job.id, self.job.attempt, role.name, index, task_attempt)
         return TaskSpec(
-            job_id=self.job.id, attempt=self.job.attempt, user=self.job.user,
+            job_id=self.job.id, attempt=self.job.attempt, task_attempt=task_attempt, user=self.job.user,
             virtual_cluster=self.job.virtual_cluster, role=role.name, index=index, image=config.image_of(role),
             # as mapped: a v2 job's <% $secrets %> are rendered by the launcher, never carried in an event
-            command=role.command, env=self.env.own(role, index, name),
+            command=role.command, env=self.env.own(role, index, name, task_attempt),
             cpus=role.cpu_number, memory_mb=role.memory_mb, shm_mb=role.shm_mb,
             gpus=placement.gpus, ports=placement.ports,
             # As the user wrote them (after substitution): the launcher resolves them under the storage root.

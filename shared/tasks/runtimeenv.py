@@ -32,7 +32,7 @@ name (example: alice's job j1, roles ps x1, worker x2)  value
 ``FC_FRAMEWORK_ATTEMPT_ID``                            the job's attempt, from 0
 ``FC_TASKROLE_NAME``, ``FC_TASK_INDEX``                ``<c>``, the task's index
 ``FC_POD_NAME``                                        ``<FC_FRAMEWORK_NAME>-<c>-<i>`` (frameworkcontroller's)
-``FC_TASK_ATTEMPT_ID``                                 ``0`` (paiq retries a job, never a task in place)
+``FC_TASK_ATTEMPT_ID``                                 the task's run in its job's attempt, from 0 (taskRetryCount)
 =====================================================  ===================================================
 
 Left out, naming Kubernetes objects paiq has none of: ``FC_FRAMEWORK_NAMESPACE``, ``FC_CONFIGMAP_NAME``
@@ -50,7 +50,6 @@ from shared.jobconfig.model import JobConfig, TaskRole, env_name
 from shared.scheduling.placement import TaskPlacement
 
 NEVER = "-1"  # frameworkcontroller's "never a trigger": what a v2 job wrote for such a count
-TASK_ATTEMPT = "0"
 
 
 def speaks_v1x(config: JobConfig) -> bool:
@@ -129,7 +128,7 @@ def port_list(ports: Mapping[str, tuple[int, ...]]) -> str:
     return "".join(f"{label}:{','.join(map(str, ps))};" for label, ps in ports.items())
 
 
-def task_variables(role: TaskRole, me: TaskPlacement, *, fc_name: str) -> dict[str, str]:
+def task_variables(role: TaskRole, me: TaskPlacement, *, fc_name: str, task_attempt: int = 0) -> dict[str, str]:
     """One task's own v1.x variables (over v0.14's of the same name)."""
     c = framework_role_name(role.name)
     return {
@@ -137,5 +136,5 @@ def task_variables(role: TaskRole, me: TaskPlacement, *, fc_name: str) -> dict[s
         "FC_TASKROLE_NAME": c,
         "FC_TASK_INDEX": str(me.index),
         "FC_POD_NAME": f"{fc_name}-{c}-{me.index}",
-        "FC_TASK_ATTEMPT_ID": TASK_ATTEMPT,
+        "FC_TASK_ATTEMPT_ID": str(task_attempt),
     }

@@ -265,7 +265,7 @@ def test_new_profile() -> None:
     p = profile(gpus=(1, 3))
     assert p.id == "alice~train/1/worker/2"
     assert p.model_dump(exclude={"series", "totals", "idle", "last"}) == {
-        "job_id": "alice~train", "attempt": 1, "role": "worker", "index": 2,
+        "job_id": "alice~train", "attempt": 1, "role": "worker", "index": 2, "task_attempt": 0,
         "node_id": "n1", "vc": "default", "cpus": 2, "gpus": (1, 3), "mem_limit": 512 * MIB, "interval_ms": 10_000}
     assert (p.series.size, p.last, p.totals.samples, p.idle) == (0, None, 0, IdleState())
 

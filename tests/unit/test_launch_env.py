@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from services.launcher.container.spec import container_spec
-from services.launcher.reconcile import _launch_of, plan_of
+from services.launcher.reconcile import launch_of, plan_of
 from services.scheduler.service import _scheduled
 from shared.events import CloudEvent, JobScheduled, LaunchTasks, dump_event, parse_event
 from shared.scheduling.placement import Plan
@@ -78,7 +78,7 @@ def test_the_launchers_relaunch_rebuilds_what_the_scheduler_sent() -> None:
     job = placed_job(TF, TF_PLAN, user="alice")
     plan = plan_of(job)
     assert isinstance(plan, Plan)
-    launch = _launch_of(job, FS)
+    launch = launch_of(job, FS)
     assert launch is not None
     sent = {(s.role, s.index): (evt.data.job_env, s) for evt in launches(_scheduled(job, plan, FS))
             for s in evt.data.tasks}

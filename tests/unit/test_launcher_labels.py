@@ -10,7 +10,7 @@ pytestmark = pytest.mark.unit
 
 WRITTEN = {"paiq.job": "alice~job1", "paiq.user": "alice", "paiq.vc": "default", "paiq.role": "worker",
            "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0", "paiq.memory_mb": "512",
-           "paiq.cpus": "2", "paiq.gpus": "0,3"}
+           "paiq.cpus": "2", "paiq.gpus": "0,3", "paiq.task_attempt": "0"}
 LABELS = TaskLabels(job="alice~job1", user="alice", vc="default", role="worker", index=1, attempt=2, node="n1",
                     debug=False, memory_mb=512, cpus=2, gpus=(0, 3))
 

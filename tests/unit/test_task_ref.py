@@ -20,6 +20,7 @@ from shared.events import (
     parse_event,
 )
 from shared.records import TaskSpec, TaskSubState
+from shared.tasks.launchspec import container_name, ref_container_name
 from shared.tasks.ref import TaskRef
 
 pytestmark = pytest.mark.unit
@@ -43,6 +44,17 @@ def test_every_value_about_a_task_is_a_task_ref_of_it(value: TaskRef) -> None:
     assert value.id == "alice~train~0a1b2c3d/2/worker/3"
 
 
+def test_a_re_run_has_an_id_and_a_container_name_of_its_own() -> None:
+    again = REF.model_copy(update={"task_attempt": 2})
+    assert again.id == "alice~train~0a1b2c3d/2/worker/3/2" and again.ref == again != REF
+    assert ref_container_name(REF) == container_name(REF.job_id, 2, "worker", 3), "a first run's name is unchanged"
+    assert ref_container_name(again) != ref_container_name(REF) and ref_container_name(again).count("-r2-") == 1
+    labels = TaskLabels(job=REF.job_id, attempt=2, role="worker", index=3, task_attempt=2)
+    assert TaskLabels.from_labels(labels.to_labels()) == labels and labels.ref == again
+    assert TaskExitedData.model_validate({"job_id": "j", "attempt": 0, "role": "r", "index": 0, "node_id": "n",
+                                          "exit_code": 1}).task_attempt == 0, "an older launcher's report: run 0"
+
+
 def test_a_containers_labels_name_its_task() -> None:
     labels = TaskLabels(job=REF.job_id, attempt=2, role="worker", index=3)
     assert labels.ref == REF and TaskLabels.from_labels(labels.to_labels()) == labels
@@ -51,7 +63,7 @@ def test_a_containers_labels_name_its_task() -> None:
 
 def test_an_events_json_keeps_its_field_names() -> None:
     body = TaskExitedData(**REF.fields(), node_id="n1", exit_code=3, reason="exit 3").model_dump(mode="json")
-    assert list(body) == ["job_id", "attempt", "role", "index", "node_id", "exit_code", "reason", "diagnostics",
+    assert list(body) == ["job_id", "attempt", "role", "index", "task_attempt", "node_id", "exit_code", "reason", "diagnostics",
                           "container_id"]
     with pytest.raises(ValueError, match="extra"):
         TaskExitedData.model_validate({**body, "surplus": 1})

@@ -34,17 +34,19 @@ class TaskLabels(BaseModel):
     memory_mb: int = 0
     cpus: int = 0
     gpus: tuple[int, ...] = ()  # the node's GPU indices the task holds (label: "0,1")
+    task_attempt: int = 0  # which run of the task (taskRetryCount); absent on a first run's older containers
 
     @property
     def ref(self) -> TaskRef:
         """The task the container runs (its labels name the job ``job``, a label older containers carry)."""
-        return TaskRef(job_id=self.job, attempt=self.attempt, role=self.role, index=self.index)
+        return TaskRef(job_id=self.job, attempt=self.attempt, role=self.role, index=self.index,
+                       task_attempt=self.task_attempt)
 
     @classmethod
     def of(cls, spec: TaskSpec, node_id: str) -> TaskLabels:
         return cls(job=spec.job_id, attempt=spec.attempt, role=spec.role, index=spec.index, user=spec.user,
                    vc=spec.virtual_cluster, node=node_id, debug=spec.is_debug, memory_mb=spec.memory_mb,
-                   cpus=spec.cpus, gpus=spec.gpus)
+                   cpus=spec.cpus, gpus=spec.gpus, task_attempt=spec.task_attempt)
 
     def to_labels(self) -> dict[str, str]:
         return {PREFIX + name: _label_text(value) for name, value in self}
@@ -80,7 +82,7 @@ class TaskLabels(BaseModel):
     def _debug_flag(cls, value: Any) -> Any:
         return value == "1" if isinstance(value, str) else value
 
-    @field_validator("memory_mb", "cpus", mode="before")
+    @field_validator("memory_mb", "cpus", "task_attempt", mode="before")
     @classmethod
     def _memory(cls, value: Any) -> Any:
         return 0 if value == "" else value

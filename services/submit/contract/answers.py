@@ -148,6 +148,8 @@ class TaskStatus(Answer):
     completed_time: int | None
     sub_state: TaskSubState
     container_kept_until: int | None
+    retries: int = Field(description="paiq's: the task's re-runs in place in this attempt (protocol v2's "
+                                     "taskRetryCount with extras.gangAllocation false); 0 for every other task")
 
     def without_private(self) -> Self:
         return self.model_copy(update={"container_exit_diagnostics": ""})

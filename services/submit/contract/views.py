@@ -70,7 +70,7 @@ def _task_status(task: TaskRecord) -> answers.TaskStatus:
         container_gpus=",".join(map(str, task.gpus)) if task.gpus else None, container_log="",
         container_exit_code=task.exit_code, container_exit_reason=task.reason,
         container_exit_diagnostics=task.diagnostics, launched_time=task.started_ms, completed_time=task.completed_ms,
-        sub_state=task.sub_state, container_kept_until=task.kept_until_ms)
+        sub_state=task.sub_state, container_kept_until=task.kept_until_ms, retries=task.retries)
 
 
 def job_detail(job: JobRecord, attempts: list[AttemptRecord], positions: Mapping[str, int],

@@ -66,7 +66,10 @@ async def _task_key(request: web.Request) -> TaskRef:
     if index is None or not any(t.role == role and t.index == index for t in job.tasks):
         raise ApiError("NoJobError", f"job {name} has no task {shown(role)}[{shown(raw_index)}]")
     attempt = _int_query(request, "attempt")
-    return TaskRef(job_id=job.id, role=role, index=index, attempt=job.attempt if attempt is None else attempt)
+    if attempt is None or attempt == job.attempt:  # the task's current run (re-run in place: taskRetryCount)
+        run = job.tasks[job.task_slot(role, index)].retries
+        return TaskRef(job_id=job.id, role=role, index=index, attempt=job.attempt, task_attempt=run)
+    return TaskRef(job_id=job.id, role=role, index=index, attempt=attempt)
 
 
 async def _write(response: web.StreamResponse, lines: list[LogLineRecord], streams: frozenset[str]) -> None:

@@ -56,7 +56,7 @@ def ssh_info(job: JobRecord, key: JobKey, api_url: str) -> SshInfo:
     """OpenPAI's answer of ``GET .../ssh``: a container for every running task that has an ssh port
     (``id`` is its ``PAI_CONTAINER_ID``; paiq adds the task's role and index), and where the keys are."""
     containers = tuple(
-        SshContainer(id=container_name(job.id, job.attempt, t.role, t.index), ssh_ip=t.ip,
+        SshContainer(id=container_name(job.id, job.attempt, t.role, t.index, t.retries), ssh_ip=t.ip,
                      ssh_port=str(t.ports["ssh"][0]), task_role_name=t.role, task_index=t.index)
         for t in job.tasks if t.state == TaskState.RUNNING and t.ip and t.ports.get("ssh")
     )
