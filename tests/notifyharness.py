@@ -77,9 +77,9 @@ class Received:
 
 @dataclass
 class Hooks:
-    """Endpoints at /ok/{name}, /fail/{name} (500 always), /flaky/{n}/{name} (500 the first n times, then 200),
-    /slow/{seconds}/{name} and /hang/{name}; ``received`` keeps what each answered 200 to, by name; ``seen``
-    counts every POST, answered or not."""
+    """Endpoints at /ok/{name}, /fail/{name} (500 always), /flaky/{n}/{name} (500 the first n times, then
+    200), /slow/{seconds}/{name}, /hang/{name} and /hang-once/{name} (the first POST hangs); ``received`` keeps
+    what each answered 200 to, by name; ``seen`` counts every POST, answered or not."""
 
     secrets: dict[str, str] = field(default_factory=dict)  # name -> signing key, to check signatures
     received: dict[str, list[Received]] = field(default_factory=lambda: defaultdict(list))
@@ -127,6 +127,15 @@ class Hooks:
         await asyncio.sleep(3600)
         return web.Response(text="never")
 
+    async def hang_once(self, request: web.Request) -> web.Response:
+        """The first POST hangs (a notifier killed meanwhile never hears back); the next ones are taken."""
+        name = request.match_info["name"]
+        self.seen[name] += 1
+        if self.seen[name] == 1:
+            await asyncio.sleep(3600)
+        await self._take(request, name)
+        return web.Response(text="ok")
+
     async def __aenter__(self) -> Hooks:
         app = web.Application()
         app.router.add_post("/ok/{name}", self.ok)
@@ -134,6 +143,7 @@ class Hooks:
         app.router.add_post("/flaky/{n}/{name}", self.flaky)
         app.router.add_post("/slow/{seconds}/{name}", self.slow)
         app.router.add_post("/hang/{name}", self.hang)
+        app.router.add_post("/hang-once/{name}", self.hang_once)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         self.port = free_port()

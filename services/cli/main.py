@@ -19,6 +19,7 @@ import aiohttp
 import yaml
 
 from services.cli.client import ApiCallError, paiq_client
+from services.cli.notify import add_notify_parser, cmd_notify
 from services.cli.options import DEFAULT_API, api_of, token_of, user_of
 from services.cli.top import follow
 from services.cli.usage import add_usage_parser, cmd_usage
@@ -397,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("rest", nargs=argparse.REMAINDER, metavar="[ROLE [INDEX]] [-- COMMAND...]")
     add_vc_parser(sub)
     add_usage_parser(sub)
+    add_notify_parser(sub)
     return p
 
 
@@ -422,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     commands = {"submit": cmd_submit, "jobs": cmd_jobs, "queue": cmd_queue, "status": cmd_status, "login": cmd_login,
                 "stop": cmd_stop, "delete": cmd_stop, "logs": cmd_logs, "events": cmd_events, "ssh": cmd_ssh,
-                "vc": cmd_vc, "top": cmd_top, "usage": cmd_usage}
+                "vc": cmd_vc, "top": cmd_top, "notify": cmd_notify, "usage": cmd_usage}
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:

@@ -147,7 +147,8 @@ ROUTES = (
           {200: Reply("the subscriptions", Subscriptions)}, (400, 401, 403), auth="token", params=(PLATFORM_PARAM,)),
     Route("POST", _SUBS, add_subscription, "subscribe: e-mail, or a webhook (its signing key answered this once); "
           "platform: true for an administrator's webhook told of every user's jobs",
-          {201: Reply("subscribed", NewSubscriptionAnswer)}, (400, 401, 403, 413, 503), auth="token", body=NEW_SUBSCRIPTION),
+          {201: Reply("subscribed", NewSubscriptionAnswer)}, (400, 401, 403, 413, 503), auth="token",
+          body=NEW_SUBSCRIPTION),
     Route("DELETE", _SUBS + "/{id}", delete_subscription, "unsubscribe (?platform=true: a platform webhook)",
           {200: Reply("deleted", Message)}, (400, 401, 403, 404), also={404: ("NoSubscriptionError",)}, auth="token",
           params=(Param("id", "path"), PLATFORM_PARAM)),
