@@ -56,7 +56,8 @@ def test_labels_name_the_task() -> None:
     assert spec.labels == {
         "paiq.job": "alice~job1", "paiq.user": "alice", "paiq.vc": "default", "paiq.role": "worker",
         "paiq.index": "1", "paiq.attempt": "2", "paiq.node": "n1", "paiq.debug": "0", "paiq.memory_mb": "512",
-        "paiq.task_attempt": "0", "paiq.cpus": str(make_spec().cpus), "paiq.gpus": ",".join(str(g) for g in make_spec().gpus)}
+        "paiq.task_attempt": "0", "paiq.cpus": str(make_spec().cpus),
+        "paiq.gpus": ",".join(str(g) for g in make_spec().gpus)}
 
 
 def test_a_plain_task_runs_its_command_under_sh_with_host_networking() -> None:

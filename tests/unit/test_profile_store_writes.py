@@ -72,8 +72,8 @@ def test_document_round_trip(profile: TaskProfile) -> None:
 def test_document_shape() -> None:
     p = make_profile(series=series_of(125), last=point(125, cpu=0.5, mem=1125))
     doc = p.to_document()
-    assert set(doc) == {"_id", "job_id", "attempt", "role", "index", "task_attempt", "node_id", "vc", "cpus", "gpus", "mem_limit",
-                        "interval_ms", "l0", "l1", "l2", "l3", "last", "totals", "idle"}
+    assert set(doc) == {"_id", "job_id", "attempt", "role", "index", "task_attempt", "node_id", "vc", "cpus", "gpus",
+                        "mem_limit", "interval_ms", "l0", "l1", "l2", "l3", "last", "totals", "idle"}
     assert [len(doc[name]) for name in LEVEL_FIELDS] == [119, 1, 0, 0]
     assert doc["l0"][-1] == point(125, cpu=0.5, mem=1125).row() == doc["last"]
     assert doc["l1"] == [[T0 + 6 * S, 6 * S, 0.25, 1004, 1006, None, None, None, None, None, None]]  # 1..6 merged

@@ -63,8 +63,8 @@ def test_a_containers_labels_name_its_task() -> None:
 
 def test_an_events_json_keeps_its_field_names() -> None:
     body = TaskExitedData(**REF.fields(), node_id="n1", exit_code=3, reason="exit 3").model_dump(mode="json")
-    assert list(body) == ["job_id", "attempt", "role", "index", "task_attempt", "node_id", "exit_code", "reason", "diagnostics",
-                          "container_id"]
+    assert list(body) == ["job_id", "attempt", "role", "index", "task_attempt", "node_id", "exit_code", "reason",
+                          "diagnostics", "container_id"]
     with pytest.raises(ValueError, match="extra"):
         TaskExitedData.model_validate({**body, "surplus": 1})
 
