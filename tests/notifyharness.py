@@ -36,10 +36,20 @@ class Mail:
 
 
 class MailBox:
-    """aiosmtpd's handler: every message it accepted, with when."""
+    """aiosmtpd's handler: every message it accepted, with when. An address starting with ``down`` is refused
+    for now (451, a mailbox temporarily unavailable: the sender should try again), every time."""
 
     def __init__(self) -> None:
         self.mails: list[Mail] = []
+        self.refused = 0
+
+    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope, address: str,  # noqa: N802
+                          rcpt_options: list[str]) -> str:
+        if address.startswith("down"):
+            self.refused += 1
+            return "451 4.2.1 Mailbox temporarily unavailable"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         content = envelope.content if isinstance(envelope.content, bytes) else str(envelope.content).encode()

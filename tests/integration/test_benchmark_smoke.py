@@ -43,6 +43,7 @@ SMOKE: dict[str, float] = {
     "profiling": 120,
     "store_inserts": 120,
     "preemption": 60,
+    "notify": 60,
     "placement": 60,
 }
 HELPERS = {"figures", "platform_run"}  # modules the benchmarks import; not run on their own
