@@ -20,6 +20,7 @@ import pytest
 from services.cli.client import ApiCallError, PaiqClient, paiq_client
 from tests.e2e.conftest import job_config, logged_in, raw
 from tests.e2e.test_cli import paiq
+from tests.e2e.test_portal import CSP_WATCH, cells, chromium
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -123,3 +124,18 @@ async def test_the_report_says_what_two_users_in_two_vcs_held(gpu_platform: Plat
     assert as_csv.stdout.splitlines()[0].startswith("day,vc,user,gpu_hours_held"), as_csv.stdout
     wrong = await paiq(gpu_platform, home, "usage", "--from", "yesterday")
     assert wrong.returncode == 1 and "from: must be a UTC day" in wrong.stderr
+
+    # The portal's Usage page, as ben: a card for his VC with its days' bars and his total, none for ana's.
+    async with chromium() as page:
+        await page.call("Page.addScriptToEvaluateOnNewDocument", source=CSP_WATCH)
+        await page.goto(f"{gpu_platform.api}/#/usage?token={token}")
+        card = f"[data-vc={json.dumps(vb)}]"
+        await page.wait(f"!!document.querySelector({json.dumps(card + ' svg[data-chart]')})", "ben's VC's chart")
+        drawn = await page.eval(f"[...document.querySelectorAll({json.dumps(card + ' svg g[data-held]')})]"
+                                ".reduce((s, g) => s + Number(g.dataset.held), 0)")
+        assert drawn == pytest.approx(expected[(ben, vb)][0], abs=1e-4)
+        assert (await cells(page, f"{card} tr[data-user={json.dumps(ben)}]"))[:2] == [
+            ben, f"{round(expected[(ben, vb)][0], 2):g}"]
+        assert await page.eval(f"document.querySelector({json.dumps(f'[data-vc={json.dumps(va)}]')})") is None
+        assert (await page.eval("document.querySelector('#usage-csv').download")).endswith(".csv")
+        assert await page.eval("window.cspViolations") == [] and page.errors == []
