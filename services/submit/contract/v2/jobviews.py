@@ -135,7 +135,8 @@ def task_status(job: JobRecord, attempt: int, task: TaskRecord, private: bool) -
         container_id=one.container_id, container_ip=one.container_ip, container_node_name=one.container_node_name,
         container_ports=one.container_ports, container_gpus=one.container_gpus, container_log=one.container_log,
         container_exit_code=one.container_exit_code, container_exit_spec=one.container_exit_spec,
-        container_exit_diagnostics=one.container_exit_diagnostics, retries=0, accountable_retries=0,
+        container_exit_diagnostics=one.container_exit_diagnostics, retries=task.retries,
+        accountable_retries=task.accountable_retries,
         created_time=task.started_ms, launched_time=task.started_ms, completed_time=task.completed_ms,
         attempt_id=attempt, attempt_state=task.state.value, current_attempt_created_time=task.started_ms,
         current_attempt_launched_time=task.started_ms, current_attempt_completed_time=task.completed_ms)
@@ -183,9 +184,9 @@ def v2_attempt(job: JobRecord, a: AttemptView, *, private: bool) -> V2JobAttempt
 def v2_task_attempts(job: JobRecord, a: AttemptView, task: TaskRecord, *, private: bool) -> V2TaskAttempts:
     return V2TaskAttempts(
         username=job.user, job_name=job.name, job_attempt_id=a.attempt, task_role_name=task.role,
-        task_index=task.index, task_uid=f"{job.id}/{task.role}/{task.index}", task_state=task.state.value, retries=0,
-        accountable_retries=0, created_time=task.started_ms, launched_time=task.started_ms,
-        completed_time=task.completed_ms, attempts=(task_attempt(job, a.attempt, task, private),))
+        task_index=task.index, task_uid=f"{job.id}/{task.role}/{task.index}", task_state=task.state.value,
+        retries=task.retries, accountable_retries=task.accountable_retries, created_time=task.started_ms,
+        launched_time=task.started_ms, completed_time=task.completed_ms, attempts=(task_attempt(job, a.attempt, task, private),))
 
 
 def _iso(ms: int | None) -> str | None:
