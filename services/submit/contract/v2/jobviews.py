@@ -186,7 +186,8 @@ def v2_task_attempts(job: JobRecord, a: AttemptView, task: TaskRecord, *, privat
         username=job.user, job_name=job.name, job_attempt_id=a.attempt, task_role_name=task.role,
         task_index=task.index, task_uid=f"{job.id}/{task.role}/{task.index}", task_state=task.state.value,
         retries=task.retries, accountable_retries=task.accountable_retries, created_time=task.started_ms,
-        launched_time=task.started_ms, completed_time=task.completed_ms, attempts=(task_attempt(job, a.attempt, task, private),))
+        launched_time=task.started_ms, completed_time=task.completed_ms,
+        attempts=(task_attempt(job, a.attempt, task, private),))
 
 
 def _iso(ms: int | None) -> str | None:
