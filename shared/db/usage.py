@@ -87,8 +87,7 @@ class UsageStore:
         out: dict[RunKey, TaskTotals] = {}
         for attempt in attempts:
             for p in await self.profiles.of_job(job.id, attempt):
-                run = int(getattr(p, "task_attempt", 0))  # profiles written before re-runs in place: 0
-                out[(attempt, p.role, p.index, run)] = p.totals
+                out[(attempt, p.role, p.index, p.task_attempt)] = p.totals
         return out
 
     async def record_job(self, job: JobRecord, archived: Sequence[AttemptRecord], *, atomic: bool) -> bool:

@@ -85,7 +85,7 @@ def held_days(start_ms: int, end_ms: int, gpus: int, cpus: int, totals: TaskTota
 
 def current_run(task: TaskRecord) -> int:
     """Which run of the task its record describes (0 unless it was re-run in place: taskRetryCount)."""
-    return int(getattr(task, "retries", 0))  # older records have no re-runs
+    return task.retries
 
 
 def task_days(task: TaskRecord, cpus: int, ended_ms: int | None, attempt: int,

@@ -158,3 +158,23 @@ async def test_an_import_counts_its_finished_jobs(store: Store) -> None:
     assert counted == {"gus": pytest.approx(4.0), "hal": pytest.approx(2.0)}
 
 
+
+
+async def test_a_task_rerun_in_place_counts_its_earlier_run_from_its_profile(store: Store) -> None:
+    """taskRetryCount: the record keeps the current run's times; the first run's profile (task_attempt 0)
+    says how long it held its GPUs."""
+    now = now_ms()
+    job = running("jon", "default", now - H, gpus=1)
+    job = job.model_copy(update={"tasks": (job.tasks[0].model_copy(update={"retries": 1}),)})
+    await store.insert_job(job)
+    first = TaskProfile(job_id=job.id, attempt=0, role="main", index=0, task_attempt=0, node_id="n1", gpus=(0,),
+                        interval_ms=10_000, totals=TaskTotals(samples=360, first_ms=now - 3 * H, last_ms=now - 2 * H,
+                                                              cpu_seconds=900.0, gpu_held_seconds=3600.0))
+    assert await store.profiles.save([ProfileWrite(profile=first, new=True)]) == 0
+    ended = exited(job).model_copy(update={"data": exited(job).data.model_copy(update={"task_attempt": 1})})
+    await on_task_exited(ended, deps(store))
+    done = await store.get_job(job.id)
+    assert done is not None and done.state == JobState.SUCCEEDED and done.completed_ms is not None
+    found = list((await rows(store)).values())
+    assert sum(r.gpu_hours_held for r in found) == pytest.approx(1 + (done.completed_ms - (now - H)) / H, abs=0.001)
+    assert sum(r.cpu_core_hours_used for r in found) == pytest.approx(0.25, abs=0.001)
