@@ -36,7 +36,7 @@ def _choice(request: web.Request, name: str, choices: tuple[str, ...]) -> str:
 
 def _name(request: web.Request, name: str) -> str | None:
     value = request.query.get(name) or None
-    if value is not None and len(value) > NAME_MAX:
+    if value is not None and (len(value) > NAME_MAX or not value.isprintable()):
         raise ApiError("InvalidParametersError", f"{name}: {shown(value)} is no {name} paiq knows")
     return value
 
