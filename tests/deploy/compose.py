@@ -23,7 +23,7 @@ from tests.infra import unique
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILES = (REPO / "docker-compose.yml", REPO / "tests" / "deploy" / "docker-compose.test.yml")
 BUILD_IMAGES = REPO / "tests" / "deploy" / "build-images.sh"
-SERVICES = ("rabbitmq", "mongodb", "submit", "scheduler", "status", "launcher")
+SERVICES = ("rabbitmq", "mongodb", "submit", "scheduler", "status", "launcher", "notify")
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 

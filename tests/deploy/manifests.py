@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
 COMPOSE = REPO / "docker-compose.yml"
 SETTINGS = REPO / "shared" / "settings" / "model.py"
-PAIQ_SERVICES = ("submit", "scheduler", "status", "launcher")
+PAIQ_SERVICES = ("submit", "scheduler", "status", "launcher", "notify")
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet"}
 PAIQ_NAME = re.compile(r"\bPAIQ_[A-Z0-9_]+\b")
 

@@ -18,7 +18,7 @@ from tests.infra import unique, wait_final
 # The first test pays for the images (cold: about 1.5 min; warm: seconds) and the stack's start.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-PAIQ_SERVICES = ("submit", "scheduler", "status", "launcher")
+PAIQ_SERVICES = ("submit", "scheduler", "status", "launcher", "notify")
 
 
 def outcome(detail: dict[str, Any], stack: ComposeStack) -> str:
@@ -39,7 +39,7 @@ def test_every_container_is_healthy_started_once_and_runs_as_its_user(compose_st
     for name, c in containers.items():
         assert c.attrs["RestartCount"] == 0, f"{name} restarted: start order by health is broken"
     uids = {name: containers[name].exec_run(["id", "-u"]).output.decode().strip() for name in PAIQ_SERVICES}
-    assert uids == {"submit": "10001", "scheduler": "10001", "status": "10001", "launcher": "0"}
+    assert uids == {"submit": "10001", "scheduler": "10001", "status": "10001", "launcher": "0", "notify": "10001"}
     launcher = containers["launcher"].attrs["HostConfig"]
     assert launcher["NetworkMode"] == "host"
     assert "/var/run/docker.sock:/var/run/docker.sock" in " ".join(launcher["Binds"] or [])

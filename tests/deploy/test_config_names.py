@@ -64,15 +64,17 @@ def test_compose_puts_the_given_secrets_where_they_belong() -> None:
     done = compose_config({**USERS, **SECRETS})
     assert done.returncode == 0, done.stderr
     services = yaml.safe_load(done.stdout)["services"]
-    for name in ("submit", "scheduler", "status", "launcher"):
+    for name in ("submit", "scheduler", "status", "launcher", "notify"):
         env = services[name]["environment"]
         assert "paiq:rabbit-secret@" in env["PAIQ_AMQP_URL"]
         assert "paiq:mongo-secret@" in env["PAIQ_MONGODB_URI"]
     assert services["submit"]["environment"]["PAIQ_ADMIN_PASSWORD"] == "admin-secret"
-    # the key that seals jobs' secrets: where they are sealed (submit) and opened (the launcher) alone
+    # the key that seals jobs' secrets and webhooks' keys: where they are sealed (submit) and opened (the
+    # launcher, the notifier) alone
     assert sorted(n for n in services if services[n].get("environment", {}).get("PAIQ_SECRETS_KEY")) == [
-        "launcher", "submit"]
-    assert {services[n]["environment"]["PAIQ_SECRETS_KEY"] for n in ("submit", "launcher")} == {"sealing-key"}
+        "launcher", "notify", "submit"]
+    assert {services[n]["environment"]["PAIQ_SECRETS_KEY"] for n in ("submit", "launcher", "notify")} == {
+        "sealing-key"}
     assert services["rabbitmq"]["environment"]["RABBITMQ_DEFAULT_PASS"] == "rabbit-secret"
     assert services["mongodb"]["environment"]["MONGO_INITDB_ROOT_PASSWORD"] == "mongo-secret"
 
