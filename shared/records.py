@@ -15,7 +15,7 @@ from shared.db.lists.keywords import name_keys
 from shared.db.packing import PACK_MIN_BYTES, configs_once, configs_whole, pack, unpack
 from shared.jobconfig.limits import bson_bytes
 from shared.jobconfig.model import JobConfig, TaskRole
-from shared.scheduling.priority import FIELD_PATH, priority_class_of
+from shared.scheduling.priority import FIELD_PATH, priority_class_of, written_class
 from shared.tasks.ref import TaskRef
 
 
@@ -274,7 +274,8 @@ class JobRecord(_Record):
         doc.update(task_fields(self.tasks, packed=packed))
         doc.update(holding_fields(self.tasks))
         doc.update(task_count=self.config.total_tasks, gpu_count=self.config.total_gpus,
-                   role_count=len(self.config.task_roles), name_keys=name_keys(self.name))
+                   role_count=len(self.config.task_roles), name_keys=name_keys(self.name),
+                   job_priority=written_class(self.config.extras))
         return doc
 
     @classmethod

@@ -75,6 +75,14 @@ def class_of_extras(extras: Mapping[str, Any]) -> PriorityClass:
         return DEFAULT_CLASS
 
 
+def written_class(extras: Mapping[str, Any]) -> str | None:
+    """The class as the config wrote it, None when it wrote none: OpenPAI v1.8's ``jobPriority`` of a job
+    (its database-controller stored ``_.get(config, 'extras.hivedScheduler.jobPriorityClass', null)``, which
+    the job list answered; null is what its ``jobPriority=default`` filter matched)."""
+    raw = _raw_class(extras)
+    return raw if isinstance(raw, str) else None
+
+
 def priority_of(config: JobConfig) -> int:
     """The number the scheduler compares: higher runs first and may preempt lower."""
     return PRIORITIES[priority_class_of(config)]

@@ -63,6 +63,7 @@ class JobSummary(BaseModel):
     role_count: int = 0
     launched_ms: int | None = None
     tags: tuple[str, ...] = ()  # GET /api/v2/jobs's tags (PUT/DELETE /api/v2/jobs/{user}~{job}/tag)
+    job_priority: str | None = None  # the class the config wrote (shared.scheduling.priority.written_class)
 
 
 PROJECTION: Doc = {name: 1 for name in JobSummary.model_fields if name != "id"}

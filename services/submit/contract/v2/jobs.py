@@ -1,10 +1,12 @@
 """OpenPAI v1.8's ``/api/v2/jobs`` answers (``models/v2/job/k8s.js``: ``convertFrameworkSummary``,
 ``convertFrameworkDetail``, ``convertTaskDetail``; ``models/v2/utils/frameworkConverter.js``:
 ``convertToJobAttempt``), with OpenPAI's keys and types. paiq's values where OpenPAI's came from Kubernetes:
-``debugId`` the job's id, ``subState`` paiq's sub-state, ``jobPriority`` null (OpenPAI's hived priority;
-paiq's class stays in the config's extras), ``retryDelayTime`` null, ``appId`` the job's id and attempt,
-``containerId`` the container's id, ``containerNodeName`` the node's id, ``attemptId`` of a task the job's
-attempt (paiq retries a task only as part of its job).
+``debugId`` the job's id, ``subState`` paiq's sub-state, ``jobPriority`` in the list the class the config
+wrote (``extras.hivedScheduler.jobPriorityClass``, null when none, as v1.8's database kept it) and null in a
+job's detail and attempts (v1.8 read it off the framework's snapshot, which has no such field),
+``retryDelayTime`` null, ``appId`` the job's id and attempt, ``containerId`` the container's id,
+``containerNodeName`` the node's id, ``attemptId`` of a task the job's attempt (the log routes name a task's
+log by it; ``retries`` and ``accountableRetries`` count its re-runs in place, taskRetryCount).
 """
 
 from __future__ import annotations

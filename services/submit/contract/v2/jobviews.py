@@ -49,7 +49,7 @@ def v2_summary(job: JobSummary) -> V2JobSummary:
         retry_details=_retry_details(job), retry_delay_time=None, submission_time=job.created_ms,
         created_time=job.created_ms, launched_time=job.launched_ms, completed_time=job.completed_ms,
         app_exit_code=job.exit_code, virtual_cluster=job.virtual_cluster, total_gpu_number=job.gpu_count,
-        total_task_number=job.task_count, total_task_role_number=job.role_count, job_priority=None)
+        total_task_number=job.task_count, total_task_role_number=job.role_count, job_priority=job.job_priority)
 
 
 @dataclass(frozen=True)
