@@ -152,8 +152,10 @@ def test_down_leaves_no_container_network_or_volume_behind(compose_stack: Compos
     before = compose_stack.leftovers()
     assert len(before["containers"]) == len(SERVICES)
     assert before["networks"], "the stack's network should exist while it runs"
-    assert sorted(v.split("_", 1)[1] for v in before["volumes"]) == [
-        "mongodb-config", "mongodb-data", "paiq-fs", "rabbitmq-data"]
+    volumes = {v.split("_", 1)[1] for v in before["volumes"]}
+    # docker-compose 1.29 makes the monitoring profile's volumes too, though its services do not run
+    assert {"mongodb-config", "mongodb-data", "paiq-fs", "rabbitmq-data"} <= volumes <= {
+        "mongodb-config", "mongodb-data", "paiq-fs", "rabbitmq-data", "prometheus-data", "grafana-data"}
     assert before["tasks"] == [], "every task container is removed once its exit is reported"
     compose_stack.down()
     assert compose_stack.leftovers() == {"containers": [], "networks": [], "volumes": [], "tasks": []}

@@ -131,7 +131,7 @@ def test_the_monitors_select_paiq_pods_and_ports_that_exist() -> None:
             selected.append(labels["app.kubernetes.io/component"])
             names = {p["name"] for c in doc.body["spec"]["template"]["spec"]["containers"] for p in c.get("ports", ())}
             assert endpoint_ports <= names, f"{doc}: no port {endpoint_ports - names}"
-    assert sorted(set(selected)) == ["launcher", "scheduler", "status"]
+    assert sorted(set(selected)) == ["launcher", "notify", "scheduler", "status"]
 
 
 def test_the_kustomization_lists_files_that_exist() -> None:
@@ -160,7 +160,7 @@ def test_compose_provisions_the_rules_and_dashboards() -> None:
     config = yaml.safe_load(mounts["/etc/prometheus/prometheus.yml"].read_text())
     targets = {t for c in config["scrape_configs"] for s in c["static_configs"] for t in s["targets"]}
     published = {f"127.0.0.1:{p['published'] if isinstance(p, dict) else p.split(':')[-2]}"  # 1.29: "ip:host:port"
-                 for name in ("submit", "scheduler", "status") for p in services[name]["ports"]}
+                 for name in ("submit", "scheduler", "status", "notify") for p in services[name]["ports"]}
     published.add(f"127.0.0.1:{services['launcher']['environment']['PAIQ_OPS_PORT']}")
     assert targets == published
     assert all(c["job_name"].find("paiq") >= 0 for c in config["scrape_configs"])  # the alerts' job=~".*paiq.*"
