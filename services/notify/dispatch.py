@@ -60,10 +60,21 @@ class Dispatcher:
         self._running = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._token = uuid.uuid4().hex[:12]
+        self._owned: dict[str, Doc] = {}  # deliveries written leased to this process, waiting in a line
 
     @property
     def lease_ms(self) -> int:
         return (self._settings.timeout_seconds * 2 + 5) * 1000
+
+    @property
+    def token(self) -> str:
+        """This process's mark on the deliveries it holds (a new one is written holding it: :meth:`take`)."""
+        return self._token
+
+    def take(self, doc: Doc) -> None:
+        """Line up a delivery this process has just written, leased to itself (``lease_token``: :attr:`token`)."""
+        self._owned[doc["_id"]] = doc
+        self.offer(doc["_id"], doc["channel"], doc["target"])
 
     def offer(self, delivery_id: str, channel: str, target: str) -> None:
         """Put a due delivery in its endpoint's line (nothing if it is there or being tried already)."""
@@ -106,6 +117,7 @@ class Dispatcher:
             log.warning("a notification try could not be recorded; it is tried again", delivery_id=delivery_id,
                         error=repr(e))
         finally:
+            self._owned.pop(delivery_id, None)
             line.running -= 1
             self._running -= 1
             self._queued.discard(delivery_id)
@@ -113,8 +125,20 @@ class Dispatcher:
                 del self._lines[endpoint]
             self._pump()
 
+    async def _held(self, delivery_id: str) -> Doc | None:
+        """The delivery, held by this process for one try: written so (its lease renewed if the wait in its line
+        used much of it), or claimed now; None when sent, failed or held elsewhere meanwhile."""
+        now = now_ms()
+        doc = self._owned.pop(delivery_id, None)
+        if doc is None:
+            return await self._notes.claim(delivery_id, now, self.lease_ms, self._token)
+        renew = now + self._settings.timeout_seconds * 1500 > int(doc["lease_ms"])
+        if renew and not await self._notes.extend(delivery_id, now, self.lease_ms, self._token):
+            return None
+        return doc
+
     async def _try_once(self, delivery_id: str) -> None:
-        doc = await self._notes.claim(delivery_id, now_ms(), self.lease_ms, self._token)
+        doc = await self._held(delivery_id)
         if doc is None:
             return  # sent, failed or being tried elsewhere meanwhile
         held: list[Doc] = []

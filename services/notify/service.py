@@ -129,8 +129,13 @@ def job_facts(job: JobRecord) -> JobFacts:
 
 async def on_change(evt: CloudEvent, deps: NotifyDeps) -> Sequence[CloudEvent]:
     change = change_of(evt)
-    if change is None or await deps.notes.change_handled(change.key):
-        return []  # every task but the first announces "running" again; a redelivered event
+    if change is None:
+        return []
+    # Every task of a job announces "running": past the first, one read says it was handled. Other changes
+    # come once (or again, redelivered), and their deliveries' ids say so when written.
+    marked = change.kind is Kind.RUNNING
+    if marked and await deps.notes.change_handled(change.key):
+        return []
     job = await deps.store.get_job(change.job_id)
     if job is None:
         return []  # deleted meanwhile
@@ -142,33 +147,35 @@ async def on_change(evt: CloudEvent, deps: NotifyDeps) -> Sequence[CloudEvent]:
         for recipient in told:
             await plan(deps, change, facts, recipient, msg)
         log.info("job change to notify", job_id=change.job_id, kind=change.kind.value, recipients=len(told))
-    await deps.notes.mark_change(change.key, now_ms() + deps.keep_ms)
+    if marked:
+        await deps.notes.mark_change(change.key, now_ms() + deps.keep_ms)
     return []
 
 
 async def plan(deps: NotifyDeps, change: Change, job: JobFacts, recipient: Recipient, msg: Message) -> None:
     """Write the delivery (pending, or held past the rate limit) and hand it to the dispatcher."""
     did = delivery_id(change.key, recipient.key)
-    if await deps.notes.delivery(did) is not None:
-        return  # handled before (a redelivered event)
     now = now_ms()
     rate = deps.rate
-    window = rate.window(now)
-    window_end = window + rate.window_ms
-    count = await deps.notes.count_message(f"{job.user}|{recipient.key}|{window}", window_end + rate.window_ms)
-    held = rate.held(count)
-    digest_id = ""
-    if held:
-        digest_id = await _digest_for(deps, job, recipient, window, window_end)
+    held = False
     doc = _delivery(deps, did, change, job, recipient, msg, now)
-    if held:
-        doc.update(state=DeliveryState.HELD, digest_id=digest_id)
+    if rate.limit:  # a redelivered event counts once more: the limit errs towards fewer messages
+        window = rate.window(now)
+        window_end = window + rate.window_ms
+        count = await deps.notes.count_message(f"{job.user}|{recipient.key}|{window}", window_end + rate.window_ms)
+        held = rate.held(count)
+        if held:
+            doc.update(state=DeliveryState.HELD,
+                       digest_id=await _digest_for(deps, job, recipient, window, window_end))
+    if not held:  # written leased to this process, which tries it at once (others once the lease ends)
+        lease_until = now + deps.dispatcher.lease_ms
+        doc.update(lease_ms=lease_until, lease_token=deps.dispatcher.token, next_ms=lease_until)
     if not await deps.notes.insert_delivery(doc):
-        return
+        return  # written before: the change was handled (a redelivered event)
     if held:
         NOTIFICATIONS.labels(recipient.channel.value, "held").inc()
     else:
-        deps.dispatcher.offer(did, recipient.channel.value, recipient.target)
+        deps.dispatcher.take(doc)
 
 
 async def _digest_for(deps: NotifyDeps, job: JobFacts, recipient: Recipient, window: int, window_end: int) -> str:

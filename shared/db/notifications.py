@@ -4,12 +4,13 @@
   (``owner`` index) and by ``_id``; a user has at most ``MAX_SUBSCRIPTIONS``.
 - ``notify_deliveries``: one document per message to one recipient about one change, ``_id`` the
   delivery's id (:func:`shared.notify.decide.delivery_id`): written ``pending`` before anything is sent, so a
-  change handled twice (a redelivered event) finds it and sends nothing again; claimed for a try by a lease
-  (a notifier killed mid-try leaves it to be tried again once the lease ends, with the same id as its
-  idempotency key); then ``sent``, ``pending`` again later (retry), ``failed``, or ``held`` for a digest and
-  ``digested`` once it went. Due tries are read from a partial index of the pending ones only; a user's
-  list from ``(owner, created_ms)``; every document expires (``expires_at``, a TTL index), so nothing grows
-  with history.
+  change handled twice (a redelivered event) finds it and sends nothing again. A try holds it by a lease: a
+  new delivery is written already leased to the process that wrote it (due for the others only once that
+  lease ends, so its first try costs no claim), a retry is claimed when due; a notifier killed mid-try
+  leaves it to be tried again once the lease ends, with the same id as its idempotency key. Then it is
+  ``sent``, ``pending`` again later (retry), ``failed``, or ``held`` for a digest and ``digested`` once that
+  went. Due tries are read from a partial index of the pending ones only; a user's list from ``(owner,
+  created_ms)``; every document expires (``expires_at``, a TTL index), so nothing grows with history.
 - ``notify_rates``: one counter per (user, recipient, window), expiring with its window.
 - ``notify_changes``: the changes whose deliveries are all written (so the next event of the same change,
   such as every other task's ``task.started``, costs one read by ``_id``), expiring like deliveries.
@@ -125,6 +126,13 @@ class NotificationStore:
         if result.modified_count == 0:
             return None
         return await self.deliveries.find_one({"_id": delivery_id, "lease_token": token})
+
+    async def extend(self, delivery_id: str, now_ms: int, lease_ms: int, token: str) -> bool:
+        """Renew this process's lease of a delivery it wrote leased; False if another process took it meanwhile."""
+        result = await self.deliveries.update_one(
+            {"_id": delivery_id, "state": DeliveryState.PENDING, "lease_token": token},
+            {"$set": {"lease_ms": now_ms + lease_ms}})
+        return result.modified_count > 0
 
     async def finish(self, delivery_id: str, token: str, changes: Doc) -> bool:
         """Record a try's outcome (``changes``), if this try still holds the delivery."""
