@@ -14,6 +14,7 @@ database's due deliveries by a sweep every second, so nothing is lost with the p
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,13 +30,15 @@ from shared.notify.endpoints import SMTP_LINE, endpoint_of
 from shared.notify.render import chat_body, cloudevent_body, digest
 from shared.notify.schedule import RetryPolicy, next_try_ms
 from shared.notify.signing import open_secret
-from shared.notify.subscriptions import Format
+from shared.notify.subscriptions import Format, Subscription
 from shared.records import now_ms
 from shared.settings.model import NotifySettings
 
 log = structlog.get_logger("paiq.notify")
 
 SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's mail goes there)
+SUBSCRIPTION_SECONDS = 60.0
+SUBSCRIPTIONS_KEPT = 10_000
 SWEEP_LIMIT = 2000  # due deliveries read per sweep (the rest at the next)
 Doc = dict[str, Any]
 
@@ -60,6 +63,7 @@ class Dispatcher:
         self._running = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._token = uuid.uuid4().hex[:12]
+        self._subs: dict[str, tuple[Subscription, float]] = {}
         self._owned: dict[str, Doc] = {}  # deliveries written leased to this process, waiting in a line
 
     @property
@@ -164,7 +168,7 @@ class Dispatcher:
             return await send_email(self._settings, email_message(
                 self._settings, doc["target"], subject, text, delivery_id=doc["_id"],
                 event_id=str(doc.get("event_id", ""))))
-        sub = await self._notes.subscription(str(doc.get("subscription_id", "")))
+        sub = await self._subscription(str(doc.get("subscription_id", "")))
         if sub is None:
             return Outcome.failed("its webhook was deleted before the message went", retry=False)
         secret = open_secret(sub.sealed_secret, self._key)
@@ -172,6 +176,23 @@ class Dispatcher:
         return await post_webhook(self._session, doc["target"], body, secret=secret, content_type=content_type,
                                   delivery_id=doc["_id"], event_id=str(doc.get("event_id", "")),
                                   timeout_s=self._settings.timeout_seconds)
+
+    async def _subscription(self, sub_id: str) -> Subscription | None:
+        """A webhook's subscription (its URL's signing key), kept a minute or until its owner's change."""
+        cached = self._subs.get(sub_id)
+        if cached is not None and time.monotonic() - cached[1] < SUBSCRIPTION_SECONDS:
+            return cached[0]
+        sub = await self._notes.subscription(sub_id)
+        if sub is not None:
+            if len(self._subs) >= SUBSCRIPTIONS_KEPT:
+                self._subs.clear()
+            self._subs[sub_id] = (sub, time.monotonic())
+        return sub
+
+    def forget(self, owner: str) -> None:
+        """A change of ``owner``'s subscriptions: read theirs again (a deleted webhook is told nothing more)."""
+        for sub_id in [k for k, (sub, _) in self._subs.items() if sub.owner == owner]:
+            del self._subs[sub_id]
 
     async def _record(self, doc: Doc, outcome: Outcome) -> None:
         now = now_ms()

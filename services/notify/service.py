@@ -208,6 +208,7 @@ def _delivery(deps: NotifyDeps, did: str, change: Change, job: JobFacts, recipie
 
 async def on_subscriptions_changed(evt: SubscriptionsChanged, deps: NotifyDeps) -> Sequence[CloudEvent]:
     deps.cache.forget(evt.data.owner)
+    deps.dispatcher.forget(evt.data.owner)
     return []
 
 

@@ -141,10 +141,24 @@ class NotificationStore:
             {"$set": {**changes, "lease_ms": 0, "lease_token": ""}, "$inc": {"tries": 1}}), "record a delivery")
         return result.modified_count > 0
 
-    async def deliveries_of(self, owner: str, since_ms: int, limit: int) -> list[Doc]:
-        cursor = self.deliveries.find({"owner": owner, "created_ms": {"$gte": since_ms}},
-                                      {"body": 0, "text": 0, "lease_token": 0})
-        return [d async for d in cursor.sort([("owner", ASCENDING), ("created_ms", DESCENDING)]).limit(limit)]
+    async def deliveries_of(self, owner: str, since_ms: int, limit: int, now_ms: int) -> list[Doc]:
+        """The owner's newest ``limit`` deliveries since ``since_ms``: read back from now in windows (an hour, a
+        day, then the rest), each one bounded range of the ``(owner, created_ms)`` index, until the page is full;
+        so a page of recent deliveries reads about a page, however many the owner has."""
+        found: list[Doc] = []
+        upper = now_ms + 1
+        for span in (3_600_000, 86_400_000, None):
+            lower = since_ms if span is None else max(since_ms, now_ms - span)
+            if lower >= upper:
+                continue
+            cursor = self.deliveries.find({"owner": owner, "created_ms": {"$gte": lower, "$lt": upper}},
+                                          {"body": 0, "text": 0, "lease_token": 0})
+            found += [d async for d in cursor.sort([("owner", ASCENDING), ("created_ms", DESCENDING)])
+                      .limit(limit - len(found))]
+            upper = lower
+            if len(found) >= limit:
+                break
+        return found
 
     async def held(self, digest_id: str) -> list[Doc]:
         cursor = self.deliveries.find({"digest_id": digest_id, "state": DeliveryState.HELD},

@@ -146,7 +146,24 @@ QUERIES: dict[str, Query] = {
     "usage.rows user": lambda s: s.usage.rows(LAST_30_DAYS, (RowFilter(user="u3"),), by_vc=False),
     "usage.rows user+vcs": lambda s: s.usage.rows(LAST_7_DAYS, (RowFilter(user="u3"), RowFilter(vcs=("default",))),
                                                   by_vc=False),
+    # notifications (issue 28): the tries due and the held ones (partial indexes: the sent history is in neither),
+    # a user's recent deliveries (windows back from now), subscriptions and address, a change handled
+    "notifications.due": lambda s: s.notifications.due(NOW, 100),
+    "notifications.held": lambda s: s.notifications.held("digest-u3"),
+    "notifications.deliveries_of": lambda s: s.notifications.deliveries_of("u3", NOW - 7 * DAY_MS, 50, NOW),
+    "notifications.subscriptions_of": lambda s: s.notifications.subscriptions_of("u3"),
+    "notifications.user_email": lambda s: s.notifications.user_email("u3"),
+    "notifications.change_handled": lambda s: s.notifications.change_handled("u1~h1~00000001/running"),
 }
+
+
+def deliveries_of(jobs: list[JobRecord], *, recent: bool = False) -> list[dict[str, Any]]:
+    """A delivery per job, sent when it ended (or, ``recent``, within the last hour: the page a user reads)."""
+    return [{"_id": f"d-{job.id}", "owner": job.user, "job_id": job.id, "job_name": job.name, "kind": "failed",
+             "channel": "webhook", "target": "http://hooks.example/", "state": "sent", "tries": 1, "next_ms": 0,
+             "lease_ms": 0, "created_ms": NOW - 1000 - k if recent else job.completed_ms, "subject": "s",
+             "expires_at": dt.datetime.fromtimestamp(NOW / 1000 + 86_400, dt.UTC)}
+            for k, job in enumerate(jobs)]
 
 
 def profiles_of(jobs: list[JobRecord]) -> list[dict[str, Any]]:
@@ -196,11 +213,15 @@ async def history(private_uri: str) -> AsyncIterator[tuple[Store, dict[str, floa
     await store.ensure_indexes()
     await store.insert_jobs(history_of(0, SMALL))
     await store.profiles.col.insert_many(profiles_of(history_of(0, SMALL)))
+    await store.notifications.deliveries.insert_many(deliveries_of(history_of(0, SMALL)))
+    await store.notifications.deliveries.insert_many(  # u3's page of recent deliveries
+        deliveries_of([ended_job(i).model_copy(update={"id": f"r{i}", "user": "u3"}) for i in range(60)], recent=True))
     for job in ACTIVE:
         await store.insert_job(job)
     small = await timings(store)
     await store.insert_jobs(history_of(SMALL, HISTORY))
     await store.profiles.col.insert_many(profiles_of(history_of(SMALL, HISTORY)))
+    await store.notifications.deliveries.insert_many(deliveries_of(history_of(SMALL, HISTORY)))
     await asyncio.sleep(1)  # let the server settle after the bulk insert
     big = await timings(store)
     yield store, small, big

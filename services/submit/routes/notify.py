@@ -131,7 +131,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
     limit = LIMIT.read(request)
     deps = request.app[DEPS]
     since = now_ms() - int(deps.settings.notify.keep_days * DAY_MS)
-    docs = await deps.store.notifications.deliveries_of(owner, since, limit)
+    docs = await deps.store.notifications.deliveries_of(owner, since, limit, now_ms())
     return answer(Deliveries(deliveries=tuple(DeliveryView(
         id=d["_id"], job_id=d.get("job_id") or None, job_name=d.get("job_name") or None, kind=d.get("kind", ""),
         channel=d["channel"], target=d["target"] if d["channel"] == "email" else redacted(d["target"]),
