@@ -151,11 +151,14 @@ async def test_an_import_counts_its_finished_jobs(store: Store) -> None:
         job = running(user, "default", start)
         task = job.tasks[0].model_copy(update={"state": TaskState.SUCCEEDED, "completed_ms": start + H})
         done.append(job.model_copy(update={"state": JobState.SUCCEEDED, "tasks": (task,), "completed_ms": start + H}))
-    await store.insert_jobs([*done, running("ida", "default", start)])  # the running one is not counted yet
+    await store.insert_jobs([*done[:2], running("ida", "default", start)])  # the running one is not counted yet
+    await store.insert_jobs(done[2:])  # a later batch: hal's rows are new, the VC's day is added to
     counted: dict[str | None, float] = {}
     for (_, _, user), r in (await rows(store)).items():
         counted[user] = counted.get(user, 0.0) + r.gpu_hours_held
     assert counted == {"gus": pytest.approx(4.0), "hal": pytest.approx(2.0)}
+    await store.insert_jobs([done[0].model_copy(update={"id": "gus~again~00000000", "name": "again"})])
+    assert sum(r.gpu_hours_held for r in (await rows(store, None, Asked(by="vc"))).values()) == pytest.approx(8.0)
 
 
 
