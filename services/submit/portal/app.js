@@ -1,6 +1,6 @@
 // The portal's shell: the session, the hash routes, the header. Routes:
 //   #/login  #/jobs[?user=U&state=S]  #/job/<user>/<name>  #/submit[?from=<user>/<name>]  #/clusters
-//   #/usage[?from=YYYY-MM-DD&to=YYYY-MM-DD]
+//   #/usage[?from=YYYY-MM-DD&to=YYYY-MM-DD]  #/notify
 // For scripts, `#token=T` or `#/<route>?token=T` logs in with a token (which then leaves the address).
 
 import { ApiError, clearSession, getSession, saveSession, setUnauthorizedHandler, whoami } from './api.js';
@@ -9,6 +9,7 @@ import { renderClusters } from './clusters.js';
 import { renderJob } from './job.js';
 import { renderJobs } from './jobs.js';
 import { renderLogin } from './login.js';
+import { renderNotify } from './notify.js';
 import { renderReports } from './reports.js';
 import { renderSubmit } from './submit.js';
 
@@ -19,6 +20,7 @@ const ROUTES = [
   { pattern: /^\/submit$/, render: renderSubmit, title: 'Submit a job', nav: 'submit' },
   { pattern: /^\/clusters$/, render: renderClusters, title: 'Virtual clusters', nav: 'clusters' },
   { pattern: /^\/usage$/, render: renderReports, title: 'Usage', nav: 'usage' },
+  { pattern: /^\/notify$/, render: renderNotify, title: 'Notifications', nav: 'notify' },
 ];
 
 const main = document.getElementById('view');
