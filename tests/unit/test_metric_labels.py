@@ -25,9 +25,11 @@ pytestmark = pytest.mark.unit
 BOUNDED = {
     "node": "a node", "gpu": "a node's GPU index", "vc": "a virtual cluster", "by_vc": "a virtual cluster",
     "state": "a job state", "kind": "allocated or free", "resource": "gpus, cpus or memory_mb",
-    "queue": "a service's queue", "type": "an event type", "outcome": "a handler's outcome",
+    "queue": "a service's queue", "type": "an event type",
+    "outcome": "a handler's outcome; a notification try's (sent, retried, failed, held)",
     "check": "database or broker", "service": "a service with a lease (the scheduler)",
     "reason": "why a launch failed: image_pull, config or engine",
+    "channel": "a notification's channel: email or webhook",
 }
 PER_JOB = ("job", "task", "attempt", "role", "index", "user", "container", "name", "id")
 
