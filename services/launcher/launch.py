@@ -31,7 +31,7 @@ from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
 from shared.lifecycle.taskretry import relaunch_delay_ms
 from shared.records import JobRecord, TaskSpec, TaskSubState
-from shared.runtime.metrics import LAUNCH
+from shared.runtime.metrics import LAUNCH, count_launch_failure
 from shared.tasks.jobkeys import JobKey
 from shared.tasks.launchspec import ref_container_name
 from shared.tasks.plugins import PluginRefError, TaskPlugins, task_plugins
@@ -56,6 +56,7 @@ async def _fail(deps: LauncherDeps, key: TaskRef, code: int, reason: str) -> lis
     log.warning("task could not start", job_id=key.job_id, role=key.role, index=key.index, exit_code=code,
                 reason=reason)
     await deps.logs.set_ended(key, exit_code=code, reason=reason, diagnostics="", container_id=None)
+    count_launch_failure(deps.node.node_id, code)
     return [exited_event(key, deps.node.node_id, code, reason)]
 
 

@@ -32,6 +32,7 @@ from shared.events import (
     StopTasks,
 )
 from shared.records import GpuInfo, NodeRecord, now_ms
+from shared.runtime.metrics import count_launch_failures_from_zero
 from shared.runtime.vitals import Vitals
 from shared.settings.model import NodeSettings
 from shared.tasks.launchspec import ref_container_name
@@ -145,6 +146,7 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     """``gpu_reader``: the node's GPUs read for profiling (None: not measured); ``gpus``: the inventory it
     registers (None: PAIQ_NODE_GPUS as declared)."""
     node_id = deps.node.node_id
+    count_launch_failures_from_zero(node_id)
     stack.push_async_callback(deps.work.close)
     await deps.logs.ensure_indexes()
     await deps.profiles.ensure_indexes()

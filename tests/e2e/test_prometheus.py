@@ -35,7 +35,6 @@ NO_SAMPLE_HERE = {
     "paiq_node_gpu_utilization_percent": "NVML: no GPU on this machine",
     "paiq_vc_gpu_seconds_used_total": "NVML: no GPU utilisation measured",
     "paiq_task_gpu_utilization_percent_bucket": "NVML: no GPU utilisation measured",
-    "paiq_launch_failures_total": "no launch failed (and the launcher does not count them yet)",
     "paiq_notifications_total": "no notification sent (and no notify service in the separate shape)",
 }
 
@@ -146,10 +145,15 @@ async def test_every_panel_and_alert_query_returns_data(platform: Platform, prom
 
 
 async def test_killing_the_scheduler_makes_no_leader_pending(platform: Platform, prometheus: str) -> None:
-    if platform.shape != "separate":
-        pytest.skip("paiq up's scheduler is the whole process")
-    scheduler = platform.procs[1]  # start_platform starts status, scheduler, launcher, submit
-    assert "services.scheduler" in " ".join(map(str, scheduler.args))
+    """Separate: the scheduler's process; paiq up: the whole process, its scheduler with it (the module's last
+    test: the platform is not used after it)."""
+    if platform.shape == "separate":
+        scheduler = platform.procs[1]  # start_platform starts status, scheduler, launcher, submit
+        assert "services.scheduler" in " ".join(map(str, scheduler.args))
+        instance = urlsplit(platform.ops["scheduler"]).netloc
+    else:
+        scheduler = platform.procs[0]
+        instance = urlsplit(platform.api).netloc
     async with aiohttp.ClientSession() as http:
         await until("a scheduler leads", lambda: query(http, prometheus, 'sum(paiq_leading{service="scheduler"}) == 1'))
         scheduler.send_signal(signal.SIGKILL)
@@ -163,7 +167,7 @@ async def test_killing_the_scheduler_makes_no_leader_pending(platform: Platform,
         found = await until("PaiqNoSchedulerLeading pending", no_leader, limit_s=20)
         assert found[0]["labels"]["severity"] == "critical"
         down = await query(http, prometheus, 'up{job="paiq"} == 0')
-        assert [d["metric"]["instance"] for d in down] == [urlsplit(platform.ops["scheduler"]).netloc]
+        assert [d["metric"]["instance"] for d in down] == [instance]
 
 
 async def _running(admin: Any, user: str, name: str) -> bool:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 
 import pytest
 
 from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
-from tests.infra import HostListener, wait_final
+from tests.infra import HostListener, Platform, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -56,8 +57,19 @@ async def test_a_task_that_fails_twice_then_succeeds_ends_succeeded_after_two_re
     assert all(a["exitCode"] == 3 and a["exitType"] == "USER_FAILURE" for a in attempts)
 
 
-async def test_a_permanent_failure_is_not_retried(api: PaiqClient, user: str) -> None:
+def pull_failures(platform: Platform) -> float:
+    """The node's ``paiq_launch_failures_total{reason="image_pull"}`` as its launcher exports it (paiq up:
+    on the API's /metrics, one process)."""
+    url = platform.ops.get("launcher", platform.api) + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    wanted = f'paiq_launch_failures_total{{node="{platform.node_id}",reason="image_pull"}} '
+    return sum(float(line[len(wanted):]) for line in text.splitlines() if line.startswith(wanted))
+
+
+async def test_a_permanent_failure_is_not_retried(api: PaiqClient, user: str, platform: Platform) -> None:
     config = job_config("never-again", command="true", image="127.0.0.1:1/nowhere/nothing:1", retryCount=3)
+    before = await asyncio.to_thread(pull_failures, platform)
     await api.submit(user, json.dumps(config).encode())
     detail, states = await wait_final(api, user, "never-again")
     status = detail["jobStatus"]
@@ -66,6 +78,8 @@ async def test_a_permanent_failure_is_not_retried(api: PaiqClient, user: str) ->
     assert status["appExitSpec"]["phrase"] == "ImagePullFailed"
     assert status["appExitSpec"]["type"] == "USER_FAILURE"
     assert "RUNNING" not in states
+    # the launch failure is counted where PaiqLaunchesFailing reads it
+    assert await asyncio.to_thread(pull_failures, platform) == before + 1
 
 
 async def test_a_retry_count_minus_2_job_starts_again_after_success_until_its_user_stops_it(
