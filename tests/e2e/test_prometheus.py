@@ -26,8 +26,7 @@ from tests.e2e.conftest import job_config
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, free_port, start_platform, stop_platform, unique
 
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150),
-              pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing: apt-get install prometheus")]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
 # Metrics that have no sample here, each for a reason the test cannot change: a query made only of these may
 # return nothing (every other query must return data).
@@ -55,7 +54,7 @@ def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="module")
 def prometheus(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Prometheus on a port of its own, scraping every paiq process each second, the rules evaluated each second."""
-    assert PROMETHEUS is not None
+    assert PROMETHEUS is not None, "prometheus missing: apt-get install prometheus (tests/run.sh installs it)"
     workdir = tmp_path_factory.mktemp("prometheus")
     targets = [urlsplit(url).netloc for url in (platform.api, *platform.ops.values())]
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
