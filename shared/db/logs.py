@@ -5,10 +5,12 @@ the one thing both already reach (and the truth of everything else), so logs nee
 system, no extra port on the nodes, and survive a node's disk. Each task keeps at most a configured
 number of bytes (``PAIQ_TASK_LOG_MAX_BYTES``); the last kept line says so when output was cut.
 
-- ``task_runs``: one document per task of an attempt (``<job>/<attempt>/<role>/<index>``): the node and
-  container, the phase (``launching`` -> ``running`` -> ``ended``), the exit as reported, and whether the
-  log is complete or was truncated. A launcher claims a run before it creates the container, so after a
-  crash it can tell "never started" (relaunch) from "already ran" (never again).
+- ``task_runs``: one document per run of a task of an attempt (:attr:`TaskRef.id`: ``<job>/<attempt>/<role>/<index>``,
+  and ``/<task_attempt>`` for a re-run, taskRetryCount): the node and container, the phase (``launching`` ->
+  ``running`` -> ``ended``) with when it started and ended, the exit as reported, and whether the log is
+  complete or was truncated. The task's earlier runs are read back from here (the job keeps only the
+  current run's), by their ids: :meth:`LogStore.runs_of`. A launcher claims a run before it creates the
+  container, so after a crash it can tell "never started" (relaunch) from "already ran" (never again).
 - ``task_log_chunks``: the log itself, in chunks of lines ``[stream, ts_ns, text]`` numbered ``seq``
   from 0, each with the running byte count and last timestamp (where a restarted launcher resumes).
 """
@@ -47,6 +49,7 @@ class TaskRun(TaskRef):
     phase: RunPhase
     container_id: str | None = None
     claimed_ms: int = 0
+    started_ms: int | None = None  # its container started (absent in what older launchers wrote)
     ended_ms: int | None = None
     exit_code: int | None = None
     reason: str = ""
@@ -99,9 +102,18 @@ class LogStore:
         doc = await self.runs.find_one({"_id": key.id})
         return TaskRun.model_validate(doc) if doc else None
 
+    async def runs_of(self, task: TaskRef, last: int, limit: int) -> list[TaskRun]:
+        """The task's runs ``last``, ``last - 1``, ... (at most ``limit`` of them), newest first, those stored:
+        read by their ids (``task.task_attempt`` is ignored), so the cost is the runs asked for, never the
+        collection's."""
+        ids = [task.model_copy(update={"task_attempt": n}).id for n in range(last, max(-1, last - limit), -1)]
+        found = {d["_id"]: TaskRun.model_validate(d) async for d in self.runs.find({"_id": {"$in": ids}})}
+        return [found[i] for i in ids if i in found]
+
     async def set_running(self, key: TaskRef, container_id: str) -> None:
         await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}},
-                                   {"$set": {"phase": RunPhase.RUNNING.value, "container_id": container_id}})
+                                   {"$set": {"phase": RunPhase.RUNNING.value, "container_id": container_id,
+                                             "started_ms": now_ms()}})
 
     async def set_ended(self, key: TaskRef, *, exit_code: int, reason: str, diagnostics: str,
                         container_id: str | None) -> None:

@@ -1,4 +1,5 @@
-"""Where tasks' usage series are kept: one document per task of an attempt, in ``task_profiles``.
+"""Where tasks' usage series are kept: one document per run of a task of an attempt (a task re-run in place,
+``taskRetryCount``, has one per run: :attr:`TaskRef.task_attempt` is in the key), in ``task_profiles``.
 
 The launcher of the task's node is its only writer. The first sample inserts the document; each later one
 appends to the finest level (``$push`` with ``$slice``, so the document never grows past its levels'
@@ -114,10 +115,10 @@ class ProfileStore:
         return 0
 
     async def of_job(self, job_id: str, attempt: int) -> list[TaskProfile]:
-        """The attempt's task profiles without their series (a job's summary), by role and index."""
+        """The attempt's task profiles without their series (a job's summary), by role, index and run."""
         cursor = self.col.find({"job_id": job_id, "attempt": attempt}, _SUMMARY)
         found = [TaskProfile.from_document(d) async for d in cursor]
-        return sorted(found, key=lambda p: (p.role, p.index))
+        return sorted(found, key=lambda p: (p.role, p.index, p.task_attempt))
 
     async def recent(self, key: TaskRef, n: int) -> list[Usage]:
         """The task's newest ``n`` points, oldest first (its memory before an OOM kill)."""

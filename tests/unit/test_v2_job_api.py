@@ -117,9 +117,9 @@ CASES: list[tuple[str, str, str | None, Any, int]] = [
     ("GET", JOB + "missing/job-attempts", "alice-token", None, 404),
     ("GET", TASK, "alice-token", None, 200),
     ("GET", JOB + "failed/attempts/1/taskRoles/main/taskIndex/9/attempts", "alice-token", None, 404),
-    ("GET", TASK + "/1/logs", "alice-token", None, 200),
-    ("GET", TASK + "/1/logs", "bob-token", None, 403),
-    ("GET", TASK + "/0/logs", "alice-token", None, 404),
+    ("GET", TASK + "/0/logs", "alice-token", None, 200),
+    ("GET", TASK + "/0/logs", "bob-token", None, 403),
+    ("GET", TASK + "/1/logs", "alice-token", None, 404),
     ("GET", JOB + "failed/events", "bob-token", None, 200),
     ("GET", JOB + "queued/events?type=Warning", "alice-token", None, 200),
     ("GET", JOB + "failed/events?type=Info", "alice-token", None, 400),
@@ -206,7 +206,7 @@ async def test_the_detail_has_openpai_v1_8s_keys_and_shows_what_tasks_printed_on
     assert owner["jobStatus"]["attemptId"] == 1 and owner["jobStatus"]["appExitDiagnostics"] == SECRET
     task = owner["taskRoles"]["main"]["taskStatuses"][0]
     assert set(task) == _keys("V2TaskStatus") and task["containerGpus"] == 3, "GPUs 0 and 1 as OpenPAI's bitmask"
-    assert task["containerLog"].endswith("/attempts/1/taskRoles/main/taskIndex/0/attempts/1/logs")
+    assert task["containerLog"].endswith("/attempts/1/taskRoles/main/taskIndex/0/attempts/0/logs"), "its run 0"
     assert SECRET not in str(other)
     earlier = await (await client.get(JOB + "failed/attempts/0", headers={"Authorization": "Bearer bob-token"})).json()
     assert earlier["jobStatus"]["attemptId"] == 0 and earlier["jobStatus"]["appExitCode"] == 2

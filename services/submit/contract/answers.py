@@ -220,6 +220,7 @@ class TaskUsage(Answer):
 
     task_role_name: str
     task_index: int
+    task_attempt: int = Field(description="the run of the task (taskRetryCount re-runs a task in place: 0, 1, ...)")
     node_id: str
     cpu_number: int
     gpus: tuple[int, ...] = Field(description="the node's GPU indices it holds")
@@ -251,6 +252,7 @@ class TaskProfile(Answer):
 
     name: str
     attempt: int
+    task_attempt: int = Field(description="the run of the task answered (taskRetryCount re-runs a task in place)")
     interval_seconds: float | None
     task: TaskUsage | None = Field(description="null: not sampled yet")
     points: tuple[UsagePoint, ...]

@@ -18,7 +18,7 @@ ErrorCode = Literal[
     "RemoveAdminError", "ConflictVirtualClusterError", "NoApiError", "MethodNotAllowedError",
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
     "ServiceUnavailableError", "TooManyRequestsError", "InvalidProtocolError",
-    "NoGroupError", "ConflictGroupError", "NoStorageError", "NoTagError", "NoSubscriptionError",
+    "NoGroupError", "ConflictGroupError", "NoStorageError", "NoTagError", "NoSubscriptionError", "NoTaskLogError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
@@ -32,6 +32,9 @@ STATUS_OF: dict[ErrorCode, int] = {
     "NoStorageError": 404,
     # OpenPAI v1.8's DELETE /api/v2/jobs/{user}~{job}/tag of a tag the job does not have
     "NoTagError": 404,
+    # OpenPAI v1.8's GET /api/v2/jobs/.../attempts/{taskAttemptId}/logs of a task attempt the task did not have
+    # or whose container never started ("Log of task is not found.")
+    "NoTaskLogError": 404,
     # Not one of OpenPAI's codes: DELETE of a notification subscription the caller does not have.
     "NoSubscriptionError": 404,
     "NoUserError": 404,
@@ -94,7 +97,8 @@ class Error(BaseModel):
 
 # Codes only some routes answer with (each such route lists them in its ``also``).
 ROUTE_CODES: frozenset[ErrorCode] = frozenset({"InvalidProtocolError", "NoGroupError", "ConflictGroupError",
-                                               "NoStorageError", "NoTagError", "NoSubscriptionError"})
+                                               "NoStorageError", "NoTagError", "NoSubscriptionError",
+                                               "NoTaskLogError"})
 
 
 def codes_of(status: int) -> list[ErrorCode]:

@@ -7,7 +7,11 @@ the launcher stored them (see :mod:`shared.db.logs`):
 - ``follow=true``: keep the answer open and send new lines as they are stored, until the task's log is
   complete (its container ended and the last lines were saved) or the task can no longer start;
 - ``stream=stdout|stderr``: one stream only (default: both, in the order they were written);
-- ``attempt=K``: an earlier attempt's task (default: the job's current attempt).
+- ``attempt=K``: an earlier attempt's task (default: the job's current attempt);
+- ``taskAttempt=T``: one run of the task within that attempt (protocol v2's ``taskRetryCount`` re-runs a
+  failed task in place: runs 0, 1, ...; frameworkcontroller's task attempt, ``FC_TASK_ATTEMPT_ID``). Default:
+  the task's last run of that attempt (of the current attempt, its current run). The answer's
+  ``X-Task-Attempt`` header says which run it is; the task's ``retries`` (job detail) is its last run's number.
 
 Only the job's owner or an administrator may read it (logs may hold what a program printed about its
 data or credentials).
@@ -16,6 +20,7 @@ data or credentials).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -25,9 +30,11 @@ from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from services.submit.users import check_user_name
 from shared.db.logs import LogLineRecord, LogStore
+from shared.records import AttemptRecord, JobRecord, TaskRecord
 from shared.tasks.ref import TaskRef
 
 FOLLOW_POLL_SECONDS = 0.3
+TASK_ATTEMPT_HEADER = "X-Task-Attempt"  # the run of the task a log or profile answer is of
 LOG_ROUTE = "/api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/log"
 _STREAMS = {"": frozenset({"stdout", "stderr"}), "all": frozenset({"stdout", "stderr"}),
             "stdout": frozenset({"stdout"}), "stderr": frozenset({"stderr"})}
@@ -53,6 +60,44 @@ def _int_query(request: web.Request, name: str) -> int | None:
     return number
 
 
+def log_store(request: web.Request) -> LogStore:
+    return LogStore(request.app[DEPS].store.jobs.database)
+
+
+async def task_of_attempt(request: web.Request, job: JobRecord, attempt: int, role: str, index: int) -> TaskRecord:
+    """Task ``role[index]`` as attempt ``attempt`` of ``job`` left it (the current attempt: as it is now); 404
+    for an attempt the job never had. An earlier attempt is one read of its archive by id (``job_attempts``:
+    ``<job>/<attempt>``), whatever the job's other attempts."""
+    tasks: tuple[TaskRecord, ...] = ()
+    if attempt == job.attempt:
+        tasks = job.tasks
+    elif attempt < job.attempt:
+        doc = await request.app[DEPS].store.attempts.find_one({"_id": f"{job.id}/{attempt}"})
+        tasks = AttemptRecord.from_document(doc).tasks if doc else ()
+    if not tasks:
+        raise ApiError("NoJobError", f"JobAttemptId {attempt} is not found in {job.user}~{shown(job.name)}.")
+    found = next((t for t in tasks if t.role == role and t.index == index), None)
+    if found is None:
+        raise ApiError("NoJobError", f"job {shown(job.name)} has no task {shown(role)}[{index}] in attempt {attempt}")
+    return found
+
+
+async def task_run(request: web.Request, job: JobRecord, role: str, index: int) -> TaskRef:
+    """The run of task ``role[index]`` a read asks for: ``attempt=K`` (default: the job's current attempt) and
+    ``taskAttempt=T`` (default: the task's last run of that attempt, its current one in the current attempt;
+    404 past it). Runs are numbered from 0 within a job attempt (``TaskRecord.retries`` is the last's)."""
+    asked = _int_query(request, "attempt")
+    attempt = job.attempt if asked is None else asked
+    task = await task_of_attempt(request, job, attempt, role, index)
+    run = _int_query(request, "taskAttempt")
+    if run is None:
+        run = task.retries
+    elif run > task.retries:
+        raise ApiError("NoJobError", f"task {shown(role)}[{index}] of attempt {attempt} has no run {run} (its runs: "
+                                     f"0-{task.retries})")
+    return TaskRef(job_id=job.id, attempt=attempt, role=role, index=index, task_attempt=run)
+
+
 async def _task_key(request: web.Request) -> TaskRef:
     principal = await principal_of(request)
     user, name = check_user_name(request.match_info["user"]), request.match_info["job"]
@@ -65,11 +110,7 @@ async def _task_key(request: web.Request) -> TaskRef:
     index = _number(raw_index)
     if index is None or not any(t.role == role and t.index == index for t in job.tasks):
         raise ApiError("NoJobError", f"job {name} has no task {shown(role)}[{shown(raw_index)}]")
-    attempt = _int_query(request, "attempt")
-    if attempt is None or attempt == job.attempt:  # the task's current run (re-run in place: taskRetryCount)
-        run = job.tasks[job.task_slot(role, index)].retries
-        return TaskRef(job_id=job.id, role=role, index=index, attempt=job.attempt, task_attempt=run)
-    return TaskRef(job_id=job.id, role=role, index=index, attempt=attempt)
+    return await task_run(request, job, role, index)
 
 
 async def _write(response: web.StreamResponse, lines: list[LogLineRecord], streams: frozenset[str]) -> None:
@@ -94,9 +135,10 @@ async def get_task_log(request: web.Request) -> web.StreamResponse:
         raise ApiError("InvalidParametersError", "stream: must be stdout, stderr or all")
     tail = _int_query(request, "tail")
     follow = request.query.get("follow", "").lower() in {"true", "1", "yes"}
-    logs = LogStore(request.app[DEPS].store.jobs.database)
+    logs = log_store(request)
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
-                                           "X-Content-Type-Options": "nosniff"})
+                                           "X-Content-Type-Options": "nosniff",
+                                           TASK_ATTEMPT_HEADER: str(key.task_attempt)})
     await response.prepare(request)
     last_seq = -1
     if tail is not None:
@@ -118,11 +160,17 @@ async def get_task_log(request: web.Request) -> web.StreamResponse:
 
 NUMBER = {"type": "integer", "minimum": 0, "maximum": MAX_NUMBER}  # of a tail, an attempt or a task index
 TASK_PARAMS = (Param("role", "path"), Param("index", "path", NUMBER))
+TASK_ATTEMPT = Param("taskAttempt", "query", NUMBER, "one run of the task within the attempt (taskRetryCount's "
+                     "re-runs: 0, 1, ...; default: its last run of that attempt)")
+RUN_HEADERS = {TASK_ATTEMPT_HEADER: {"description": "the run of the task answered (its taskAttempt)",
+                                     "schema": {"type": "string"}}}
 
 ROUTES = (
     Route("GET", LOG_ROUTE, get_task_log, "a task's stdout and stderr (kept after its container is gone); "
-          "follow=true streams new lines", {200: text("the log, as text")}, (400, 401, 403, 404), auth="token",
+          "follow=true streams new lines", {200: replace(text("the log, as text"), headers=RUN_HEADERS)},
+          (400, 401, 403, 404), auth="token",
           params=(Param("user", "path"), Param("job", "path"), *TASK_PARAMS, Param("tail", "query", NUMBER),
                   Param("follow", "query", {"type": "boolean"}),
-                  Param("stream", "query", {"enum": ["stdout", "stderr", "all"]}), Param("attempt", "query", NUMBER))),
+                  Param("stream", "query", {"enum": ["stdout", "stderr", "all"]}), Param("attempt", "query", NUMBER),
+                  TASK_ATTEMPT)),
 )

@@ -5,8 +5,10 @@
 - ``GET /api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/profile``: one task's series, oldest first
   (``since=MS``: only points ending after it, for a live view).
 
-``attempt=K`` reads an earlier attempt (default: the current one). Open to all, as the job's detail is;
-the job detail's ``jobStatus.usage`` is the same summary as the first route's ``usage``.
+``attempt=K`` reads an earlier attempt (default: the current one). A task re-run in place (``taskRetryCount``)
+has a profile per run: the job's route lists each run (``taskAttempt``), the task's route reads its last run
+of the attempt (its current one) or ``taskAttempt=T``, as the task's log route does. Open to all, as the job's
+detail is; the job detail's ``jobStatus.usage`` is the same summary as the first route's ``usage``.
 """
 
 from __future__ import annotations
@@ -19,13 +21,21 @@ from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.route import Param, Reply, Route
 from services.submit.deps import DEPS
-from services.submit.routes.logs import NUMBER, TASK_PARAMS, _int_query, _number
+from services.submit.routes.logs import (
+    NUMBER,
+    RUN_HEADERS,
+    TASK_ATTEMPT,
+    TASK_ATTEMPT_HEADER,
+    TASK_PARAMS,
+    _int_query,
+    _number,
+    task_run,
+)
 from services.submit.throttle import heavy_read
 from shared.db.profiles import ProfileStore, TaskProfile
 from shared.profiling.totals import job_usage
 from shared.profiling.usage import Usage
 from shared.records import JobRecord
-from shared.tasks.ref import TaskRef
 
 JOB_PROFILE_ROUTE = "/api/v1/user/{user}/jobs/{job}/profile"
 TASK_PROFILE_ROUTE = "/api/v1/user/{user}/jobs/{job}/tasks/{role}/{index}/profile"
@@ -43,7 +53,8 @@ def point_view(p: Usage) -> answers.UsagePoint:
 def task_view(p: TaskProfile) -> answers.TaskUsage:
     t = p.totals
     return answers.TaskUsage(
-        task_role_name=p.role, task_index=p.index, node_id=p.node_id, cpu_number=p.cpus, gpus=p.gpus,
+        task_role_name=p.role, task_index=p.index, task_attempt=p.task_attempt, node_id=p.node_id,
+        cpu_number=p.cpus, gpus=p.gpus,
         memory_limit_bytes=p.mem_limit, samples=t.samples, first_time=t.first_ms, last_time=t.last_ms,
         cpu_core_seconds=round(t.cpu_seconds, 3), memory_peak_bytes=t.mem_peak,
         gpu_seconds_held=round(t.gpu_held_seconds, 3),
@@ -105,13 +116,15 @@ async def get_task_profile(request: web.Request) -> web.Response:
     index = _number(raw_index)
     if index is None or not any(t.role == role and t.index == index for t in job.tasks):
         raise ApiError("NoJobError", f"job {shown(job.name)} has no task {shown(role)}[{shown(raw_index)}]")
-    attempt = _attempt(request, job)
     since = _since(request)
-    found = await _profiles(request).get(TaskRef(job_id=job.id, attempt=attempt, role=role, index=index))
+    key = await task_run(request, job, role, index)  # the run asked for, else the task's last of the attempt
+    found = await _profiles(request).get(key)
     points = tuple(point_view(p) for p in found.series.points(since)) if found else ()
-    return answer(answers.TaskProfile(name=job.name, attempt=attempt,
-                                      interval_seconds=found.interval_ms / 1000 if found else None,
-                                      task=task_view(found) if found else None, points=points))
+    reply = answer(answers.TaskProfile(name=job.name, attempt=key.attempt, task_attempt=key.task_attempt,
+                                       interval_seconds=found.interval_ms / 1000 if found else None,
+                                       task=task_view(found) if found else None, points=points))
+    reply.headers[TASK_ATTEMPT_HEADER] = str(key.task_attempt)
+    return reply
 
 
 _ATTEMPT = Param("attempt", "query", NUMBER, "an earlier attempt (default: the current one)")
@@ -123,8 +136,8 @@ ROUTES = (
           {200: Reply("the job's profile", answers.JobProfile)}, (400, 404, 429), auth="optional",
           params=(*_JOB, _ATTEMPT)),
     Route("GET", TASK_PROFILE_ROUTE, get_task_profile, "one task's usage over time, oldest point first; older points "
-          "span longer (paiq's extension)", {200: Reply("the task's series", answers.TaskProfile)}, (400, 404),
-          auth="optional", params=(*_JOB, *TASK_PARAMS, _ATTEMPT, Param(
+          "span longer (paiq's extension)", {200: Reply("the task's series", answers.TaskProfile, headers=RUN_HEADERS)},
+          (400, 404), auth="optional", params=(*_JOB, *TASK_PARAMS, _ATTEMPT, TASK_ATTEMPT, Param(
               "since", "query", {"type": "integer", "minimum": 0, "maximum": MAX_TIME},
               "only points ending after this time (ms since the epoch)"))),
 )

@@ -199,8 +199,8 @@ class V2TaskAttempt(Answer):
 
 class V2TaskAttempts(Answer):
     """``GET .../attempts/{jobAttemptId}/taskRoles/{role}/taskIndex/{index}/attempts`` (``models/v2/task.js``,
-    ``convertToTaskDetail``): a task of one job attempt and its attempts, latest first (paiq runs a task once
-    per job attempt: one)."""
+    ``convertToTaskDetail``): a task of one job attempt and its attempts, latest first (a task attempt is one run
+    of the task: taskRetryCount re-runs a task in place, each run a task attempt of its own)."""
 
     username: str
     job_name: str

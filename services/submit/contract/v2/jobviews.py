@@ -23,6 +23,7 @@ from services.submit.contract.v2.jobs import (
     V2TaskStatus,
 )
 from shared.db.lists.paging import JobSummary
+from shared.db.logs import RunPhase, TaskRun
 from shared.records import AttemptRecord, JobRecord, TaskRecord
 from shared.tasks.plugins import job_tensorboard_address
 
@@ -99,9 +100,10 @@ def _messages(a: AttemptView) -> V2ExitMessages | None:
         if a.exit_code is not None else None
 
 
-def log_path(job: JobRecord, attempt: int, task: TaskRecord) -> str:
+def log_path(job: JobRecord, attempt: int, task: TaskRecord, run: int) -> str:
+    """Where the log list of run ``run`` of ``task`` of job attempt ``attempt`` is (v1.8's ``containerLog``)."""
     return (f"/api/v2/jobs/{framework_name(job.user, job.name)}/attempts/{attempt}/taskRoles/{task.role}"
-            f"/taskIndex/{task.index}/attempts/{attempt}/logs")
+            f"/taskIndex/{task.index}/attempts/{run}/logs")
 
 
 def _task_exit(task: TaskRecord) -> ExitSpec | None:
@@ -119,13 +121,37 @@ def _ports(task: TaskRecord) -> dict[str, str]:
 
 
 def task_attempt(job: JobRecord, attempt: int, task: TaskRecord, private: bool) -> V2TaskAttempt:
+    """The task's last run in job attempt ``attempt`` (its current one), as the job's record has it: v1.8's
+    task ``attemptStatus``, whose ``id`` is frameworkcontroller's task attempt (``FC_TASK_ATTEMPT_ID``)."""
     return V2TaskAttempt(
-        attempt_id=attempt, attempt_state=task.state.value, current_attempt_created_time=task.started_ms,
+        attempt_id=task.retries, attempt_state=task.state.value, current_attempt_created_time=task.started_ms,
         current_attempt_launched_time=task.started_ms, current_attempt_completed_time=task.completed_ms,
         container_id=task.container_id, container_ip=task.ip, container_node_name=task.node_id,
-        container_ports=_ports(task), container_gpus=_gpus(task), container_log=log_path(job, attempt, task),
+        container_ports=_ports(task), container_gpus=_gpus(task),
+        container_log=log_path(job, attempt, task, task.retries),
         container_exit_code=task.exit_code, container_exit_spec=_task_exit(task),
         container_exit_diagnostics=(task.diagnostics or None) if private else None)
+
+
+def _run_state(run: TaskRun) -> str:
+    """An earlier run's state as v1.8's ``convertAttemptState`` said a completed task attempt's."""
+    if run.exit_code is None:
+        return "RUNNING" if run.phase == RunPhase.RUNNING else "WAITING"
+    return "SUCCEEDED" if run.exit_code == 0 else "FAILED"
+
+
+def earlier_run(job: JobRecord, attempt: int, task: TaskRecord, run: TaskRun, private: bool) -> V2TaskAttempt:
+    """One of the task's earlier runs in job attempt ``attempt`` (re-run in place: taskRetryCount), as its
+    launcher recorded it (``task_runs``): its own container, exit and times; the node, address, ports and
+    GPUs are the task's (a re-run keeps its placement). v1.8 read these from its TaskHistory table."""
+    exit_spec = None if run.exit_code is None else ExitSpec(code=run.exit_code, phrase="", type="", reason=run.reason)
+    return V2TaskAttempt(
+        attempt_id=run.task_attempt, attempt_state=_run_state(run), current_attempt_created_time=run.claimed_ms or None,
+        current_attempt_launched_time=run.started_ms or run.ended_ms, current_attempt_completed_time=run.ended_ms,
+        container_id=run.container_id, container_ip=task.ip, container_node_name=run.node_id,
+        container_ports=_ports(task), container_gpus=_gpus(task),
+        container_log=log_path(job, attempt, task, run.task_attempt), container_exit_code=run.exit_code,
+        container_exit_spec=exit_spec, container_exit_diagnostics=(run.diagnostics or None) if private else None)
 
 
 def task_status(job: JobRecord, attempt: int, task: TaskRecord, private: bool) -> V2TaskStatus:
@@ -138,7 +164,7 @@ def task_status(job: JobRecord, attempt: int, task: TaskRecord, private: bool) -
         container_exit_diagnostics=one.container_exit_diagnostics, retries=task.retries,
         accountable_retries=task.accountable_retries,
         created_time=task.started_ms, launched_time=task.started_ms, completed_time=task.completed_ms,
-        attempt_id=attempt, attempt_state=task.state.value, current_attempt_created_time=task.started_ms,
+        attempt_id=one.attempt_id, attempt_state=task.state.value, current_attempt_created_time=task.started_ms,
         current_attempt_launched_time=task.started_ms, current_attempt_completed_time=task.completed_ms)
 
 
@@ -181,13 +207,17 @@ def v2_attempt(job: JobRecord, a: AttemptView, *, private: bool) -> V2JobAttempt
         job_priority=None, task_roles=_roles(job, a, private), is_latest=a.latest)
 
 
-def v2_task_attempts(job: JobRecord, a: AttemptView, task: TaskRecord, *, private: bool) -> V2TaskAttempts:
+def v2_task_attempts(job: JobRecord, a: AttemptView, task: TaskRecord, earlier: Sequence[TaskRun], *,
+                     private: bool) -> V2TaskAttempts:
+    """A task of attempt ``a`` with its runs, latest first as v1.8 listed them: the current one (the job's
+    record), then ``earlier`` (its launchers' records of the runs before, newest first)."""
     return V2TaskAttempts(
         username=job.user, job_name=job.name, job_attempt_id=a.attempt, task_role_name=task.role,
         task_index=task.index, task_uid=f"{job.id}/{task.role}/{task.index}", task_state=task.state.value,
         retries=task.retries, accountable_retries=task.accountable_retries, created_time=task.started_ms,
         launched_time=task.started_ms, completed_time=task.completed_ms,
-        attempts=(task_attempt(job, a.attempt, task, private),))
+        attempts=(task_attempt(job, a.attempt, task, private),
+                  *(earlier_run(job, a.attempt, task, r, private) for r in earlier if r.task_attempt < task.retries)))
 
 
 def _iso(ms: int | None) -> str | None:

@@ -1,7 +1,9 @@
 """OpenPAI v1.8's ``/api/v2/jobs/{user}~{job}`` routes beside submit and config (:mod:`.jobs`): the job
-(``attempts/{attemptId}`` for an earlier attempt), its ``job-attempts``, a task's attempts, a task's log
-list, ``ssh``, ``executionType`` and ``tag``. Every one needs a token, as OpenPAI's ``token.check`` did; what
-programs printed (exit diagnostics) is shown to the job's owner and admins only, as v1's detail shows it.
+(``attempts/{attemptId}`` for an earlier attempt), its ``job-attempts``, a task's attempts (its runs: a task
+re-run in place by ``taskRetryCount`` has one per run, numbered from 0 within the job attempt, as
+frameworkcontroller's task attempts were), a task attempt's log list, ``ssh``, ``executionType`` and ``tag``.
+Every one needs a token, as OpenPAI's ``token.check`` did; what programs printed (exit diagnostics) is shown
+to the job's owner and admins only, as v1's detail shows it.
 The work is v1's: the same lookups (:func:`services.submit.contract.lookup.job_or_404`), the same stop
 request (:func:`services.submit.routes.jobs.request_stop`), the same ssh answer and logs."""
 
@@ -39,13 +41,17 @@ from services.submit.contract.v2.jobviews import (
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from services.submit.routes.jobs import _request_stop as request_stop
-from services.submit.routes.logs import LOG_ROUTE
+from services.submit.routes.logs import LOG_ROUTE, log_store
 from services.submit.routes.ssh import get_job_ssh
 from shared.db.tags import TagsFullError
-from shared.records import JobRecord
+from shared.records import JobRecord, TaskRecord
+from shared.tasks.ref import TaskRef
 
 JOB = "/api/v2/jobs/{user}~{job}"
 MAX_INDEX = 1_000_000
+# A task's runs listed at most (the newest; each older one's log is still reachable by its number): a task
+# with taskRetryCount -1 may run without end, and a read must not grow with it.
+MAX_RUNS_SHOWN = 100
 
 
 async def _job(request: web.Request) -> tuple[JobRecord, bool]:
@@ -98,35 +104,49 @@ async def get_job_attempt(request: web.Request) -> web.Response:
     return answer(v2_attempt(job, await _attempt(request, job, _index(request, "attemptIndex")), private=private))
 
 
-async def _task(request: web.Request) -> tuple[JobRecord, AttemptView, bool, int]:
+async def _task(request: web.Request) -> tuple[JobRecord, AttemptView, TaskRecord, bool]:
+    """The job, the attempt and its task the path names (404 ``NoJobError`` as v1.8's ``models/v2/task.js``)."""
     job, private = await _job(request)
     attempt = await _attempt(request, job, _index(request, "attemptId"))
     role, index = request.match_info["role"], _index(request, "index")
-    if not any(t.role == role and t.index == index for t in attempt.tasks):
+    task = next((t for t in attempt.tasks if t.role == role and t.index == index), None)
+    if task is None:
         raise ApiError("NoJobError", f"Task not found in Job {framework_name(job.user, job.name)} with jobAttemptIndex "
                                      f"{attempt.attempt}, taskRoleName {shown(role)} and taskIndex {index}.")
-    return job, attempt, private, index
+    return job, attempt, task, private
+
+
+def _task_ref(job: JobRecord, attempt: AttemptView, task: TaskRecord, run: int) -> TaskRef:
+    return TaskRef(job_id=job.id, attempt=attempt.attempt, role=task.role, index=task.index, task_attempt=run)
 
 
 async def get_task_attempts(request: web.Request) -> web.Response:
-    job, attempt, private, index = await _task(request)
-    task = next(t for t in attempt.tasks if t.role == request.match_info["role"] and t.index == index)
-    return answer(v2_task_attempts(job, attempt, task, private=private))
+    """The task and its runs, latest first: the current one from the job's record, the earlier ones (at most
+    ``MAX_RUNS_SHOWN`` in all) read by id from their launchers' records."""
+    job, attempt, task, private = await _task(request)
+    earlier = await log_store(request).runs_of(_task_ref(job, attempt, task, 0), task.retries - 1,
+                                               MAX_RUNS_SHOWN - 1) if task.retries else []
+    return answer(v2_task_attempts(job, attempt, task, earlier, private=private))
+
+
+NO_TASK_LOG = "Log of task is not found."  # v1.8's NoTaskLogError: no such task attempt, or not on a node
 
 
 async def get_task_logs(request: web.Request) -> web.Response:
-    """Where the task's logs are read (v1's log route, ``stream`` and ``attempt`` set); the owner's or an
-    admin's, as v1's logs are (403 otherwise)."""
-    job, attempt, private, index = await _task(request)
+    """Where task attempt ``taskAttemptId``'s logs are read (v1's log route, with ``stream``, ``attempt`` and
+    ``taskAttempt`` set); the owner's or an admin's, as v1's logs are (403 otherwise). 404 ``NoTaskLogError``
+    for a run the task did not have (past its ``retries``) or a task never placed on a node, as v1.8 answered
+    for an attempt it did not find or without a ``containerIp``."""
+    job, attempt, task, private = await _task(request)
     if not private:
         raise ApiError("ForbiddenUserError", f"user may not read the logs of {job.user}'s jobs")
-    if _index(request, "taskAttemptId") != attempt.attempt:
-        raise ApiError("NoJobError", f"task attempt {request.match_info['taskAttemptId']} is not found "
-                                     f"(paiq runs a task once per job attempt: {attempt.attempt})")
+    run = _index(request, "taskAttemptId")
+    if run > task.retries or task.ip is None:
+        raise ApiError("NoTaskLogError", NO_TASK_LOG)
     path = LOG_ROUTE.format(user=quote(job.user, safe=""), job=quote(job.name, safe=""),
-                            role=quote(request.match_info["role"], safe=""), index=index)
+                            role=quote(task.role, safe=""), index=task.index)
     return answer(V2LogList(locations=tuple(
-        V2LogLocation(name=name, uri=f"{path}?stream={name}&attempt={attempt.attempt}")
+        V2LogLocation(name=name, uri=f"{path}?stream={name}&attempt={attempt.attempt}&taskAttempt={run}")
         for name in ("all", "stdout", "stderr"))))
 
 
@@ -201,11 +221,13 @@ ROUTES = (
     Route("GET", JOB + "/job-attempts/{attemptIndex}", get_job_attempt, "one attempt of the job",
           {200: Reply("the attempt", V2JobAttempt)}, (400, 401, 404), auth="token",
           params=(*_JOB, Param("attemptIndex", "path", _INDEX))),
-    Route("GET", _TASK_ROUTE, get_task_attempts, "a task of one job attempt and its attempts",
+    Route("GET", _TASK_ROUTE, get_task_attempts, "a task of one job attempt and its attempts (its runs: taskRetryCount "
+          f"re-runs a task in place), latest first, at most {MAX_RUNS_SHOWN}",
           {200: Reply("the task", V2TaskAttempts)}, (400, 401, 404), auth="token", params=_TASK),
-    Route("GET", _TASK_ROUTE + "/{taskAttemptId}/logs", get_task_logs, "where a task's logs are read (the job's "
-          "owner or an admin)", {200: Reply("the log list", V2LogList)}, (400, 401, 403, 404), auth="token",
-          params=(*_TASK, Param("taskAttemptId", "path", _INDEX))),
+    Route("GET", _TASK_ROUTE + "/{taskAttemptId}/logs", get_task_logs, "where one task attempt's (run's) logs are "
+          "read (the job's owner or an admin)", {200: Reply("the log list", V2LogList)}, (400, 401, 403, 404),
+          also={404: ("NoTaskLogError",)}, auth="token",
+          params=(*_TASK, Param("taskAttemptId", "path", _INDEX, "the task attempt: its run, from 0"))),
     Route("GET", JOB + "/events", get_v2_events, "the job's events, newest first (derived from its record: tasks "
           "placed, started, ended; why it waits)", {200: Reply("the events", V2JobEvents)}, (400, 401, 404),
           auth="token", params=(*_JOB, Param("type", "query", {"type": "string", "enum": ["Normal", "Warning"]}))),
