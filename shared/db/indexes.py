@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("paiq.store")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIGRATION_LEASE_MS = 60_000
 OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_1_created_ms_1")
 Doc = dict[str, Any]
@@ -62,6 +62,10 @@ async def _create_indexes(store: Store) -> None:
     # its tagsContain (shared.db.tags)
     await jobs.create_index([("tags", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
                             name="tags_created")
+    # its orders by a field of few values (shared.db.lists.ordered): each value's jobs newest first
+    for field in ("retries", "task_count", "gpu_count", "job_priority"):
+        await jobs.create_index([(field, ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
+                                name=f"{field}_created")
     # the scheduler's pass: the queue without the jobs parked as never fitting (all equality, so the
     # server reads only those documents)
     await jobs.create_index([("state", ASCENDING), ("sub_state", ASCENDING), ("parked", ASCENDING)], name="queue")
@@ -72,7 +76,7 @@ async def _create_indexes(store: Store) -> None:
                             partialFilterExpression={"holds": True})
     # jobs not yet in the tallies: the active ones, and an ended one for the moment its count is written
     await jobs.create_index([("counted", ASCENDING)], name="uncounted", partialFilterExpression={"counted": False})
-    # retention: ended jobs by completion time
+    # retention: ended jobs by completion time (and GET /api/v2/jobs?order=completionTime's windows)
     await jobs.create_index([("completed_ms", ASCENDING)])
     await store.attempts.create_index([("job_id", ASCENDING), ("attempt", ASCENDING)])
     # store.job_configs (big jobs' configs, shared.records.JobRecord.documents) is read by _id alone
@@ -114,7 +118,7 @@ async def _migrate(store: Store, fresh: bool) -> None:
             return
         if version < 2:
             await _migrate_jobs(store, me)
-        if version < 3:
+        if version < 5:  # 3: the deep pages' counts; 5: with the values the v2 list's orders visit
             await _count_positions(store, me)
         await _key_names(store, me)
         await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)

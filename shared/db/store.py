@@ -171,6 +171,7 @@ class Store:
         await self.tallies.add_counts(finished)
         await self.usage.add_jobs(jobs)
         await self.list_counts.add((j.created_ms, j.user, j.state.value) for j in jobs if j.state.is_final)
+        await self.list_counts.add_values(doc for doc, j in zip(docs, jobs, strict=True) if j.state.is_final)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         return await self._record(await self.jobs.find_one({"_id": job_id}))

@@ -6,10 +6,16 @@ so the counts hold exactly the jobs marked counted, whatever crash or retry come
 (A server without transactions, a standalone mongod, gets the same writes one after the other: a crash
 between them leaves a count one off, which shifts deep pages by one job.) The jobs not counted yet, the
 active ones, are read from the partial index of uncounted jobs when a deep page is asked for.
+
+Beside them, for ``GET /api/v2/jobs``'s orders by a field of few values (:data:`VALUE_FIELDS`: retries, the task
+and GPU totals, the priority class), one small document per value a counted job holds, ``V|<field>|<value>``
+with ``n`` jobs, moved in the same transaction: the values an order visits and how many jobs each holds
+(:mod:`shared.db.lists.ordered`), however long the history; an ended job's values never change again.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,7 +46,28 @@ Doc = dict[str, Any]
 T = TypeVar("T")
 BULK = 1000  # counter documents per bulk write (imports, the schema migration)
 DUPLICATE_KEY = 11000
-ENDED_FIELDS = {"created_ms": 1, "user": 1, "state": 1, "counted": 1}
+VALUE_FIELDS = ("retries", "task_count", "gpu_count", "job_priority")
+ENDED_FIELDS = {"created_ms": 1, "user": 1, "state": 1, "counted": 1, **dict.fromkeys(VALUE_FIELDS, 1)}
+VALUE_PREFIX = "V|"
+
+
+def value_id(field: str, value: int | str | None) -> str:
+    """The id of the document that counts the counted jobs holding ``value`` in ``field``."""
+    return f"{VALUE_PREFIX}{field}|{json.dumps(value)}"
+
+
+def value_increments(docs: Iterable[Doc], delta: int = 1) -> Counter[tuple[str, int | str | None]]:
+    """``(field, value) -> n`` of the jobs' :data:`VALUE_FIELDS` (``job_priority`` absent: None)."""
+    out: Counter[tuple[str, int | str | None]] = Counter()
+    for doc in docs:
+        for name in VALUE_FIELDS:
+            out[(name, doc.get(name, 0 if name != "job_priority" else None))] += delta
+    return out
+
+
+def _value_ops(incs: Counter[tuple[str, int | str | None]]) -> list[UpdateOne]:
+    return [UpdateOne({"_id": value_id(name, value)}, {"$inc": {"n": n}, "$set": {"f": name, "v": value}}, upsert=True)
+            for (name, value), n in incs.items() if n]
 
 
 def _ops(incs: dict[str, dict[str, int]] | dict[str, Counter[str]]) -> list[UpdateOne]:
@@ -69,7 +96,9 @@ class ListCounts:
                                                 {"$set": {"counted": True}, "$inc": {"version": 1}}, session=session)
             if marked.modified_count != 1:
                 return False
-            await self.col.bulk_write(ops, ordered=False, session=session)
+            values = await self.jobs.find_one({"_id": job_id}, ENDED_FIELDS, session=session)
+            await self.col.bulk_write(ops + _value_ops(value_increments([values] if values else [])), ordered=False,
+                                      session=session)
             return True
 
         return await self._atomically(atomic, work)
@@ -83,7 +112,8 @@ class ListCounts:
             deleted = (await self.jobs.delete_one({"_id": job_id}, session=session)).deleted_count == 1
             if deleted and doc.get("counted"):
                 incs = increments(int(doc["created_ms"]), str(doc["user"]), str(doc["state"]), -1)
-                await self.col.bulk_write(_ops(incs), ordered=False, session=session)
+                await self.col.bulk_write(_ops(incs) + _value_ops(value_increments([doc], -1)), ordered=False,
+                                          session=session)
             return deleted
 
         return await self._atomically(atomic, work)
@@ -104,16 +134,32 @@ class ListCounts:
                 there = {docs[start + int(err["index"])]["_id"] for err in errors}
                 await self.col.bulk_write(_ops({d: incs[d] for d in there}), ordered=False)
 
+    async def add_values(self, docs: Iterable[Doc]) -> None:
+        """Count the values of many jobs stored as counted already (imports): one upsert per value."""
+        ops = _value_ops(value_increments(docs))
+        for start in range(0, len(ops), BULK):
+            await self.col.bulk_write(ops[start:start + BULK], ordered=False)
+
+    async def values(self, field: str) -> dict[int | str | None, int]:
+        """The values of ``field`` that counted jobs hold, with how many hold each (one small document per value)."""
+        prefix = f"{VALUE_PREFIX}{field}|"
+        found = self.col.find({"_id": {"$gte": prefix, "$lt": prefix + "~"}})
+        return {d.get("v"): int(d.get("n", 0)) async for d in found if int(d.get("n", 0)) > 0}
+
     async def recount(self, renew: Callable[[], Awaitable[object]]) -> int:
         """Count every job marked counted, from nothing (the schema migration: reads the whole history once,
         calling ``renew`` every :data:`BULK` jobs to keep its lease)."""
         await self.col.delete_many({})
         ended: list[tuple[int, str, str]] = []
+        values: Counter[tuple[str, int | str | None]] = Counter()
         async for d in self.jobs.find({"counted": True}, ENDED_FIELDS):
             ended.append((int(d["created_ms"]), str(d["user"]), str(d["state"])))
+            values.update(value_increments([d]))
             if len(ended) % BULK == 0:
                 await renew()
         await self.add(ended)
+        if values:
+            await self.col.bulk_write(_value_ops(values), ordered=False)
         return len(ended)
 
     async def view(self, user: str | None, state: str | None) -> ListView:

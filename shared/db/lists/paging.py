@@ -123,20 +123,23 @@ def next_window(span_ms: int, covered_ms: int, found: int, needed: int) -> int:
 async def list_page(col: AsyncCollection[Doc], *, now_ms: int, limit: int, offset: int = 0,
                     cursor: Cursor | None = None, user: str | None = None, state: str | None = None,
                     counts: ListCounts | None = None, vc: str | None = None,
-                    keyword: str | None = None, tags: tuple[str, ...] = ()) -> JobPage:
+                    keyword: str | None = None, tags: tuple[str, ...] = (), match: Doc | None = None) -> JobPage:
     """``limit`` summaries after ``offset`` (and after ``cursor``), newest first, with the next page's cursor.
     With ``counts``, an offset past :data:`DEEP_FROM` is found through them (:func:`_deep_page`); a list
     filtered by ``vc``, ``keyword`` or ``tags`` (any of them; ``GET /api/v2/jobs``: indexes ``vc_*_created``,
     ``name_keys_created``, ``tags_created``) has no counts and walks its windows to any offset (its route bounds
-    ``offset + limit`` as a page's ``limit`` is bounded)."""
+    ``offset + limit`` as a page's ``limit`` is bounded). ``match``: one more equality (a value of another order's
+    field, :mod:`shared.db.lists.ordered`), served by that field's index; walked too."""
     base = _base(user, state)
+    if match:
+        base.update(match)
     if vc:
         base["virtual_cluster"] = vc
     if keyword:
         base.update(keyword_query(keyword))
     if tags:
         base["tags"] = {"$in": list(tags)}
-    if counts is not None and offset > DEEP_FROM and not vc and not keyword and not tags:
+    if counts is not None and offset > DEEP_FROM and not vc and not keyword and not tags and not match:
         return await _deep_page(col, await counts.view(user, state), base, limit, offset, cursor)
     want = offset + limit + 1  # one more tells whether a next page exists
     found: list[Doc] = []

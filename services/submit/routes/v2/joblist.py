@@ -9,8 +9,11 @@ case-insensitive: :mod:`shared.db.lists.keywords`; OpenPAI matched a substring o
 holding none of them: a bounded walk of the list with the others, :mod:`shared.db.lists.negative`). Each combination is
 one equality prefix of an index (:mod:`shared.db.indexes`) read in the newest-first windows of
 :mod:`shared.db.lists.paging`; a keyword or tags with other filters is served by the keyword's (or tags')
-index, the others checked among its jobs. ``order``: ``submissionTime,DESC`` (OpenPAI's default) is the
-order served; another is refused, 400. ``offset``: a list with no ``vc``, ``keyword`` or tags reaches any
+index, the others checked among its jobs. ``order``: ``submissionTime,DESC`` (OpenPAI's default) is served here;
+v1.8's other 19 (``jobName``, ``submissionTime``, ``username``, ``vc``, ``retries``, ``totalTaskNumber``,
+``totalGpuNumber``, ``state``, ``completionTime``, ``jobPriority``, each ``,ASC`` or ``,DESC``) by
+:mod:`shared.db.lists.ordered`, which says how each is read and refuses (400, saying why) what no index serves
+flat. ``offset``: a list with no ``vc``, ``keyword`` or tags reaches any
 offset at the cost of a page (its counts); with them, ``offset + limit`` is bounded like a page's ``limit``
 (past it, 400 naming ``X-Next-Cursor``, which continues at the cost of the next page only).
 ``withTotalCount=true``: ``{totalCount, data}``; the count from counters (:mod:`shared.db.lists.totals`),
@@ -36,6 +39,8 @@ from services.submit.routes.listing import CURSOR
 from services.submit.throttle import heavy_read, is_heavy_page
 from services.submit.users import check_user_name
 from shared.db.lists.negative import SCAN_BUDGET, without_tags
+from shared.db.lists.ordered import MAX_SORTED, Asked, OrderedPage, OrderRefusedError, ordered_page
+from shared.db.lists.orders import ALL, DEFAULT, Order, OrderCursor, OrderError
 from shared.db.lists.paging import Cursor, CursorError, JobPage
 from shared.db.store import Store
 from shared.db.tags import MAX_TAG_CHARS
@@ -44,7 +49,6 @@ from shared.records import JobState
 MAX_WALK = 10_000  # offset + limit of a list no counts serve: what one page of the v1 list may read
 LIMIT = WholeNumber("limit", default=1000, least=1, most=10_000)
 OFFSET = WholeNumber("offset", default=0, least=0, most=100_000, hint=" (deeper: the cursor of X-Next-Cursor)")
-ORDER = "submissionTime,DESC"
 MAX_KEYWORD = 255
 MAX_TAGS_ASKED = 16
 MAX_VALUES = 16  # combinations of username x state x vc values: each one list read
@@ -78,9 +82,6 @@ def _filters(request: web.Request) -> dict[str, Any]:
     if keyword is not None and len(keyword) > MAX_KEYWORD:
         raise ApiError("InvalidParametersError", f"keyword: at most {MAX_KEYWORD} characters")
     tags, without = _tags(request, "tagsContain"), _tags(request, "tagsNotContain")
-    order = request.query.get("order")
-    if order not in (None, "", ORDER):
-        raise ApiError("InvalidParametersError", f"order: paiq serves {ORDER} (newest first) only")
     return {"keyword": keyword, "tags": tags, "without": frozenset(without)}
 
 
@@ -92,12 +93,40 @@ def _tags(request: web.Request, name: str) -> tuple[str, ...]:
     return tags
 
 
+def _order(request: web.Request) -> Order:
+    try:
+        return Order.parse(request.query.get("order") or None)
+    except OrderError as e:
+        raise ApiError("InvalidParametersError", str(e)) from e
+
+
 def _cursor(request: web.Request) -> Cursor | None:
     text = request.query.get(CURSOR.name)
     try:
         return Cursor.decode(text) if text else None
     except CursorError as e:
         raise ApiError("InvalidParametersError", str(e)) from e
+
+
+def _order_cursor(request: web.Request, order: Order) -> OrderCursor | None:
+    text = request.query.get(CURSOR.name)
+    try:
+        return OrderCursor.decode(text, order) if text else None
+    except CursorError as e:
+        raise ApiError("InvalidParametersError", str(e)) from e
+
+
+async def _ordered(request: web.Request, order: Order, combos: list[tuple[str | None, str | None, str | None]],
+                   filters: dict[str, Any], limit: int, offset: int) -> tuple[OrderedPage, bool]:
+    """A page in another of v1.8's orders (:mod:`shared.db.lists.ordered`); whether it had a cursor."""
+    cursor = _order_cursor(request, order)
+    asked = Asked(tuple(combos), filters["keyword"], filters["tags"], filters["without"])
+    async with heavy_read(request) if is_heavy_page(limit * len(combos), offset) else nullcontext():
+        try:
+            page = await ordered_page(request.app[DEPS].store, order, asked, limit=limit, offset=offset, cursor=cursor)
+        except OrderRefusedError as e:
+            raise ApiError("InvalidParametersError", str(e)) from e
+    return page, cursor is not None
 
 
 async def _page(store: Store, combos: list[tuple[str | None, str | None, str | None]], filters: dict[str, Any],
@@ -136,8 +165,12 @@ async def _total(store: Store, combos: list[tuple[str | None, str | None, str | 
 async def list_v2_jobs(request: web.Request) -> web.Response:
     """A token is needed (OpenPAI v1.8: ``token.check``); any user's jobs are listed, as there."""
     await principal_of(request)
-    combos, filters = _combinations(request), _filters(request)
-    limit, offset, cursor = LIMIT.read(request), OFFSET.read(request), _cursor(request)
+    combos, filters, order = _combinations(request), _filters(request), _order(request)
+    limit, offset = LIMIT.read(request), OFFSET.read(request)
+    if not order.is_default:
+        ordered, continued = await _ordered(request, order, combos, filters, limit, offset)
+        return await _answer(request, combos, filters, offset, JobPage(ordered.jobs, ordered.next_cursor), continued)
+    cursor = _cursor(request)
     if filters["without"] and len(combos) > 1:
         raise ApiError("InvalidParametersError", "tagsNotContain: with one value each of username, state and vc "
                                                  "at most")
@@ -147,17 +180,21 @@ async def list_v2_jobs(request: web.Request) -> web.Response:
         raise ApiError("InvalidParametersError", f"offset + limit: at most {MAX_WALK} with vc, keyword, tagsContain "
                                                  "or several values of a filter (continue with the cursor of "
                                                  "X-Next-Cursor)")
-    store = request.app[DEPS].store
-    without = filters["without"]
     async with heavy_read(request) if is_heavy_page(limit * len(combos), offset) else nullcontext():
-        page = await _page(store, combos, dict(filters), limit, offset, cursor)
+        page = await _page(request.app[DEPS].store, combos, dict(filters), limit, offset, cursor)
+    return await _answer(request, combos, filters, offset, page, cursor is not None)
+
+
+async def _answer(request: web.Request, combos: list[tuple[str | None, str | None, str | None]],
+                  filters: dict[str, Any], offset: int, page: JobPage, continued: bool) -> web.Response:
+    """The page as v1.8 answered it (with ``{totalCount, data}`` when asked: the same in every order)."""
     headers = {"X-Next-Cursor": page.next_cursor} if page.next_cursor else {}
     data = tuple(v2_summary(j) for j in page.jobs)
     if request.query.get("withTotalCount") != "true":
         return web.json_response(V2JobList(data).model_dump(mode="json", by_alias=True), headers=headers)
     total = None
-    if not filters["keyword"] and not filters["tags"] and not without and cursor is None:
-        total = await _total(store, combos)
+    if not filters["keyword"] and not filters["tags"] and not filters["without"] and not continued:
+        total = await _total(request.app[DEPS].store, combos)
     if total is None:  # no counter covers these filters: a lower bound
         total = offset + len(data) + (1 if page.next_cursor else 0)
     body = V2JobPage(total_count=total, data=data)
@@ -174,7 +211,10 @@ _PARAMS = (
     Param("tagsContain", "query", description="jobs holding any of these tags (comma-separated)"),
     Param("tagsNotContain", "query", description="jobs holding none of these tags (comma-separated); a request "
           f"reads at most {SCAN_BUDGET} jobs: a page shorter than limit with X-Next-Cursor may have more after it"),
-    Param("order", "query", {"type": "string", "enum": [ORDER]}, "the order served: newest first"),
+    Param("order", "query", {"type": "string", "enum": list(ALL)},
+          f"OpenPAI v1.8's orders (default {DEFAULT}: newest first); ties newest first. jobName, and the others with "
+          f"filters no index serves in that order, sort a list of at most {MAX_SORTED} jobs (400 for a longer one); "
+          "offset + limit at most 10,000 where no count serves a deeper page (then the cursor)"),
     LIMIT.param(), OFFSET.param(), CURSOR,
     Param("withTotalCount", "query", {"type": "string", "enum": ["true", "false"]},
           "answer {totalCount, data} (OpenPAI's form)"),
