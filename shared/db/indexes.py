@@ -118,8 +118,10 @@ async def _migrate(store: Store, fresh: bool) -> None:
             return
         if version < 2:
             await _migrate_jobs(store, me)
-        if version < 5:  # 3: the deep pages' counts; 5: with the values the v2 list's orders visit
+        if version < 3:
             await _count_positions(store, me)
+        elif version < 5:
+            await _count_values(store, me)
         await _key_names(store, me)
         await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
     finally:
@@ -155,6 +157,15 @@ async def _count_positions(store: Store, me: str) -> None:
     log.warning("counting the stored jobs for deep pages (schema version 3); services wait for it")
     counted = await store.list_counts.recount(lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))
     log.warning("stored jobs counted for deep pages", jobs=counted)
+
+
+async def _count_values(store: Store, me: str) -> None:
+    """Version 4 -> 5: the values the v2 list's orders visit (shared.db.lists.counts), counted once over the
+    ended jobs (version 3's recount counts them with the rest)."""
+    log.warning("counting the stored jobs' values for the v2 list's orders (schema version 5); services wait for it")
+    counted = await store.list_counts.recount_values(
+        lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))
+    log.warning("stored jobs' values counted", jobs=counted)
 
 
 async def _key_names(store: Store, me: str) -> None:

@@ -23,6 +23,8 @@ from pymongo import AsyncMongoClient
 
 from services.status.service import StatusDeps, remove_expired, retry_policy
 from shared.bus.memory import MemoryBus
+from shared.db.lists.ordered import Asked, ordered_page
+from shared.db.lists.orders import Order, OrderCursor
 from shared.db.lists.paging import Cursor
 from shared.db.profiles import TaskProfile
 from shared.db.store import Store
@@ -88,6 +90,15 @@ ACTIVE = [
 
 
 Query = Callable[[Store], Awaitable[object]]
+
+
+def in_order(text: str, offset: int = 0, cursor: OrderCursor | None = None, user: str | None = None,
+             state: str | None = None) -> Query:
+    """A page of GET /api/v2/jobs in one of v1.8's other orders (shared.db.lists.ordered)."""
+    asked = Asked(((user, state, None),))
+    return lambda s: ordered_page(s, Order.parse(text), asked, limit=20, offset=offset, cursor=cursor)
+
+
 QUERIES: dict[str, Query] = {
     "queued_jobs": lambda s: s.queued_jobs(),
     "queue_order": lambda s: s.queue_order(),
@@ -131,6 +142,30 @@ QUERIES: dict[str, Query] = {
     "count_jobs": lambda s: s.count_jobs(),
     "count_jobs user+state": lambda s: s.count_jobs(user="u3", state="SUCCEEDED"),
     "count_jobs vc+state": lambda s: s.count_jobs(vc="default", state="FAILED"),
+    # its other orders (issue 27): submissionTime,ASC mirrors the newest-first deep pages (any offset, a cursor
+    # walks forwards); state and username: each value's list, whole values skipped by their counts; retries, task
+    # and GPU totals, priority: each counted value's list by its index; completionTime: windows of completed_ms
+    "order submissionTime,ASC": in_order("submissionTime,ASC"),
+    "order submissionTime,ASC offset=250": in_order("submissionTime,ASC", 250),
+    "order submissionTime,ASC offset=100": in_order("submissionTime,ASC", 100),
+    "order submissionTime,ASC cursor": in_order("submissionTime,ASC", cursor=OrderCursor(
+        "submissionTime,ASC", NOW - 20 * DAY_MS, NOW - 20 * DAY_MS, "")),
+    "order submissionTime,ASC user": in_order("submissionTime,ASC", user="u3"),
+    "order state,ASC": in_order("state,ASC"),
+    "order state,DESC offset=250": in_order("state,DESC", 250),
+    "order state,ASC user": in_order("state,ASC", user="u10"),
+    "order username,ASC": in_order("username,ASC"),
+    "order username,DESC offset=200": in_order("username,DESC", 200),
+    "order username,ASC state": in_order("username,ASC", state="FAILED"),
+    "order vc,DESC": in_order("vc,DESC"),
+    "order retries,DESC": in_order("retries,DESC"),
+    "order totalTaskNumber,ASC": in_order("totalTaskNumber,ASC"),
+    "order totalGpuNumber,DESC": in_order("totalGpuNumber,DESC"),
+    "order jobPriority,ASC": in_order("jobPriority,ASC"),
+    "order completionTime,DESC": in_order("completionTime,DESC"),
+    "order completionTime,ASC": in_order("completionTime,ASC"),
+    "order completionTime,DESC cursor": in_order("completionTime,DESC", cursor=OrderCursor(
+        "completionTime,DESC", NOW - 20 * DAY_MS, NOW - 20 * DAY_MS, "")),
     "tags_of": lambda s: s.tags_of("u1~h1~00000001"),
     "get_job": lambda s: s.get_job("u1~h1~00000001"),
     "find_job": lambda s: s.find_job("u1", "h1"),
@@ -449,7 +484,7 @@ async def test_jobs_stored_before_name_keys_are_keyed_once_at_start(mongo_uri: s
                                                                                       "h25", "h24", "h23", "h22",
                                                                                       "h21", "h20", "h2"]
     assert await store.list_counts.col.count_documents({}) == counts_before, "version 3's counts kept, not redone"
-    assert (await store.meta.find_one({"_id": "schema"}) or {})["version"] == 4
+    assert (await store.meta.find_one({"_id": "schema"}) or {})["version"] == 5  # 5: the orders' values counted
     await client.close()
 
 

@@ -193,3 +193,23 @@ async def test_the_values_an_order_visits_are_counted_once_and_uncounted_when_de
     assert sum(after.values()) == len(ended) - 1 and after.get(gone.retries, 0) == sum(
         1 for j in ended[:-1] if j.retries == gone.retries)
     jobs.remove(gone)
+
+
+async def test_a_history_stored_before_the_values_is_counted_once_at_start(mongo_uri: str) -> None:
+    """A database of schema version 4 has the deep pages' counts but not the values: they are counted once."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
+    db = Store(client, unique("values_"))
+    await db.ensure_indexes()
+    rng = random.Random(4)
+    jobs = [a_job(i, rng) for i in range(60)]
+    await db.insert_jobs(jobs)
+    want = await db.list_counts.values("gpu_count")
+    await db.list_counts.col.delete_many({"_id": {"$gte": "V|", "$lt": "V}"}})
+    buckets = await db.list_counts.col.count_documents({})
+    await db.meta.update_one({"_id": "schema"}, {"$set": {"version": 4}})
+    await db.ensure_indexes()
+    assert await db.list_counts.values("gpu_count") == want and sum(want.values()) == 60
+    assert await db.list_counts.col.count_documents({"_id": {"$lt": "V|"}}) == buckets, "the other counts kept"
+    page = await ordered_page(db, Order.parse("totalGpuNumber,DESC"), FILTERS["none"], limit=60, offset=0, cursor=None)
+    assert [j.id for j in page.jobs] == expected(jobs, set(), Order.parse("totalGpuNumber,DESC"), FILTERS["none"])
+    await client.close()

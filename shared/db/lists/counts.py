@@ -162,6 +162,22 @@ class ListCounts:
             await self.col.bulk_write(_value_ops(values), ordered=False)
         return len(ended)
 
+    async def recount_values(self, renew: Callable[[], Awaitable[object]]) -> int:
+        """Count the values of every job marked counted, from nothing (the schema migration to version 5, over a
+        history whose deep pages' counts are there already: reads the whole history once)."""
+        await self.col.delete_many({"_id": {"$gte": VALUE_PREFIX, "$lt": VALUE_PREFIX[:-1] + "}"}})
+        values: Counter[tuple[str, int | str | None]] = Counter()
+        done = 0
+        async for d in self.jobs.find({"counted": True}, ENDED_FIELDS):
+            values.update(value_increments([d]))
+            done += 1
+            if done % BULK == 0:
+                await renew()
+        ops = _value_ops(values)
+        for start in range(0, len(ops), BULK):
+            await self.col.bulk_write(ops[start:start + BULK], ordered=False)
+        return done
+
     async def view(self, user: str | None, state: str | None) -> ListView:
         """The counts of one list (every job, a user's, a state's, or a user's in a state), with its jobs
         not counted yet read from the partial index of uncounted jobs (active work)."""
