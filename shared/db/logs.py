@@ -106,9 +106,9 @@ class LogStore:
         """The task's runs ``last``, ``last - 1``, ... (at most ``limit`` of them), newest first, those stored:
         read by their ids (``task.task_attempt`` is ignored), so the cost is the runs asked for, never the
         collection's."""
-        ids = [task.model_copy(update={"task_attempt": n}).id for n in range(last, max(-1, last - limit), -1)]
-        found = {d["_id"]: TaskRun.model_validate(d) async for d in self.runs.find({"_id": {"$in": ids}})}
-        return [found[i] for i in ids if i in found]
+        query = runs_query(task, last, limit)
+        found = {d["_id"]: TaskRun.model_validate(d) async for d in self.runs.find(query)}
+        return [found[i] for i in query["_id"]["$in"] if i in found]
 
     async def set_running(self, key: TaskRef, container_id: str) -> None:
         await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}},
@@ -175,6 +175,12 @@ class LogStore:
         ids = [d["_id"] async for d in self.runs.find({"job_id": job_id}, {"_id": 1})]
         await self.chunks.delete_many({"run": {"$in": ids}})
         await self.runs.delete_many({"job_id": job_id})
+
+
+def runs_query(task: TaskRef, last: int, limit: int) -> Doc:
+    """The query of :meth:`LogStore.runs_of`: runs ``last`` down to ``last - limit + 1`` of ``task`` by id."""
+    ids = [task.model_copy(update={"task_attempt": n}).id for n in range(last, max(-1, last - limit), -1)]
+    return {"_id": {"$in": ids}}
 
 
 def _chunk(doc: Doc) -> LogChunk:

@@ -22,10 +22,12 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from services.status.service import StatusDeps, remove_expired, retry_policy
+from services.submit.routes.logs import archived_attempt
 from shared.bus.memory import MemoryBus
 from shared.db.lists.ordered import Asked, ordered_page
 from shared.db.lists.orders import Order, OrderCursor
 from shared.db.lists.paging import Cursor
+from shared.db.logs import LogStore, runs_query
 from shared.db.profiles import TaskProfile
 from shared.db.store import Store
 from shared.db.usage import report_queries
@@ -176,6 +178,11 @@ QUERIES: dict[str, Query] = {
     "profiles.get": lambda s: s.profiles.get(TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0)),
     "profiles.recent": lambda s: s.profiles.recent(TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0),
                                                    12),
+    # a task's runs (taskRetryCount: /api/v2's task attempts, v1's log and profile of a run) by their ids, and
+    # an earlier attempt's archive by its id
+    "logs.runs_of": lambda s: LogStore(s.jobs.database).runs_of(RERUN, 2, 100),
+    "logs.get_run": lambda s: LogStore(s.jobs.database).get_run(RERUN),
+    "archived attempt": lambda s: s.attempts.find_one(archived_attempt("u1~h1~00000001", 0)),
     # the usage report (issue 29): days of the rollups, never the jobs; by VC, one user's, a user's and their VCs'
     "usage.rows by vc": lambda s: s.usage.rows(LAST_30_DAYS, (RowFilter(),), by_vc=True),
     "usage.rows user": lambda s: s.usage.rows(LAST_30_DAYS, (RowFilter(user="u3"),), by_vc=False),
@@ -190,6 +197,17 @@ QUERIES: dict[str, Query] = {
     "notifications.user_email": lambda s: s.notifications.user_email("u3"),
     "notifications.change_handled": lambda s: s.notifications.change_handled("u1~h1~00000001/running"),
 }
+
+
+RERUN = TaskRef(job_id="u1~h1~00000001", attempt=0, role="main", index=0, task_attempt=1)
+
+
+def runs_of(jobs: list[JobRecord]) -> list[dict[str, Any]]:
+    """Each ended job's task runs as their launchers recorded them (a task of every tenth job ran three times)."""
+    return [{"_id": TaskRef(job_id=job.id, attempt=0, role=t.role, index=t.index, task_attempt=n).id,
+             "job_id": job.id, "attempt": 0, "role": t.role, "index": t.index, "task_attempt": n,
+             "node_id": t.node_id or "n0", "phase": "ended", "container_id": f"c{k}-{n}", "exit_code": 0}
+            for k, job in enumerate(jobs) for t in job.tasks for n in range(3 if k % 10 == 1 else 1)]
 
 
 def deliveries_of(jobs: list[JobRecord], *, recent: bool = False) -> list[dict[str, Any]]:
@@ -248,6 +266,7 @@ async def history(private_uri: str) -> AsyncIterator[tuple[Store, dict[str, floa
     await store.ensure_indexes()
     await store.insert_jobs(history_of(0, SMALL))
     await store.profiles.col.insert_many(profiles_of(history_of(0, SMALL)))
+    await LogStore(store.jobs.database).runs.insert_many(runs_of(history_of(0, SMALL)))
     await store.notifications.deliveries.insert_many(deliveries_of(history_of(0, SMALL)))
     await store.notifications.deliveries.insert_many(  # u3's page of recent deliveries
         deliveries_of([ended_job(i).model_copy(update={"id": f"r{i}", "user": "u3"}) for i in range(60)], recent=True))
@@ -256,6 +275,7 @@ async def history(private_uri: str) -> AsyncIterator[tuple[Store, dict[str, floa
     small = await timings(store)
     await store.insert_jobs(history_of(SMALL, HISTORY))
     await store.profiles.col.insert_many(profiles_of(history_of(SMALL, HISTORY)))
+    await LogStore(store.jobs.database).runs.insert_many(runs_of(history_of(SMALL, HISTORY)))
     await store.notifications.deliveries.insert_many(deliveries_of(history_of(SMALL, HISTORY)))
     await asyncio.sleep(1)  # let the server settle after the bulk insert
     big = await timings(store)
@@ -291,6 +311,19 @@ async def test_every_read_of_a_usage_report_is_a_range_of_an_index(
         assert plan.get("inputStage", {}).get("stage") == "IXSCAN", f"{query}: {plan}"
         used.append(plan["inputStage"]["indexName"])
     assert used == indexes
+
+
+async def test_a_tasks_runs_and_an_archived_attempt_are_read_by_id(history: Stores) -> None:
+    """The task-run reads as the server plans them (explain): the ``_id`` index, whatever the runs stored."""
+    store, _, _ = history
+    logs = LogStore(store.jobs.database)
+    for col, query in ((logs.runs, runs_query(RERUN, 2, 100)), (logs.runs, {"_id": RERUN.id}),
+                       (store.attempts, archived_attempt("u1~h1~00000001", 0))):
+        plan = (await col.find(query).explain())["queryPlanner"]["winningPlan"]
+        assert (plan.get("inputStage", {}).get("stage"), plan["inputStage"].get("indexName")) == ("IXSCAN", "_id_"), \
+            plan
+    assert [r.task_attempt for r in await logs.runs_of(RERUN, 2, 100)] == [2, 1, 0], "newest first"
+    assert [r.task_attempt for r in await logs.runs_of(RERUN, 2, 2)] == [2, 1], "at most the runs asked for"
 
 
 async def test_the_passes_find_exactly_the_active_work(history: Stores) -> None:

@@ -64,6 +64,11 @@ def log_store(request: web.Request) -> LogStore:
     return LogStore(request.app[DEPS].store.jobs.database)
 
 
+def archived_attempt(job_id: str, attempt: int) -> dict[str, str]:
+    """The query of one earlier attempt's archive (``job_attempts``, by id: :meth:`AttemptRecord.to_document`)."""
+    return {"_id": f"{job_id}/{attempt}"}
+
+
 async def task_of_attempt(request: web.Request, job: JobRecord, attempt: int, role: str, index: int) -> TaskRecord:
     """Task ``role[index]`` as attempt ``attempt`` of ``job`` left it (the current attempt: as it is now); 404
     for an attempt the job never had. An earlier attempt is one read of its archive by id (``job_attempts``:
@@ -72,7 +77,7 @@ async def task_of_attempt(request: web.Request, job: JobRecord, attempt: int, ro
     if attempt == job.attempt:
         tasks = job.tasks
     elif attempt < job.attempt:
-        doc = await request.app[DEPS].store.attempts.find_one({"_id": f"{job.id}/{attempt}"})
+        doc = await request.app[DEPS].store.attempts.find_one(archived_attempt(job.id, attempt))
         tasks = AttemptRecord.from_document(doc).tasks if doc else ()
     if not tasks:
         raise ApiError("NoJobError", f"JobAttemptId {attempt} is not found in {job.user}~{shown(job.name)}.")
