@@ -1,14 +1,17 @@
 """Sending what is due: each delivery waits in its endpoint's line (the SMTP server, or the webhook's URL), at
 most ``PAIQ_NOTIFY_ENDPOINT_CONCURRENCY`` of a line's tries run at once and ``PAIQ_NOTIFY_CONCURRENCY`` in all,
-and every try is bounded by ``PAIQ_NOTIFY_TIMEOUT_SECONDS``; so a slow or dead endpoint holds a few slots of
-its own and delays no one else's messages.
+and every try is bounded by ``PAIQ_NOTIFY_TIMEOUT_SECONDS``. An endpoint whose last try failed (a timeout, a
+500, a refused connection) is *failing*: one try at a time, drawn from a reserve of its own
+(``FAILING_SHARE`` of the whole, besides it), so slow or dead endpoints never hold a slot the healthy ones need;
+its next success makes it healthy again.
 
-A try claims its delivery in the database first (a lease: another process, or this one after a restart,
-leaves it alone meanwhile), sends, and records the outcome: sent, tried again later (``shared.notify.schedule``),
-or failed. A notifier killed mid-try leaves the delivery pending and leased; once the lease ends the sweep
-finds it and tries again, with the same delivery id (the webhook's ``X-Paiq-Delivery``, CloudEvent ``id`` and
-the email's ``Message-ID``) for the receiver to recognise. Lines live in memory and are refilled from the
-database's due deliveries by a sweep every second, so nothing is lost with the process.
+A try holds its delivery by a lease in the database (a new one is written held by this process; a retry is
+claimed when due): another process, or this one after a restart, leaves it alone meanwhile. It sends, and
+records the outcome (sent, tried again later: ``shared.notify.schedule``, or failed), in one bulk write with
+the other tries ending meanwhile. A notifier killed mid-try leaves the delivery pending and leased; once the
+lease ends the sweep finds it and tries again, with the same delivery id (the webhook's ``X-Paiq-Delivery``,
+CloudEvent ``id`` and the email's ``Message-ID``) for the receiver to recognise. Lines live in memory and are
+refilled from the database's due deliveries by a sweep every second, so nothing is lost with the process.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from typing import Any
 import aiohttp
 import structlog
 
-from services.notify.channels import Outcome, email_message, post_webhook, send_email
+from services.notify.batching import Batcher
+from services.notify.channels import Outcome, post_webhook
 from services.notify.metrics import DELIVERY_SECONDS, NOTIFICATIONS
+from services.notify.smtp import SmtpPool, email_bytes
 from shared.db.notifications import DeliveryState, NotificationStore
+from shared.notify.destinations import Destinations
 from shared.notify.endpoints import SMTP_LINE, endpoint_of
 from shared.notify.render import chat_body, cloudevent_body, digest
 from shared.notify.schedule import RetryPolicy, next_try_ms
@@ -36,7 +42,10 @@ from shared.settings.model import NotifySettings
 
 log = structlog.get_logger("paiq.notify")
 
-SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's mail goes there)
+SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's mail goes there), its connections
+FAILING_SHARE = 4  # failing endpoints' reserve: a quarter of PAIQ_NOTIFY_CONCURRENCY (at least 2), besides it
+FINISH_LINGER_SECONDS = 0.25  # outcomes recorded together, four times a second at most (well within the lease)
+FAILING_KEPT = 10_000  # endpoints remembered as failing (forgotten all at once past it: they get one try each)
 SUBSCRIPTION_SECONDS = 60.0
 SUBSCRIPTIONS_KEPT = 10_000
 SWEEP_LIMIT = 2000  # due deliveries read per sweep (the rest at the next)
@@ -47,6 +56,22 @@ Doc = dict[str, Any]
 class Line:
     waiting: deque[str] = field(default_factory=deque)
     running: int = 0
+
+
+@dataclass
+class Slot:
+    """A try's place in its line and in the whole, given back once its message went (or failed)."""
+
+    dispatcher: Dispatcher
+    endpoint: str
+    line: Line
+    failing: bool
+    held: bool = True
+
+    def release(self, outcome: Outcome | None) -> None:
+        if self.held:
+            self.held = False
+            self.dispatcher._released(self.endpoint, self.line, self.failing, outcome)
 
 
 class Dispatcher:
@@ -60,7 +85,19 @@ class Dispatcher:
                                    max_tries=settings.max_tries, max_age_ms=settings.max_age_seconds * 1000)
         self._lines: dict[str, Line] = {}
         self._queued: set[str] = set()
-        self._running = 0
+        self._running = 0  # healthy endpoints' tries
+        self._failing_running = 0  # failing endpoints' tries, from their reserve
+        self._failing: set[str] = set()
+        self._smtp = SmtpPool(settings, SMTP_PARALLEL)
+        self._destinations = Destinations(settings.webhook_allow)
+        self._finish: Batcher[tuple[str, str, Doc], bool] = Batcher(
+            lambda tries: notes.finish_many(tries, now_ms()), linger_s=FINISH_LINGER_SECONDS)
+
+        async def read_subscriptions(ids: list[str]) -> list[Subscription | None]:
+            found = await notes.subscriptions_by_id(ids)
+            return [found.get(sub_id) for sub_id in ids]
+
+        self._read_subscription: Batcher[str, Subscription | None] = Batcher(read_subscriptions)
         self._tasks: set[asyncio.Task[None]] = set()
         self._token = uuid.uuid4().hex[:12]
         self._subs: dict[str, tuple[Subscription, float]] = {}
@@ -97,24 +134,47 @@ class Dispatcher:
                 self.offer(doc["_id"], doc["channel"], doc["target"])
         return len(due)
 
-    def _limit(self, endpoint: str) -> int:
-        return SMTP_PARALLEL if endpoint == SMTP_LINE else self._settings.endpoint_concurrency
+    @property
+    def failing_reserve(self) -> int:
+        return max(2, self._settings.concurrency // FAILING_SHARE)
+
+    def _has_slot(self, endpoint: str, line: Line) -> bool:
+        if endpoint in self._failing:
+            return line.running < 1 and self._failing_running < self.failing_reserve
+        limit = SMTP_PARALLEL if endpoint == SMTP_LINE else self._settings.endpoint_concurrency
+        return line.running < limit and self._running < self._settings.concurrency
 
     def _pump(self) -> None:
         for endpoint, line in list(self._lines.items()):
-            while line.waiting and line.running < self._limit(endpoint) and self._running < self._settings.concurrency:
+            while line.waiting and self._has_slot(endpoint, line):
                 delivery_id = line.waiting.popleft()
+                failing = endpoint in self._failing
                 line.running += 1
-                self._running += 1
-                task = asyncio.create_task(self._try(endpoint, line, delivery_id))
+                if failing:
+                    self._failing_running += 1
+                else:
+                    self._running += 1
+                task = asyncio.create_task(self._try(endpoint, line, delivery_id, failing))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             if not line.waiting and not line.running:
                 del self._lines[endpoint]
 
-    async def _try(self, endpoint: str, line: Line, delivery_id: str) -> None:
+    def _endpoint_was(self, endpoint: str, outcome: Outcome | None) -> None:
+        """An endpoint's health after a try: failing after a failed one (an SMTP server's refusal of one
+        address says nothing of the server), healthy again after a success."""
+        if outcome is None or outcome.sent:
+            self._failing.discard(endpoint)
+        elif endpoint != SMTP_LINE or outcome.error.startswith("could not reach"):
+            if len(self._failing) >= FAILING_KEPT:
+                self._failing.clear()
+            self._failing.add(endpoint)
+
+    async def _try(self, endpoint: str, line: Line, delivery_id: str, failing: bool) -> None:
+        """A try holds its slot while it sends; recording the outcome (with others', batched) does not."""
+        slot = Slot(self, endpoint, line, failing)
         try:
-            await self._try_once(delivery_id)
+            await self._try_once(delivery_id, slot)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the database away: the lease ends, and the sweep offers it again
@@ -122,12 +182,19 @@ class Dispatcher:
                         error=repr(e))
         finally:
             self._owned.pop(delivery_id, None)
-            line.running -= 1
-            self._running -= 1
             self._queued.discard(delivery_id)
-            if not line.waiting and not line.running and self._lines.get(endpoint) is line:
-                del self._lines[endpoint]
-            self._pump()
+            slot.release(None)
+
+    def _released(self, endpoint: str, line: Line, failing: bool, outcome: Outcome | None) -> None:
+        self._endpoint_was(endpoint, outcome)
+        line.running -= 1
+        if failing:
+            self._failing_running -= 1
+        else:
+            self._running -= 1
+        if not line.waiting and not line.running and self._lines.get(endpoint) is line:
+            del self._lines[endpoint]
+        self._pump()
 
     async def _held(self, delivery_id: str) -> Doc | None:
         """The delivery, held by this process for one try: written so (its lease renewed if the wait in its line
@@ -141,16 +208,18 @@ class Dispatcher:
             return None
         return doc
 
-    async def _try_once(self, delivery_id: str) -> None:
+    async def _try_once(self, delivery_id: str, slot: Slot) -> None:
+        """One try of a delivery (nothing if it was sent, failed or is held elsewhere meanwhile)."""
         doc = await self._held(delivery_id)
         if doc is None:
-            return  # sent, failed or being tried elsewhere meanwhile
+            return
         held: list[Doc] = []
         if doc.get("kind") == "digest":
             held = await self._notes.held(delivery_id)
             outcome = await self._send(doc, held) if held else Outcome(sent=True)
         else:
             outcome = await self._send(doc, [])
+        slot.release(outcome)
         await self._record(doc, outcome)
         if outcome.sent and held:
             await self._notes.mark_digested([h["_id"] for h in held], now_ms())
@@ -165,7 +234,7 @@ class Dispatcher:
             body = (chat_body(msg) if doc.get("format") == Format.CHAT
                     else cloudevent_body(doc["_id"], msg, "", int(doc["created_ms"])))
         if doc["channel"] == "email":
-            return await send_email(self._settings, email_message(
+            return await self._smtp.send(doc["target"], email_bytes(
                 self._settings, doc["target"], subject, text, delivery_id=doc["_id"],
                 event_id=str(doc.get("event_id", ""))))
         sub = await self._subscription(str(doc.get("subscription_id", "")))
@@ -175,14 +244,14 @@ class Dispatcher:
         content_type = "application/json" if doc.get("format") == Format.CHAT else "application/cloudevents+json"
         return await post_webhook(self._session, doc["target"], body, secret=secret, content_type=content_type,
                                   delivery_id=doc["_id"], event_id=str(doc.get("event_id", "")),
-                                  timeout_s=self._settings.timeout_seconds)
+                                  timeout_s=self._settings.timeout_seconds, destinations=self._destinations)
 
     async def _subscription(self, sub_id: str) -> Subscription | None:
         """A webhook's subscription (its URL's signing key), kept a minute or until its owner's change."""
         cached = self._subs.get(sub_id)
         if cached is not None and time.monotonic() - cached[1] < SUBSCRIPTION_SECONDS:
             return cached[0]
-        sub = await self._notes.subscription(sub_id)
+        sub = await self._read_subscription(sub_id)
         if sub is not None:
             if len(self._subs) >= SUBSCRIPTIONS_KEPT:
                 self._subs.clear()
@@ -199,7 +268,7 @@ class Dispatcher:
         tries = int(doc.get("tries", 0)) + 1
         channel = str(doc["channel"])
         if outcome.sent:
-            changes: Doc = {"state": DeliveryState.SENT, "sent_ms": now, "last_error": ""}
+            changes: Doc = {"state": DeliveryState.SENT, "last_error": ""}  # sent_ms: when recorded
             result = "sent"
             DELIVERY_SECONDS.labels(channel).observe(max(0.0, (now - int(doc.get("event_ms", now))) / 1000))
         else:
@@ -212,11 +281,12 @@ class Dispatcher:
             else:
                 changes = {"next_ms": at, "last_error": outcome.error}
                 result = "retried"
-        if await self._notes.finish(doc["_id"], self._token, changes):
+        if await self._finish((doc["_id"], self._token, changes)):  # with the other tries ending meanwhile
             NOTIFICATIONS.labels(channel, result).inc()
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._smtp.close()
 

@@ -8,6 +8,7 @@ the change handled, or each delivery stored, and sends nothing twice.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import OrderedDict
@@ -18,13 +19,16 @@ from dataclasses import dataclass, field
 import aiohttp
 import structlog
 
-from services.notify.dispatch import Dispatcher
+from services.notify.batching import Batcher
+from services.notify.channels import CheckedResolver
+from services.notify.dispatch import FAILING_SHARE, Dispatcher
 from services.notify.metrics import NOTIFICATIONS
 from shared.bus.base import Bus, Router
 from shared.db.notifications import DeliveryState, NotificationStore, expiry
 from shared.db.store import Store
 from shared.events import CloudEvent, JobCompleted, JobRetrying, SubscriptionsChanged, TaskStarted
 from shared.notify.decide import FINAL_KINDS, Change, JobFacts, Recipient, delivery_id, recipients
+from shared.notify.destinations import Destinations
 from shared.notify.kinds import Kind
 from shared.notify.render import Message, chat_body, cloudevent_body, message
 from shared.notify.schedule import RateLimit
@@ -48,29 +52,48 @@ class Cached:
     email: str
 
 
-@dataclass
 class SubscriptionCache:
     """Users' subscriptions and addresses (and the platform's webhooks), read by index and kept a minute, or
-    until ``notify.subscriptions_changed`` names their owner."""
+    until ``notify.subscriptions_changed`` names their owner. The owners a burst of changes needs at once are
+    read together (two queries), and each owner once however many of their jobs changed."""
 
-    notes: NotificationStore
-    entries: OrderedDict[str, Cached] = field(default_factory=OrderedDict)
+    def __init__(self, notes: NotificationStore) -> None:
+        self.notes = notes
+        self.entries: OrderedDict[str, Cached] = OrderedDict()
+        self.reading: dict[str, asyncio.Future[Cached]] = {}
+        self._read: Batcher[str, Cached] = Batcher(self._read_many)
+
+    async def _read_many(self, owners: list[str]) -> list[Cached]:
+        subs = await self.notes.subscriptions_of_many(owners)
+        users = [o for o in owners if o != PLATFORM]
+        emails = await self.notes.user_emails(users) if users else {}
+        now = time.monotonic()
+        return [Cached(at=now, subscriptions=subs.get(o, []), email=emails.get(o, "")) for o in owners]
 
     async def of(self, owner: str) -> Cached:
         entry = self.entries.get(owner)
         if entry is not None and time.monotonic() - entry.at < CACHE_SECONDS:
             self.entries.move_to_end(owner)
             return entry
-        subs = await self.notes.subscriptions_of(owner)
-        email = await self.notes.user_email(owner) if owner != PLATFORM else ""
-        entry = Cached(at=time.monotonic(), subscriptions=subs, email=email)
-        self.entries[owner] = entry
+        pending = self.reading.get(owner)
+        if pending is None:
+            pending = self.reading[owner] = asyncio.ensure_future(self._read(owner))
+            pending.add_done_callback(lambda done: self._done(owner, done))
+        return await asyncio.shield(pending)
+
+    def _done(self, owner: str, done: asyncio.Future[Cached]) -> None:
+        if self.reading.get(owner) is not done:
+            return  # forgotten meanwhile (a change of the owner's): not kept
+        del self.reading[owner]
+        if done.cancelled() or done.exception() is not None:
+            return
+        self.entries[owner] = done.result()
         while len(self.entries) > CACHE_USERS:
             self.entries.popitem(last=False)
-        return entry
 
     def forget(self, owner: str) -> None:
         self.entries.pop(owner, None)
+        self.reading.pop(owner, None)  # a read begun before the change: the next one reads again
 
 
 @dataclass
@@ -81,9 +104,19 @@ class NotifyDeps:
     dispatcher: Dispatcher
     vitals: Vitals = field(default_factory=Vitals)
     cache: SubscriptionCache = field(init=False)
+    # A burst of changes costs a few bulk round trips: the jobs read, the deliveries written, together.
+    read_job: Batcher[str, JobRecord | None] = field(init=False)
+    write_delivery: Batcher[dict[str, object], bool] = field(init=False)
 
     def __post_init__(self) -> None:
         self.cache = SubscriptionCache(self.store.notifications)
+
+        async def read_jobs(ids: list[str]) -> list[JobRecord | None]:
+            found = await self.store.get_jobs(ids)
+            return [found.get(job_id) for job_id in ids]
+
+        self.read_job = Batcher(read_jobs)
+        self.write_delivery = Batcher(self.store.notifications.insert_deliveries)
 
     @property
     def notes(self) -> NotificationStore:
@@ -136,7 +169,7 @@ async def on_change(evt: CloudEvent, deps: NotifyDeps) -> Sequence[CloudEvent]:
     marked = change.kind is Kind.RUNNING
     if marked and await deps.notes.change_handled(change.key):
         return []
-    job = await deps.store.get_job(change.job_id)
+    job = await deps.read_job(change.job_id)
     if job is None:
         return []  # deleted meanwhile
     facts = job_facts(job)
@@ -144,8 +177,7 @@ async def on_change(evt: CloudEvent, deps: NotifyDeps) -> Sequence[CloudEvent]:
     told = recipients(change, facts, [*mine.subscriptions, *platform.subscriptions], mine.email)
     if told:
         msg = message(change, facts, deps.portal_url)
-        for recipient in told:
-            await plan(deps, change, facts, recipient, msg)
+        await asyncio.gather(*(plan(deps, change, facts, recipient, msg) for recipient in told))  # one write
         log.info("job change to notify", job_id=change.job_id, kind=change.kind.value, recipients=len(told))
     if marked:
         await deps.notes.mark_change(change.key, now_ms() + deps.keep_ms)
@@ -170,7 +202,7 @@ async def plan(deps: NotifyDeps, change: Change, job: JobFacts, recipient: Recip
     if not held:  # written leased to this process, which tries it at once (others once the lease ends)
         lease_until = now + deps.dispatcher.lease_ms
         doc.update(lease_ms=lease_until, lease_token=deps.dispatcher.token, next_ms=lease_until)
-    if not await deps.notes.insert_delivery(doc):
+    if not await deps.write_delivery(doc):
         return  # written before: the change was handled (a redelivered event)
     if held:
         NOTIFICATIONS.labels(recipient.channel.value, "held").inc()
@@ -223,8 +255,10 @@ def notify_router(deps: NotifyDeps) -> Router:
 
 
 async def start_notify(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
-    session = await stack.enter_async_context(aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=settings.notify.concurrency, limit_per_host=0)))
+    n = settings.notify
+    session = await stack.enter_async_context(aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+        limit=n.concurrency + max(2, n.concurrency // FAILING_SHARE), limit_per_host=0,
+        resolver=CheckedResolver(Destinations(n.webhook_allow)))))
     dispatcher = Dispatcher(store.notifications, settings.notify, settings.secrets_key, session)
     stack.push_async_callback(dispatcher.close)
     deps = NotifyDeps(settings=settings, store=store, bus=bus, dispatcher=dispatcher, vitals=vitals)

@@ -18,13 +18,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.db.retry import idempotent
 from shared.notify.subscriptions import Subscription
@@ -72,6 +73,21 @@ class NotificationStore:
     async def subscriptions_of(self, owner: str) -> list[Subscription]:
         return [_subscription(d) async for d in self.subscriptions.find({"owner": owner})]
 
+    async def subscriptions_of_many(self, owners: list[str]) -> dict[str, list[Subscription]]:
+        """Several owners' subscriptions in one query (a burst of changes of many users' jobs)."""
+        found: dict[str, list[Subscription]] = {owner: [] for owner in owners}
+        async for doc in self.subscriptions.find({"owner": {"$in": owners}}):
+            found.setdefault(doc["owner"], []).append(_subscription(doc))
+        return found
+
+    async def subscriptions_by_id(self, sub_ids: list[str]) -> dict[str, Subscription]:
+        return {d["_id"]: _subscription(d) async for d in self.subscriptions.find({"_id": {"$in": sub_ids}})}
+
+    async def user_emails(self, users: list[str]) -> dict[str, str]:
+        """Several users' addresses in one query ("" for none)."""
+        return {d["_id"]: str(d.get("email") or "") async for d in self.users.find({"_id": {"$in": users}},
+                                                                                  {"email": 1})}
+
     async def subscription(self, sub_id: str) -> Subscription | None:
         doc = await self.subscriptions.find_one({"_id": sub_id})
         return None if doc is None else _subscription(doc)
@@ -109,6 +125,18 @@ class NotificationStore:
             return False
         return True
 
+    async def insert_deliveries(self, docs: list[Doc]) -> list[bool]:
+        """Store new deliveries in one write; for each, False when it was stored already (a handled change)."""
+        try:
+            await self.deliveries.insert_many(docs, ordered=False)
+        except BulkWriteError as e:
+            errors = e.details.get("writeErrors", [])
+            if any(err.get("code") != DUPLICATE_KEY for err in errors):
+                raise
+            stored_before = {int(err["index"]) for err in errors}
+            return [i not in stored_before for i in range(len(docs))]
+        return [True] * len(docs)
+
     async def delivery(self, delivery_id: str) -> Doc | None:
         return await self.deliveries.find_one({"_id": delivery_id})
 
@@ -120,12 +148,9 @@ class NotificationStore:
 
     async def claim(self, delivery_id: str, now_ms: int, lease_ms: int, token: str) -> Doc | None:
         """Take a pending delivery for one try (no other process holds it); the delivery, or None."""
-        result = await self.deliveries.update_one(
+        return await self.deliveries.find_one_and_update(
             {"_id": delivery_id, "state": DeliveryState.PENDING, "lease_ms": {"$lt": now_ms}},
-            {"$set": {"lease_ms": now_ms + lease_ms, "lease_token": token}})
-        if result.modified_count == 0:
-            return None
-        return await self.deliveries.find_one({"_id": delivery_id, "lease_token": token})
+            {"$set": {"lease_ms": now_ms + lease_ms, "lease_token": token}}, return_document=ReturnDocument.AFTER)
 
     async def extend(self, delivery_id: str, now_ms: int, lease_ms: int, token: str) -> bool:
         """Renew this process's lease of a delivery it wrote leased; False if another process took it meanwhile."""
@@ -140,6 +165,36 @@ class NotificationStore:
             {"_id": delivery_id, "state": DeliveryState.PENDING, "lease_token": token},
             {"$set": {**changes, "lease_ms": 0, "lease_token": ""}, "$inc": {"tries": 1}}), "record a delivery")
         return result.modified_count > 0
+
+    async def finish_many(self, tries: list[tuple[str, str, Doc]], now_ms: int) -> list[bool]:
+        """Record many tries' outcomes: (delivery id, the try's lease token, its ``changes``); for each, whether
+        the try still held its delivery. Tries with the same changes (the sent ones: ``sent_ms`` is ``now_ms``
+        for them all) are one ``update_many``, which costs this store half what as many single updates do;
+        each such write leaves its own mark (``tried``), read back only when some did not hold theirs (another
+        process took it over meanwhile)."""
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, (_, token, changes) in enumerate(tries):
+            groups.setdefault((token, repr(sorted(changes.items()))), []).append(i)
+        held = [False] * len(tries)
+        for (token, _), members in groups.items():
+            ids = [tries[i][0] for i in members]
+            changes = tries[members[0]][2]
+            marked = await self._finish_group(ids, token, changes, now_ms)
+            for i in members:
+                held[i] = tries[i][0] in marked
+        return held
+
+    async def _finish_group(self, ids: list[str], token: str, changes: Doc, now_ms: int) -> set[str]:
+        """One update of tries with the same changes; the ids it updated (marked ``tried`` by it alone)."""
+        mark = f"{token}/{uuid.uuid4().hex[:12]}"
+        sent = {"sent_ms": now_ms} if changes.get("state") == DeliveryState.SENT else {}
+        result = await idempotent(lambda: self.deliveries.update_many(
+            {"_id": {"$in": ids}, "state": DeliveryState.PENDING, "lease_token": token},
+            {"$set": {**changes, **sent, "lease_ms": 0, "lease_token": "", "tried": mark}, "$inc": {"tries": 1}}),
+            "record deliveries")
+        if result.modified_count == len(ids):
+            return set(ids)
+        return {d["_id"] async for d in self.deliveries.find({"_id": {"$in": ids}, "tried": mark}, {"_id": 1})}
 
     async def deliveries_of(self, owner: str, since_ms: int, limit: int, now_ms: int) -> list[Doc]:
         """The owner's newest ``limit`` deliveries since ``since_ms``: read back from now in windows (an hour, a
@@ -187,6 +242,9 @@ class NotificationStore:
             result = await col.delete_many({"expires_at": {"$lt": expiry(now_ms)}})
             removed += result.deleted_count
         return removed
+
+
+DUPLICATE_KEY = 11000
 
 
 def _subscription(doc: Doc) -> Subscription:

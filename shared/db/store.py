@@ -176,6 +176,10 @@ class Store:
     async def get_job(self, job_id: str) -> JobRecord | None:
         return await self._record(await self.jobs.find_one({"_id": job_id}))
 
+    async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        """Jobs by id, read in one query (the notifier's burst of changes); those not stored are left out."""
+        return {j.id: j for j in await self._records(self.jobs.find({"_id": {"$in": list(job_ids)}}))}
+
     async def find_job(self, user: str, name: str) -> JobRecord | None:
         return await self._record(await self.jobs.find_one({"user": user, "name": name}))
 

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits
 from shared.jobconfig.sealing import key_problem
+from shared.notify.destinations import parse_allow
 from shared.settings.credentials import credentials_path
 from shared.settings.refusals import settings_error
 from shared.settings.source import MappingSource, ReadAs
@@ -177,6 +178,9 @@ class NotifySettings(EnvModel):
     rate_window_seconds: Integer = Field(3600, alias="PAIQ_NOTIFY_RATE_WINDOW_SECONDS", ge=1)
     # How long delivery records are kept (a user's GET of their deliveries shows this far back).
     keep_days: Annotated[float, _text(parse_days)] = Field(7.0, alias="PAIQ_NOTIFY_KEEP_DAYS", gt=0)
+    # Inside addresses a webhook may point to (shared.notify.destinations): host names, addresses, CIDR ranges
+    # or *. Unset: none (loopback, link-local with the metadata endpoint, private and unique-local refused).
+    webhook_allow: Annotated[tuple[str, ...], _text(parse_allow)] = Field((), alias="PAIQ_NOTIFY_WEBHOOK_ALLOW")
 
 
 # What one job submission may ask: JobLimits' fields under the variables of LIMIT_SETTINGS, with their

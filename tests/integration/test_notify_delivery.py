@@ -5,6 +5,8 @@ bus. Checked as received: headers, bodies, signatures, how many of each, and wha
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +29,7 @@ from shared.events import (
     TaskStartedData,
 )
 from shared.jobconfig.sealing import new_key
+from shared.notify.destinations import why_internal
 from shared.notify.kinds import Kind
 from shared.notify.signing import new_secret, seal_secret
 from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
@@ -106,13 +109,24 @@ async def _notifier(stack: AsyncExitStack, mongo_uri: str, hooks: Hooks, smtp_po
     settings = Settings.from_env({
         "PAIQ_SECRETS_KEY": key, "PAIQ_SMTP_HOST": "127.0.0.1", "PAIQ_SMTP_PORT": str(smtp_port),
         "PAIQ_SMTP_TLS": "none", "PAIQ_SMTP_FROM": "paiq@cluster.example", "PAIQ_PORTAL_URL": "http://portal.example",
-        "PAIQ_NOTIFY_RETRY_BASE_MS": "100", "PAIQ_NOTIFY_TIMEOUT_SECONDS": "1", **extra})
+        "PAIQ_NOTIFY_RETRY_BASE_MS": "100", "PAIQ_NOTIFY_TIMEOUT_SECONDS": "1",
+        "PAIQ_NOTIFY_WEBHOOK_ALLOW": "127.0.0.1", **extra})
     store = await stack.enter_async_context(open_store(mongo_uri, unique("notify_").replace("-", "_")))
     await store.ensure_indexes()
     bus = MemoryBus()
     stack.push_async_callback(bus.close)
     await start_notify(stack, settings, store, bus, Vitals())
     return Notifier(store=store, bus=bus, key=key, hooks=hooks)
+
+
+async def recorded(n: Notifier, owner: str, check: Any, limit_s: float = 5) -> list[dict[str, Any]]:
+    """The owner's deliveries once ``check`` holds of them (outcomes are recorded in batches, a moment after
+    the messages went)."""
+    deadline = time.monotonic() + limit_s
+    while not check(found := await n.deliveries(owner)):
+        assert time.monotonic() < deadline, f"not within {limit_s:g} s: {found}"
+        await asyncio.sleep(0.05)
+    return found
 
 
 async def publish(n: Notifier, *events: CloudEvent) -> None:
@@ -170,9 +184,8 @@ async def test_500_three_times_then_200_is_received_once(mongo_uri: str, hooks: 
         await publish(n, failed(job_id))
         await wait_until(lambda: len(hooks.received["f"]) == 1, 15, "the fourth try answered 200")
         assert hooks.seen["f"] == 4
-        await asyncio.sleep(0.3)
-        [delivery] = await n.deliveries(user)
-        assert delivery["state"] == "sent" and delivery["tries"] == 4
+        [delivery] = await recorded(n, user, lambda ds: ds[0]["state"] == "sent")
+        assert delivery["tries"] == 4
 
 
 async def test_a_dead_endpoint_delays_no_one_else_and_fails_visibly(mongo_uri: str, hooks: Hooks,
@@ -223,8 +236,7 @@ async def test_the_rate_limit_coalesces_a_crash_loop_into_a_digest(mongo_uri: st
         assert kinds.count("retried") == 2 and len(digests) == 1  # seven changes: two messages, one digest of five
         assert digests[0].body["data"]["count"] == 5 and digests[0].signed
         assert sum(1 for m in smtp.box.mails if "(digest)" in m.message["Subject"]) >= 1
-        states = [d["state"] for d in await n.deliveries(user)]
-        assert states.count("digested") == 10
+        await recorded(n, user, lambda ds: [d["state"] for d in ds].count("digested") == 10)
 
 
 async def test_a_platform_webhook_hears_every_users_jobs(mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
@@ -235,3 +247,32 @@ async def test_a_platform_webhook_hears_every_users_jobs(mongo_uri: str, hooks: 
         await publish(n, *(failed(j) for j in jobs))
         await wait_until(lambda: len(hooks.received["ops"]) == 3, 10, "the platform's webhook told of each")
         assert len(await n.deliveries(PLATFORM)) == 3
+
+
+async def test_a_webhook_whose_name_resolves_inside_fails_at_once_and_is_never_retried(
+        mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
+    """The operator allowed nothing inside (PAIQ_NOTIFY_WEBHOOK_ALLOW unset): a webhook named by this machine's
+    host name, which resolves to an inside address (loopback, or its container's private one), and one at the
+    metadata address are refused when the notifier connects: failed after one try, saying why, and nothing
+    reaches the endpoint listening there."""
+    host = socket.gethostname()
+    resolved = {info[4][0] for info in await asyncio.get_running_loop().getaddrinfo(host, None)}
+    assert resolved and all(why_internal(ipaddress.ip_address(a)) for a in resolved), resolved
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port, PAIQ_NOTIFY_WEBHOOK_ALLOW="")
+        user = unique("s")
+        named = await n.webhook(user, "ok/inside", {Kind.FAILED})
+        await n.store.notifications.add_subscription(named.model_copy(
+            update={"url": f"http://{host}:{hooks.port}/ok/inside"}))  # as if the check at creation were passed
+        metadata = await n.webhook(user, "ok/metadata", {Kind.FAILED})
+        await n.store.notifications.add_subscription(metadata.model_copy(
+            update={"url": "http://169.254.169.254/latest/meta-data/"}))
+        await publish(n, failed(await n.job(user)))
+
+        deliveries = await recorded(n, user, lambda ds: [d["state"] for d in ds] == ["failed", "failed"])
+        assert [(d["state"], d["tries"]) for d in deliveries] == [("failed", 1), ("failed", 1)], deliveries
+        errors = sorted(d["last_error"] for d in deliveries)
+        assert errors[0].startswith("refused: 169.254.169.254 is a link-local address"), errors
+        assert errors[1].startswith(f"refused: {host} (") and "PAIQ_NOTIFY_WEBHOOK_ALLOW" in errors[1], errors
+        await asyncio.sleep(0.5)  # a retry (100 ms base) would have come by now
+        assert hooks.seen["inside"] == 0 and [d["tries"] for d in await n.deliveries(user)] == [1, 1]

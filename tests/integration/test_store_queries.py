@@ -196,6 +196,11 @@ QUERIES: dict[str, Query] = {
     "notifications.subscriptions_of": lambda s: s.notifications.subscriptions_of("u3"),
     "notifications.user_email": lambda s: s.notifications.user_email("u3"),
     "notifications.change_handled": lambda s: s.notifications.change_handled("u1~h1~00000001/running"),
+    # the notifier's burst: the changed jobs, their owners' subscriptions and addresses, webhooks by id, together
+    "get_jobs": lambda s: s.get_jobs(["u1~h1~00000001", "u2~h2~00000002"]),
+    "notifications.subscriptions_of_many": lambda s: s.notifications.subscriptions_of_many(["u3", "u4", ""]),
+    "notifications.user_emails": lambda s: s.notifications.user_emails(["u3", "u4"]),
+    "notifications.subscriptions_by_id": lambda s: s.notifications.subscriptions_by_id(["a", "b"]),
 }
 
 

@@ -3,12 +3,14 @@ rate limit, the webhook's signature and its sealed key."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
 
 from shared.jobconfig.sealing import SealedValueError, new_key
 from shared.notify.decide import Change, JobFacts, delivery_id, recipients
+from shared.notify.destinations import Destinations, parse_allow
 from shared.notify.endpoints import endpoint_of, redacted
 from shared.notify.kinds import Kind, check_switch, parse_kinds, switch_kinds
 from shared.notify.render import chat_body, cloudevent_body, digest, duration, message
@@ -148,3 +150,45 @@ def test_endpoints_line_up_by_origin_and_lists_hide_paths() -> None:
     assert endpoint_of("webhook", "http://h:8/a") != endpoint_of("webhook", "http://h:8/b")
     assert redacted("https://hooks.slack.com/services/T/B/secret") == "https://hooks.slack.com/..."
     assert Format.CHAT.value == "chat"
+
+
+@pytest.mark.parametrize(("url", "allow", "refused"), [
+    ("https://hooks.example.com/x", "", None),
+    ("http://8.8.8.8/x", "", None),
+    ("http://127.0.0.1:8080/x", "", "127.0.0.1 is a loopback address"),
+    ("http://localhost/x", "", "localhost is a loopback address"),
+    ("http://169.254.169.254/latest/meta-data/", "", "169.254.169.254 is a link-local address"),
+    ("http://10.1.2.3/", "", "10.1.2.3 is a private address"),
+    ("http://172.20.0.5/", "", "172.20.0.5 is a private address"),
+    ("http://192.168.1.1/", "", "192.168.1.1 is a private address"),
+    ("http://100.64.0.1/", "", "100.64.0.1 is a private address"),
+    ("http://[::1]/", "", "::1 is a loopback address"),
+    ("http://[fd00::1]/", "", "fd00::1 is a unique-local address"),
+    ("http://[fe80::1]/", "", "fe80::1 is a link-local address"),
+    ("http://[::ffff:127.0.0.1]/", "", "::ffff:127.0.0.1 is a loopback address"),
+    ("http://0.0.0.0/", "", "0.0.0.0 is not a unicast address"),
+    ("http://127.0.0.1:8080/x", "127.0.0.1", None),
+    ("http://10.1.2.3/", "10.0.0.0/8", None),
+    ("http://10.1.2.3/", "10.2.0.0/16", "10.1.2.3 is a private address"),
+    ("http://hooks.internal/", "hooks.internal", None),
+    ("http://169.254.169.254/", "*", None),
+])
+def test_webhook_destinations_inside_the_cluster_are_refused_unless_allowed(url: str, allow: str,
+                                                                         refused: str | None) -> None:
+    why = Destinations(parse_allow(allow)).url_refusal(url)
+    if refused is None:
+        assert why is None
+    else:
+        assert why is not None and why.startswith(refused) and "PAIQ_NOTIFY_WEBHOOK_ALLOW" in why
+
+
+def test_a_name_is_judged_by_what_it_resolves_to_and_the_allow_list_is_checked() -> None:
+    rule = Destinations(parse_allow("127.0.0.1, hooks.internal"))
+    assert rule.address_refusal("h.example", ipaddress.ip_address("93.184.216.34")) is None
+    assert rule.address_refusal("evil.example", ipaddress.ip_address("169.254.169.254")) == (
+        "evil.example (169.254.169.254) is a link-local address (the cloud metadata endpoint's range): webhooks "
+        "may not point into the cluster's own network unless the operator allows it (PAIQ_NOTIFY_WEBHOOK_ALLOW)")
+    assert rule.address_refusal("hooks.internal", ipaddress.ip_address("10.0.0.7")) is None
+    assert rule.address_refusal("other", ipaddress.ip_address("127.0.0.1")) is None
+    with pytest.raises(ValueError, match="CIDR"):
+        parse_allow("10.0.0.0/8, not a host")

@@ -6,7 +6,11 @@ so the notify service reads the owner's subscriptions again at once."""
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+import socket
 import uuid
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -26,6 +30,7 @@ from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from shared.events import SubscriptionsChanged, SubscriptionsChangedData
 from shared.jobconfig.sealing import SealingError
+from shared.notify.destinations import Destinations
 from shared.notify.endpoints import redacted
 from shared.notify.kinds import Kind
 from shared.notify.signing import new_secret, seal_secret
@@ -38,6 +43,32 @@ LIMIT = WholeNumber("limit", 50, 1, 500)
 PLATFORM_PARAM = Param("platform", "query", {"type": "boolean", "default": False},
                        "true: the platform's webhooks or deliveries (an administrator's)")
 DAY_MS = 86_400_000
+RESOLVE_SECONDS = 2.0
+
+
+async def destination_refusal(destinations: Destinations, url: str) -> str | None:
+    """Why a webhook URL may not be used (shared.notify.destinations): as written, or by what its name
+    resolves to now. A name that does not resolve now is let through: the notifier checks again, after
+    resolving, at every delivery."""
+    refusal = destinations.url_refusal(url)
+    host = urlsplit(url).hostname or ""
+    if refusal is not None or destinations.host_allowed(host):
+        return refusal
+    try:
+        ipaddress.ip_address(host)
+        return None  # a literal address: checked above
+    except ValueError:
+        pass
+    try:
+        async with asyncio.timeout(RESOLVE_SECONDS):
+            found = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, TimeoutError):
+        return None
+    for *_, sockaddr in found:
+        why = destinations.address_refusal(host, ipaddress.ip_address(str(sockaddr[0]).split("%")[0]))
+        if why is not None:
+            return why
+    return None
 
 
 async def _owner(request: web.Request) -> tuple[str, str]:
@@ -86,6 +117,9 @@ async def add_subscription(request: web.Request) -> web.Response:
         owner = PLATFORM
     if asked.channel == "webhook" and not asked.url:
         raise ApiError("InvalidParametersError", "url: a webhook needs its http or https URL")
+    if asked.url and (refusal := await destination_refusal(
+            Destinations(request.app[DEPS].settings.notify.webhook_allow), asked.url)) is not None:
+        raise ApiError("InvalidParametersError", f"url: {refusal}")
     if asked.channel == "email" and (asked.url or asked.platform):
         raise ApiError("InvalidParametersError", "url: e-mail goes to the address on your user record (PUT "
                                                  "/api/v1/notifications/email); an e-mail subscription has no url "
