@@ -92,7 +92,9 @@ def _view(sub: Subscription) -> SubscriptionView:
                             created_time=sub.created_ms)
 
 
-async def _changed(request: web.Request, owner: str) -> None:
+async def subscriptions_changed(request: web.Request, owner: str) -> None:
+    """Tell the notifier that ``owner``'s subscriptions or address changed (it reads them again at once); the v2
+    user routes that change an e-mail address say so too."""
     await request.app[DEPS].bus.publish([SubscriptionsChanged(subject=owner or "platform",
                                                               data=SubscriptionsChangedData(owner=owner))])
 
@@ -137,7 +139,7 @@ async def add_subscription(request: web.Request) -> web.Response:
                        kinds=frozenset(asked.kinds), url=asked.url or "", format=Format(asked.format), job=asked.job,
                        sealed_secret=sealed, created_ms=now_ms())
     await notes.add_subscription(sub)
-    await _changed(request, owner)
+    await subscriptions_changed(request, owner)
     return answer(NewSubscriptionAnswer(subscription=_view(sub), secret=secret), status=201)
 
 
@@ -147,7 +149,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
     if not await request.app[DEPS].store.notifications.delete_subscription(owner, sub_id):
         raise ApiError("NoSubscriptionError", f"no subscription {sub_id[:64]!r} of "
                                         f"{'the platform' if owner == PLATFORM else owner}")
-    await _changed(request, owner)
+    await subscriptions_changed(request, owner)
     return answer(Message(message=f"subscription {sub_id} deleted"))
 
 
@@ -155,7 +157,7 @@ async def put_email(request: web.Request) -> web.Response:
     principal = await principal_of(request)
     asked = await EMAIL.read(request)
     await request.app[DEPS].users.set_profile(principal.user, email=asked.email)
-    await _changed(request, principal.user)
+    await subscriptions_changed(request, principal.user)
     return answer(Message(message=f"e-mail notifications of {principal.user} go to {asked.email}" if asked.email
                           else f"user {principal.user} has no e-mail address now"))
 

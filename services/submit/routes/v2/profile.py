@@ -23,6 +23,7 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
+from services.submit.routes.notify import subscriptions_changed
 from services.submit.routes.v2.access import person_of
 from services.submit.routes.v2.users import admin_person, grant_vcs
 from services.submit.users import Principal, check_user_name
@@ -52,6 +53,7 @@ async def update_me(request: web.Request) -> web.Response:
         await _wrong_password(request, principal.user, data.old_password)
         await users.update(principal.user, password=data.new_password, admin=None)
     await users.set_profile(principal.user, email=data.email, extension=data.extension)
+    await subscriptions_changed(request, principal.user)  # the notifier mails the new address from now
     log.info("user updated themselves", user=principal.user, password_changed=data.new_password is not None)
     return v2_answer(Message(message=f"Update user {principal.user} successfully"), status=201)
 
@@ -76,6 +78,7 @@ async def put_password(request: web.Request) -> web.Response:
 async def put_email(request: web.Request) -> web.Response:
     _, name = await _self_or_admin(request)
     await request.app[DEPS].users.set_profile(name, email=(await EMAIL.read(request)).email)
+    await subscriptions_changed(request, name)
     return v2_answer(Message(message="Update user email data successfully."), status=201)
 
 

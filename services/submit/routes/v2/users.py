@@ -39,6 +39,7 @@ from services.submit.contract.v2.users import (
 )
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
+from services.submit.routes.notify import subscriptions_changed
 from services.submit.routes.v2.access import person_of
 from services.submit.users import Principal, UserInfo, check_user_name
 from shared.db.groups import GROUP_PATTERN, Group, Groups
@@ -154,6 +155,8 @@ async def update_user(request: web.Request) -> web.Response:
     if data.password is not None or data.admin is not None:
         await users.update(data.username, password=data.password, admin=data.admin)
     await users.set_profile(data.username, email=data.email, extension=data.extension)
+    if data.email is not None:
+        await subscriptions_changed(request, data.username)
     log.info("user updated", user=data.username, by=principal.user)
     return v2_answer(Message(message=f"Update user {data.username} successfully"), status=201)
 
