@@ -20,7 +20,9 @@ clusters; the usage report by VC, the steady user's and everyone's over 30 days;
 fits, stopped afterwards; OpenPAI v1.8's v2 list newest first, at offset
 50,000 with its total, by ``vc`` and ``state`` with the total from the tallies, by ``username``, ``vc`` and
 ``state`` together, by two states at once, by a ``keyword`` that matches a tenth of the history and by one
-that matches a job's name, and a job's v2 detail), the scheduler
+that matches a job's name, and a job's v2 detail; and its other orders, v1.8's (issue 27): a first page of each
+of the twenty but the default, ``submissionTime,ASC`` and ``state,DESC`` at offset 50,000, ``username`` of one
+state, ``vc`` of one user, and ``jobName`` of the steady user, which is sorted in memory), the scheduler
 pass (``schedule_pass`` run --passes times in this process over its own store and an in-memory bus), and
 the CPU that the paiq and SecantusDB processes spend over --idle-seconds with nothing to do.
 
@@ -30,12 +32,13 @@ answer is the same at every size: the user lists are a user's with the same five
 user's whole list, whose answer grows with their own jobs up to 1,000, is reported apart as
 ``api_p99_ratio_growing``; so is the usage report of every user, whose rows are one per user and day),
 ``usage_report_p99_ratio`` (the usage report's routes: by VC, the steady user's, everyone's) and
-``usage_report_ms`` (their p50/p99 at each size), ``idle_cpu_percent`` (paiq + SecantusDB at --jobs, percent
+``usage_report_ms`` (their p50/p99 at each size), ``order_p99_ratio`` and ``order_ms`` (the same of the
+v2 list's other orders), ``idle_cpu_percent`` (paiq + SecantusDB at --jobs, percent
 of one core),
 ``scheduler_pass_ratio`` (pass p50 at --jobs over the smallest size), ``seed_jobs_per_s`` (stored per second
 of ``insert_jobs``, per stage), the load average and every size's figures. With 100 requests a route, p99
 is the second slowest. ``--smoke``: 1,200 jobs measured at 400 and 1,200, 10 requests a route, 3 passes,
-2 idle seconds (well under a minute: that the benchmark runs, not its figures).
+2 idle seconds, seven of the v2 list's orders (about a minute: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -97,6 +100,23 @@ STEADY, STEADY_JOBS = "steady", 5
 GROWING = {"GET /user/<busy>/jobs", "GET /usage (every user, 30 days)"}
 USAGE_ROUTES = ("GET /usage?by=vc (30 days)", "GET /usage?user=<steady> (30 days)", "GET /usage (every user, 30 days)")
 FINAL = (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED)
+ORDERS = tuple(f"{name},{way}" for name in ("jobName", "submissionTime", "username", "vc", "retries", "totalTaskNumber",
+                                            "totalGpuNumber", "state", "completionTime", "jobPriority")
+               for way in ("ASC", "DESC") if (name, way) != ("submissionTime", "DESC"))
+# The v2 list's other orders (issue 27): a first page of each unfiltered (jobName: refused past 5,000 jobs, so
+# measured on the steady user's list), two deep pages, two filtered ones.
+ORDER_PATHS = {
+    **{f"GET /v2/jobs?order={o}&limit=20": f"/api/v2/jobs?order={o}&limit=20" for o in ORDERS if "jobName" not in o},
+    "GET /v2/jobs?order=jobName,ASC&username=<steady>": f"/api/v2/jobs?order=jobName,ASC&username={STEADY}",
+    "GET /v2/jobs?order=submissionTime,ASC&limit=20&offset=50000":
+        "/api/v2/jobs?order=submissionTime,ASC&limit=20&offset=50000",
+    "GET /v2/jobs?order=state,DESC&limit=20&offset=50000&withTotalCount=true":
+        "/api/v2/jobs?order=state,DESC&limit=20&offset=50000&withTotalCount=true",
+    "GET /v2/jobs?order=username,ASC&state=FAILED&limit=20": "/api/v2/jobs?order=username,ASC&state=FAILED&limit=20",
+    "GET /v2/jobs?order=vc,DESC&username=<steady>&limit=20": f"/api/v2/jobs?order=vc,DESC&username={STEADY}&limit=20",
+}
+SMOKE_ORDERS = ("order=submissionTime,ASC&limit=20", "order=state,DESC&limit=20", "order=username,ASC&limit=20",
+                "order=retries,DESC&limit=20", "order=completionTime,DESC&limit=20", "jobName", "offset=50000")
 TRACEBACK = ('Traceback (most recent call last):\n  File "/workspace/train.py", line {line}, in <module>\n'
              '    main()\n  File "/workspace/train.py", line 212, in main\n    loss = step(model, batch)\n'
              '  File "/workspace/model.py", line 88, in step\n    out = model(batch.to(device))\n'
@@ -114,6 +134,7 @@ class Options:
     batch: int
     seed: int
     keep: bool
+    every_order: bool = True  # --smoke: one order of each way (shared.db.lists.ordered) and the deep pages
 
 
 def parse(argv: list[str] | None = None) -> Options:
@@ -132,7 +153,7 @@ def parse(argv: list[str] | None = None) -> Options:
         a.jobs, a.sizes, a.requests, a.passes, a.idle_seconds = 1200, "400", 10, 3, 2.0
     sizes = sorted({int(s) for s in a.sizes.split(",") if s.strip() and 0 < int(s) < a.jobs} | {a.jobs})
     return Options(jobs=a.jobs, sizes=tuple(sizes), requests=a.requests, passes=a.passes, idle_s=a.idle_seconds,
-                   batch=a.batch, seed=a.seed, keep=a.keep)
+                   batch=a.batch, seed=a.seed, keep=a.keep, every_order=not a.smoke)
 
 
 
@@ -291,11 +312,16 @@ class Route:
     body: Callable[[int], Any] | None = None
 
 
+def fixed(path: str) -> Route:
+    """A GET of the same path every round."""
+    return Route("GET", lambda i: path)
+
+
 def posted_name(size: int, i: int) -> str:
     return f"bench-{size}-{i}"
 
 
-def routes(size: int, busy: str, names: list[str], deep: str | None) -> dict[str, Route]:
+def routes(size: int, busy: str, names: list[str], deep: str | None, every_order: bool = True) -> dict[str, Route]:
     u = f"/api/v1/user/{STEADY}/jobs"
     out = {
         "GET /jobs": Route("GET", lambda i: "/api/v1/jobs"),
@@ -330,6 +356,8 @@ def routes(size: int, busy: str, names: list[str], deep: str | None) -> dict[str
             "GET", lambda i: f"/api/v2/jobs?keyword={quote(names[i * 7919 % len(names)])}&limit=20"),
         "GET /v2/jobs/<busy>~<name>": Route(
             "GET", lambda i: f"/api/v2/jobs/{busy}~{quote(names[i * 7919 % len(names)])}"),
+        **{name: fixed(path) for name, path in ORDER_PATHS.items()
+           if every_order or any(part in name for part in SMOKE_ORDERS)},
         "GET /virtual-clusters": Route("GET", lambda i: "/api/v1/virtual-clusters"),
         # the usage report (issue 29), from the daily rollups: per VC (30 rows at every size), the steady user's
         # (their same five jobs), and everyone's (a row per user and day: grows until each of the 200 users
@@ -412,7 +440,7 @@ async def stage(o: Options, size: int, seeder: Seeder, api: Api, deps: Scheduler
     print(f"{size} jobs stored ({seed_rate:.0f} jobs/s); measuring", file=sys.stderr, flush=True)
     load = tuple(round(x, 2) for x in os.getloadavg())
     passes = await time_passes(deps, o.passes)
-    table = routes(size, seeder.user, seeder.names, await deep_cursor(api, size))
+    table = routes(size, seeder.user, seeder.names, await deep_cursor(api, size), o.every_order)
     times = await time_routes(api, table, o.requests)
     await stop_posted(api, size, o.requests)
     return Stage(size=size, seed_jobs_per_s=seed_rate, seed_last_jobs_per_s=last_rate, seed_s=seed_s, load_average=load,
@@ -477,6 +505,8 @@ def summary(o: Options, stages: list[Stage]) -> dict[str, Any]:
         "api_p99_ratio_growing": {name: ratios.get(name, 0.0) for name in GROWING}, "api_p99_ratios": ratios,
         "usage_report_p99_ratio": {name: ratios.get(name, 0.0) for name in USAGE_ROUTES},
         "usage_report_ms": {str(s.size): {name: s.api_ms[name] for name in USAGE_ROUTES} for s in stages},
+        "order_p99_ratio": {name: ratios[name] for name in ORDER_PATHS if name in ratios},
+        "order_ms": {str(s.size): {name: s.api_ms[name] for name in ORDER_PATHS if name in s.api_ms} for s in stages},
         "idle_cpu_percent": round(sum(last.idle_cpu_percent.values()), 2),
         "scheduler_pass_ratio": round(last.pass_p50_ms / first.pass_p50_ms, 2) if first.pass_p50_ms else 0.0,
         "seed_jobs_per_s": {str(s.size): s.seed_jobs_per_s for s in stages},

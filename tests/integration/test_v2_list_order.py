@@ -35,8 +35,8 @@ def a_job(i: int, rng: random.Random, *, active: bool = False) -> JobRecord:
     tasks, gpus = 1 + rng.randrange(4), rng.choice((0, 0, 1, 2, 4))
     prio = rng.choice((None, None, "prod", "test"))
     name = f"{rng.choice(NAMES)}-{i}"
-    config = make_config(role_dict("main", taskNumber=tasks, gpuNumber=gpus), jobName=name,
-                         **({"extras": {"hivedScheduler": {"jobPriorityClass": prio}}} if prio else {}))
+    extras: dict[str, Any] = {"extras": {"hivedScheduler": {"jobPriorityClass": prio}}} if prio else {}
+    config = make_config(role_dict("main", taskNumber=tasks, gpuNumber=gpus), jobName=name, **extras)
     created = BASE + rng.randrange(10 * DAY_MS) if i % 9 else BASE + 5 * DAY_MS  # every ninth: the same ms
     state = rng.choice((JobState.RUNNING, JobState.WAITING)) if active else rng.choice(ENDED)
     return JobRecord(id=f"u{i % 5}~{name}~{i:08x}", user=f"u{i % 5}", name=name,
@@ -181,10 +181,11 @@ async def test_a_list_too_long_to_sort_is_refused_saying_why(store: Stored, monk
 async def test_the_values_an_order_visits_are_counted_once_and_uncounted_when_deleted(store: Stored) -> None:
     db, jobs, _ = store
     ended = [j for j in jobs if j.state.is_final]
-    for field, of in (("retries", lambda j: j.retries), ("gpu_count", lambda j: j.config.total_gpus)):
+    for field in ("retries", "gpu_count"):
         want: dict[Any, int] = {}
         for j in ended:
-            want[of(j)] = want.get(of(j), 0) + 1
+            value = j.retries if field == "retries" else j.config.total_gpus
+            want[value] = want.get(value, 0) + 1
         assert await db.list_counts.values(field) == want
     gone = ended[-1]
     assert not await db.list_counts.count(gone.id, gone.created_ms, gone.user, gone.state.value, atomic=False)

@@ -124,8 +124,9 @@ class Lists:
         for j in sorted(jobs, key=lambda j: (-j.created_ms, j.id)):
             self.by_value.setdefault(order.value_of(j), []).append(j)
 
-    async def read(self, value: Value, limit: int, offset: int, at: Cursor | None) -> JobPage:
+    async def read(self, value: Value, limit: int, offset: int, at: Cursor | None, holds: int | None) -> JobPage:
         self.reads += 1
+        assert holds is None or holds == len(self.by_value.get(value, []))
         jobs = self.by_value.get(value, [])
         if at is not None:
             jobs = [j for j in jobs if (-j.created_ms, j.id) > (-at.created_ms, at.job_id)]

@@ -151,7 +151,8 @@ async def _mirror(store: Store, combo: Combo, limit: int, offset: int, cursor: O
 
 # --- values: each value's newest-first list in the order's direction ------------------------------------------
 
-Reader = Callable[[Value, int, int, Cursor | None], Awaitable[JobPage]]
+# a value's list: limit, offset, cursor, and how many jobs it holds where known (its walk stops there)
+Reader = Callable[[Value, int, int, Cursor | None, int | None], Awaitable[JobPage]]
 Sizer = Callable[[Value], Awaitable[int | None]]
 
 
@@ -162,8 +163,9 @@ async def _values(store: Store, order: Order, asked: Asked, limit: int, offset: 
     sizes = await _field_values(store, order.field)
     field = order.field
 
-    async def read(value: Value, at_most: int, skip: int, at: Cursor | None) -> JobPage:
-        return await list_page(store.jobs, now_ms=now_ms(), limit=at_most, offset=skip, cursor=at, match={field: value})
+    async def read(value: Value, at_most: int, skip: int, at: Cursor | None, holds: int | None) -> JobPage:
+        return await list_page(store.jobs, now_ms=now_ms(), limit=at_most, offset=skip, cursor=at, match={field: value},
+                               holds=holds)
 
     async def size(value: Value) -> int | None:
         return sizes.get(value, 0)
@@ -196,10 +198,10 @@ async def _combo_values(store: Store, order: Order, asked: Asked, limit: int, of
         sized = await _users(store, state)
         values = list(sized)
 
-    async def read(value: Value, at_most: int, skip: int, at: Cursor | None) -> JobPage:
+    async def read(value: Value, at_most: int, skip: int, at: Cursor | None, holds: int | None) -> JobPage:
         u, s, v = combo(value)
-        return await store.list_jobs(limit=at_most, offset=skip, cursor=at, user=u, state=s, vc=v, keyword=keyword,
-                                     tags=tags)
+        return await list_page(store.jobs, now_ms=now_ms(), limit=at_most, offset=skip, cursor=at, user=u, state=s,
+                               counts=store.list_counts, vc=v, keyword=keyword, tags=tags, holds=holds)
 
     async def size(value: Value) -> int | None:
         if sized is not None:
@@ -228,15 +230,15 @@ async def concatenated(order: Order, values: list[Value], size: Sizer, read: Rea
             continue
         need = limit - len(jobs)
         if need == 0:  # the page is full: is there a job after it?
-            more = n > 0 if n is not None else bool((await read(value, 1, 0, at)).jobs)
+            more = n > 0 if n is not None else bool((await read(value, 1, 0, at, None)).jobs)
             if more:
                 break
             continue
         if n is not None or skip == 0:
-            page = await read(value, need, skip, at)
+            page = await read(value, need, skip, at, n)
             jobs += page.jobs
         else:
-            page = await read(value, skip + need, 0, at)
+            page = await read(value, skip + need, 0, at, None)
             jobs += page.jobs[skip:]
             if len(page.jobs) <= skip:
                 skip -= len(page.jobs)

@@ -123,13 +123,15 @@ def next_window(span_ms: int, covered_ms: int, found: int, needed: int) -> int:
 async def list_page(col: AsyncCollection[Doc], *, now_ms: int, limit: int, offset: int = 0,
                     cursor: Cursor | None = None, user: str | None = None, state: str | None = None,
                     counts: ListCounts | None = None, vc: str | None = None,
-                    keyword: str | None = None, tags: tuple[str, ...] = (), match: Doc | None = None) -> JobPage:
+                    keyword: str | None = None, tags: tuple[str, ...] = (), match: Doc | None = None,
+                    holds: int | None = None) -> JobPage:
     """``limit`` summaries after ``offset`` (and after ``cursor``), newest first, with the next page's cursor.
     With ``counts``, an offset past :data:`DEEP_FROM` is found through them (:func:`_deep_page`); a list
     filtered by ``vc``, ``keyword`` or ``tags`` (any of them; ``GET /api/v2/jobs``: indexes ``vc_*_created``,
     ``name_keys_created``, ``tags_created``) has no counts and walks its windows to any offset (its route bounds
     ``offset + limit`` as a page's ``limit`` is bounded). ``match``: one more equality (a value of another order's
-    field, :mod:`shared.db.lists.ordered`), served by that field's index; walked too."""
+    field, :mod:`shared.db.lists.ordered`), served by that field's index; walked too. ``holds``: how many jobs
+    the list holds from its start (or the cursor), where counters say: the walk stops once it has them all."""
     base = _base(user, state)
     if match:
         base.update(match)
@@ -142,6 +144,8 @@ async def list_page(col: AsyncCollection[Doc], *, now_ms: int, limit: int, offse
     if counts is not None and offset > DEEP_FROM and not vc and not keyword and not tags and not match:
         return await _deep_page(col, await counts.view(user, state), base, limit, offset, cursor)
     want = offset + limit + 1  # one more tells whether a next page exists
+    if holds is not None:
+        want = min(want, holds)  # no more to find: not walked to the start of time for the one more
     found: list[Doc] = []
     if cursor is not None:  # the cursor's own millisecond first: jobs after it by id
         found += await _read(col, {**base, "created_ms": cursor.created_ms, "_id": {"$gt": cursor.job_id}}, want)
