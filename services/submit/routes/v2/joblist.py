@@ -225,7 +225,8 @@ _PAGE = Reply("the jobs (an array; {totalCount, data} with withTotalCount=true)"
                                "schema": {"type": "string"}}})
 
 ROUTES = (
-    Route("GET", "/api/v2/jobs", list_v2_jobs, "jobs, newest first, filtered by username, vc, state, keyword "
-          "(a prefix of the name or a word of it) and tagsContain (OpenPAI v1.8's v2 list)", {200: _PAGE},
+    Route("GET", "/api/v2/jobs", list_v2_jobs, "jobs, newest first or in another of OpenPAI v1.8's orders, filtered "
+          "by username, vc, state, keyword (a prefix of the name or a word of it) and tags (OpenPAI v1.8's v2 list)",
+          {200: _PAGE},
           (400, 401, 429), auth="token", params=_PARAMS),
 )
