@@ -4,9 +4,7 @@ arrived meanwhile to one bulk operation, which answers each call with its own re
 Batches form by themselves: while one bulk call is out, the next calls wait and go together as the next batch.
 With nothing in flight a call goes at once (after one turn of the event loop, so that the calls made in the
 same turn, such as an event's recipients' deliveries, go as one), so a lone call waits no longer than it
-would alone; under a burst, a thousand messages cost a few dozen round trips instead of a thousand. A batcher
-that may wait (``linger_s``: recording what was sent, which nobody waits for) gathers that long first, so its
-writes leave the database to the calls somebody waits for while a burst lasts.
+would alone; under a burst, a thousand messages cost a few dozen round trips instead of a thousand.
 """
 
 from __future__ import annotations
@@ -20,11 +18,9 @@ R = TypeVar("R")
 
 
 class Batcher(Generic[T, R]):
-    def __init__(self, run: Callable[[list[T]], Awaitable[Sequence[R]]], *, most: int = 500,
-                 linger_s: float = 0.0) -> None:
+    def __init__(self, run: Callable[[list[T]], Awaitable[Sequence[R]]], *, most: int = 500) -> None:
         self._run = run
         self._most = most
-        self._linger_s = linger_s
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []
         self._draining: asyncio.Task[None] | None = None
 
@@ -40,8 +36,6 @@ class Batcher(Generic[T, R]):
         try:
             await asyncio.sleep(0)  # the calls made in this turn of the loop join the first batch
             while self._waiting:
-                if self._linger_s and len(self._waiting) < self._most:
-                    await asyncio.sleep(self._linger_s)
                 batch, self._waiting = self._waiting[:self._most], self._waiting[self._most:]
                 try:
                     results = await self._run([item for item, _ in batch])

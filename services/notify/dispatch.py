@@ -44,7 +44,6 @@ log = structlog.get_logger("paiq.notify")
 
 SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's mail goes there), its connections
 FAILING_SHARE = 4  # failing endpoints' reserve: a quarter of PAIQ_NOTIFY_CONCURRENCY (at least 2), besides it
-FINISH_LINGER_SECONDS = 0.25  # outcomes recorded together, four times a second at most (well within the lease)
 FAILING_KEPT = 10_000  # endpoints remembered as failing (forgotten all at once past it: they get one try each)
 SUBSCRIPTION_SECONDS = 60.0
 SUBSCRIPTIONS_KEPT = 10_000
@@ -90,8 +89,9 @@ class Dispatcher:
         self._failing: set[str] = set()
         self._smtp = SmtpPool(settings, SMTP_PARALLEL)
         self._destinations = Destinations(settings.webhook_allow)
-        self._finish: Batcher[tuple[str, str, Doc], bool] = Batcher(
-            lambda tries: notes.finish_many(tries, now_ms()), linger_s=FINISH_LINGER_SECONDS)
+        # Outcomes recorded together: while one write is out, the next tries' wait for it (no lingering: a
+        # message sent but not yet recorded is the one a kill -9 would send twice).
+        self._finish: Batcher[tuple[str, str, Doc], bool] = Batcher(lambda tries: notes.finish_many(tries, now_ms()))
 
         async def read_subscriptions(ids: list[str]) -> list[Subscription | None]:
             found = await notes.subscriptions_by_id(ids)

@@ -3,8 +3,11 @@
 jobs, and a real SMTP server (aiosmtpd) and real HTTP endpoints receive what they are told. Checked: exactly one
 "running" and one "failed" message per channel for a job with ``jobStatusChangeNotification`` {running,
 failed}, signed, with the exit code and reason; an endpoint answering 500 three times then 200 receives each
-message once; a hanging endpoint does not delay another user's; and (separate shape) the notifier killed -9
-while a webhook hangs: after its restart nothing is lost and nothing is sent twice."""
+message once; a hanging endpoint does not delay another user's; (separate shape) the notifier killed -9
+while a webhook hangs: after its restart nothing is lost and nothing is sent twice; and (paiq up) the portal's
+Notifications page in headless Chromium: an address set, a webhook added (its key shown once) and listed
+without it, the deliveries shown, the webhook removed, no CSP violation. The endpoints listen on 127.0.0.1,
+which the platform allows (PAIQ_NOTIFY_WEBHOOK_ALLOW); a metadata-address webhook is refused with a 400."""
 
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ from typing import Any
 import docker
 import pytest
 
-from services.cli.client import PaiqClient, paiq_client
+from services.cli.client import ApiCallError, PaiqClient, paiq_client
 from tests.e2e.conftest import job_config, logged_in
+from tests.e2e.test_portal import CSP_WATCH, chromium
 from tests.infra import (
     ADMIN_PASSWORD,
     ADMIN_USER,
@@ -54,8 +58,8 @@ def notify_platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                     amqp_url: str, docker_client: docker.DockerClient, smtp: SmtpServer) -> Iterator[Platform]:
     shape = str(request.param)
     env = {"PAIQ_SMTP_HOST": "127.0.0.1", "PAIQ_SMTP_PORT": str(smtp.port), "PAIQ_SMTP_TLS": "none",
-           "PAIQ_SMTP_FROM": "paiq@e2e.example", "PAIQ_NOTIFY_RETRY_BASE_MS": "300",
-           "PAIQ_NOTIFY_TIMEOUT_SECONDS": "5"}
+           "PAIQ_SMTP_FROM": "paiq@e2e.example", "PAIQ_NOTIFY_RETRY_BASE_MS": "200",
+           "PAIQ_NOTIFY_TIMEOUT_SECONDS": "3", "PAIQ_NOTIFY_WEBHOOK_ALLOW": "127.0.0.1"}
     p = start_platform(shape, tmp_path_factory.mktemp(f"notify-{shape}"), mongo_uri=mongo_uri, amqp_url=amqp_url,
                        **env)
     if shape == "separate":
@@ -158,10 +162,10 @@ async def test_a_dead_endpoint_does_not_delay_another_users(notify_platform: Pla
         assert hooks.seen[f"{tag}-dead"] >= 1
 
 
+# paiq up is one process: killing its notifier kills the platform, so this runs in the separate shape alone.
+@pytest.mark.parametrize("notify_platform", ["separate"], indirect=True)
 async def test_the_notifier_killed_mid_delivery_loses_and_repeats_nothing(
         notify_platform: Platform, smtp: SmtpServer, hooks: Hooks) -> None:
-    if notify_platform.shape != "separate":
-        pytest.skip("paiq up is one process: killing its notifier kills the platform (the separate shape kills it)")
     async with admin_of(notify_platform) as admin:
         user = unique("k")
         client = await logged_in(admin, user)
@@ -171,6 +175,11 @@ async def test_the_notifier_killed_mid_delivery_loses_and_repeats_nothing(
         await run_job(client, user, "exit 2", extras={"jobStatusChangeNotification": {"failed": True}})
         await wait_until(lambda: hooks.seen[user] >= 1 and len(smtp.box.to(f"{user}@example.com")) >= 1, 20,
                          "the webhook hanging on its first try, the mail sent")
+        for _ in range(50):  # the mail recorded sent (its outcome is written a moment after the server took it)
+            if any(d["channel"] == "email" and d["state"] == "sent"
+                   for d in (await call(client, "GET", "/deliveries"))["deliveries"]):
+                break
+            await asyncio.sleep(0.1)
         notifier.send_signal(signal.SIGKILL)
         notifier.wait(10)
         notify_platform.procs.remove(notifier)
@@ -183,3 +192,56 @@ async def test_the_notifier_killed_mid_delivery_loses_and_repeats_nothing(
         assert len(smtp.box.to(f"{user}@example.com")) == 1  # sent before the kill, not again after it
         [d] = [d for d in (await call(client, "GET", "/deliveries"))["deliveries"] if d["channel"] == "webhook"]
         assert d["state"] == "sent"
+
+
+@pytest.mark.parametrize("notify_platform", ["all-in-one"], indirect=True)
+async def test_the_portal_sets_an_address_adds_lists_and_removes_a_webhook_and_shows_deliveries(
+        notify_platform: Platform, hooks: Hooks) -> None:
+    async with admin_of(notify_platform) as admin:
+        user = unique("p")
+        client = await logged_in(admin, user)
+        token = (await admin.with_token(None).login(user, "secret-pass"))["token"]
+        with pytest.raises(ApiCallError, match=r"url: 169\.254\.169\.254 is a link-local address"):
+            await call(client, "POST", "/subscriptions", {"channel": "webhook", "kinds": ["failed"],
+                                                          "url": "http://169.254.169.254/latest/meta-data/"})
+        async with chromium() as page:
+            await page.call("Page.addScriptToEvaluateOnNewDocument", source=CSP_WATCH)
+            await page.goto(f"{notify_platform.api}/#/notify?token={token}")
+            await page.wait("!!document.querySelector('#notify-email-form')", "the notifications page")
+            await page.type("#notify-email", f"{user}@example.com")
+            await page.click("#notify-email-form button[type=submit]")
+            await page.wait(f"document.querySelector('#notify-email').value === {json.dumps(user + '@example.com')}"
+                            " && !!document.querySelector('#notify-subscriptions, #notify-subs + p')",
+                            "the address saved and the page drawn again")
+            assert (await call(client, "GET", "/subscriptions"))["email"] == f"{user}@example.com"
+
+            await page.eval("(() => { const c = document.querySelector('#notify-channel'); c.value = 'webhook';"
+                            " c.dispatchEvent(new Event('change')); })()")
+            await page.type("#notify-url", hooks.url(f"ok/{user}"))
+            await page.click("#notify-add-form button[type=submit]")
+            secret = str(await page.wait("document.querySelector('#notify-secret') && "
+                                         "document.querySelector('#notify-secret').innerText", "the key shown once"))
+            hooks.secrets[user] = secret
+            listed = "[...document.querySelectorAll('#notify-subscriptions tr[data-subscription]')]"
+            await page.wait(f"{listed}.length === 1", "the webhook listed")
+            row_text = str(await page.eval(f"{listed}[0].innerText"))
+            assert hooks.url(f"ok/{user}") in row_text and secret not in row_text
+            assert secret not in str(await call(client, "GET", "/subscriptions"))
+
+            await run_job(client, user, "exit 4")  # failed: one of the page's default kinds
+            await wait_until(lambda: len(hooks.received[user]) == 1, 20, "the webhook told of the failed job")
+            assert hooks.received[user][0].signed  # with the key the page showed
+            for _ in range(50):  # its outcome is recorded a moment after the message went
+                if any(d["state"] == "sent" for d in (await call(client, "GET", "/deliveries"))["deliveries"]):
+                    break
+                await asyncio.sleep(0.1)
+            await page.eval("location.reload()")  # the page reads the deliveries when drawn
+            sent = "document.querySelector('#notify-deliveries tr[data-state=sent]')"
+            await page.wait(f"!!{sent}", "the delivery shown as sent")
+            assert "webhook" in str(await page.eval(f"{sent}.innerText"))
+            await page.wait("!!document.querySelector('#notify-subscriptions tr[data-subscription]')", "the list")
+
+            await page.click("#notify-subscriptions tr[data-subscription] button")
+            await page.wait("!document.querySelector('#notify-subscriptions')", "the webhook removed")
+            assert (await call(client, "GET", "/subscriptions"))["subscriptions"] == []
+            assert await page.eval("window.cspViolations") == [] and page.errors == []
