@@ -100,19 +100,20 @@ class AmqpBus:
             raise BusError(f"{closed} of {len(self._consume_channels)} consuming channels are closed")
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True) -> _AmqpSubscription:
+                        durable: bool = True, prefetch: int | None = None) -> _AmqpSubscription:
         if durable:
             count_dead_letters_of(queue)
         try:
             async with asyncio.timeout(SUBSCRIBE_SECONDS):
-                return await self._subscribe(queue, bindings, router, durable=durable)
+                return await self._subscribe(queue, bindings, router, durable=durable,
+                                             prefetch=prefetch or self._prefetch)
         except TimeoutError as e:
             raise BusError(f"consuming queue {queue} did not start within {SUBSCRIBE_SECONDS:g} s") from e
 
     async def _subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                         durable: bool) -> _AmqpSubscription:
+                         durable: bool, prefetch: int) -> _AmqpSubscription:
         channel = await self._connection.channel(publisher_confirms=True)
-        await channel.set_qos(prefetch_count=self._prefetch)
+        await channel.set_qos(prefetch_count=prefetch)  # per channel, and each subscription has its own
         self._consume_channels.append(channel)
         exchange = await channel.get_exchange(self._exchange.name, ensure=False)
         q = await self._declare(channel, queue, durable=durable)

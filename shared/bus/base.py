@@ -129,8 +129,9 @@ class Bus(Protocol):
         """Publish events durably (returns once the broker confirmed every one)."""
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True) -> Subscription:
-        """Consume ``queue`` (bound to the routing-key patterns ``bindings``) with ``router``.
+                        durable: bool = True, prefetch: int | None = None) -> Subscription:
+        """Consume ``queue`` (bound to the routing-key patterns ``bindings``) with ``router``, at most
+        ``prefetch`` messages in hand at once (None: the bus's own prefetch).
 
         A message is acknowledged only after its handler returned and the returned events were
         published. A message that is not a valid event goes straight to the dead-letter exchange; one

@@ -58,7 +58,7 @@ class MemoryBus:
         """In-process: always usable."""
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True) -> _MemorySubscription:
+                        durable: bool = True, prefetch: int | None = None) -> _MemorySubscription:
         """A queue consumed again (after :meth:`_MemorySubscription.cancel`) keeps what arrived meanwhile."""
         if durable:
             count_dead_letters_of(queue)
@@ -66,7 +66,7 @@ class MemoryBus:
         if q is None or q.consumer is not None:
             q = self._queues[queue] = _Queue(queue, tuple(bindings), router)
         q.router = router
-        q.consumer = asyncio.create_task(self._consume(q), name=f"bus:{queue}")
+        q.consumer = asyncio.create_task(self._consume(q, prefetch or self._prefetch), name=f"bus:{queue}")
         return _MemorySubscription(q)
 
     async def drained(self, limit_s: float = 30) -> None:
@@ -92,8 +92,8 @@ class MemoryBus:
                     await q.consumer
         self._queues.clear()
 
-    async def _consume(self, q: _Queue) -> None:
-        slots = asyncio.Semaphore(self._prefetch)
+    async def _consume(self, q: _Queue, prefetch: int) -> None:
+        slots = asyncio.Semaphore(prefetch)
         while True:
             body, attempt = await q.inbox.get()
             await slots.acquire()

@@ -101,7 +101,7 @@ async def one_size(mongo_uri: str, jobs: int, subscribers: int, bad_percent: flo
             "PAIQ_NOTIFY_RATE_LIMIT": "0", "PAIQ_NOTIFY_WEBHOOK_ALLOW": "127.0.0.1"})
         store = await stack.enter_async_context(open_store(mongo_uri, f"bench_notify_{uuid.uuid4().hex[:8]}"))
         await store.ensure_indexes()
-        bus = MemoryBus(prefetch=64)
+        bus = MemoryBus()  # the notifier asks for its own prefetch (INTAKE_PREFETCH), as on RabbitMQ
         stack.push_async_callback(bus.close)
         bad_every = max(1, round(100 / bad_percent)) if bad_percent > 0 else 0
         healthy: set[str] = set()  # the users whose address or webhook answers

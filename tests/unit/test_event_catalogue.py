@@ -35,7 +35,8 @@ class RecordingBus:
     def __init__(self) -> None:
         self.subscribed: list[tuple[Sequence[str], Router]] = []
 
-    async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *, durable: bool = True) -> None:
+    async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *, durable: bool = True,
+                        prefetch: int | None = None) -> None:
         self.subscribed.append((bindings, router))
 
 
