@@ -7,15 +7,16 @@ so the counts hold exactly the jobs marked counted, whatever crash or retry come
 between them leaves a count one off, which shifts deep pages by one job.) The jobs not counted yet, the
 active ones, are read from the partial index of uncounted jobs when a deep page is asked for.
 
-Beside them, for ``GET /api/v2/jobs``'s orders by a field of few values (:data:`VALUE_FIELDS`: retries, the task
-and GPU totals, the priority class), one small document per value a counted job holds, ``V|<field>|<value>``
-with ``n`` jobs, moved in the same transaction: the values an order visits and how many jobs each holds
-(:mod:`shared.db.lists.ordered`), however long the history; an ended job's values never change again.
+Beside them, for ``GET /api/v2/jobs``'s orders by a field of few values (:data:`DIRECTORIES`: the user, retries,
+the task and GPU totals, the priority class), one document per field, ``V|<field>``, counting the counted jobs
+per value (``v``) and per state and value (``vs``), moved in the same transaction: the values an order visits
+and how many jobs each holds (:mod:`shared.db.lists.ordered`), read by id whatever the history; an ended job's
+values never change again.
 """
 
 from __future__ import annotations
 
-import json
+import base64
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -46,28 +47,49 @@ Doc = dict[str, Any]
 T = TypeVar("T")
 BULK = 1000  # counter documents per bulk write (imports, the schema migration)
 DUPLICATE_KEY = 11000
-VALUE_FIELDS = ("retries", "task_count", "gpu_count", "job_priority")
+VALUE_FIELDS = ("retries", "task_count", "gpu_count", "job_priority")  # the orders by a counted value
+DIRECTORIES = ("user", *VALUE_FIELDS)  # fields whose values are counted: one document each
 ENDED_FIELDS = {"created_ms": 1, "user": 1, "state": 1, "counted": 1, **dict.fromkeys(VALUE_FIELDS, 1)}
 VALUE_PREFIX = "V|"
+Value = int | str | None
 
 
-def value_id(field: str, value: int | str | None) -> str:
-    """The id of the document that counts the counted jobs holding ``value`` in ``field``."""
-    return f"{VALUE_PREFIX}{field}|{json.dumps(value)}"
+def value_key(value: Value) -> str:
+    """A value as a key of a counting document (no ``.`` or ``$``: base64 for text)."""
+    if value is None:
+        return "n"
+    if isinstance(value, int):
+        return f"i{value}"
+    return "s" + base64.urlsafe_b64encode(value.encode()).decode().rstrip("=")
 
 
-def value_increments(docs: Iterable[Doc], delta: int = 1) -> Counter[tuple[str, int | str | None]]:
-    """``(field, value) -> n`` of the jobs' :data:`VALUE_FIELDS` (``job_priority`` absent: None)."""
-    out: Counter[tuple[str, int | str | None]] = Counter()
+def key_value(key: str) -> Value:
+    if key == "n":
+        return None
+    if key[0] == "i":
+        return int(key[1:])
+    return base64.urlsafe_b64decode(key[1:] + "=" * (-len(key[1:]) % 4)).decode()
+
+
+def value_increments(docs: Iterable[Doc], delta: int = 1) -> Counter[tuple[str, Value, str]]:
+    """``(field, value, state) -> n`` of the jobs' :data:`DIRECTORIES` (``job_priority`` absent: None)."""
+    out: Counter[tuple[str, Value, str]] = Counter()
     for doc in docs:
-        for name in VALUE_FIELDS:
-            out[(name, doc.get(name, 0 if name != "job_priority" else None))] += delta
+        for name in DIRECTORIES:
+            out[(name, doc.get(name, 0 if name in ("retries", "task_count", "gpu_count") else None),
+                 str(doc.get("state")))] += delta
     return out
 
 
-def _value_ops(incs: Counter[tuple[str, int | str | None]]) -> list[UpdateOne]:
-    return [UpdateOne({"_id": value_id(name, value)}, {"$inc": {"n": n}, "$set": {"f": name, "v": value}}, upsert=True)
-            for (name, value), n in incs.items() if n]
+def _value_ops(incs: Counter[tuple[str, Value, str]]) -> list[UpdateOne]:
+    """One ``$inc`` per field's document ``V|<field>``: ``v.<value>`` (every job) and ``vs.<state>.<value>``."""
+    by_field: dict[str, Counter[str]] = {}
+    for (name, value, state), n in incs.items():
+        if n:
+            key = value_key(value)
+            by_field.setdefault(name, Counter()).update({f"v.{key}": n, f"vs.{state}.{key}": n})
+    return [UpdateOne({"_id": f"{VALUE_PREFIX}{name}"}, {"$inc": dict(inc)}, upsert=True)
+            for name, inc in by_field.items()]
 
 
 def _ops(incs: dict[str, dict[str, int]] | dict[str, Counter[str]]) -> list[UpdateOne]:
@@ -135,47 +157,46 @@ class ListCounts:
                 await self.col.bulk_write(_ops({d: incs[d] for d in there}), ordered=False)
 
     async def add_values(self, docs: Iterable[Doc]) -> None:
-        """Count the values of many jobs stored as counted already (imports): one upsert per value."""
-        ops = _value_ops(value_increments(docs))
-        for start in range(0, len(ops), BULK):
-            await self.col.bulk_write(ops[start:start + BULK], ordered=False)
+        """Count the values of many jobs stored as counted already (imports): one upsert per field."""
+        if ops := _value_ops(value_increments(docs)):
+            await self.col.bulk_write(ops, ordered=False)
 
-    async def values(self, field: str) -> dict[int | str | None, int]:
-        """The values of ``field`` that counted jobs hold, with how many hold each (one small document per value)."""
-        prefix = f"{VALUE_PREFIX}{field}|"
-        found = self.col.find({"_id": {"$gte": prefix, "$lt": prefix + "~"}})
-        return {d.get("v"): int(d.get("n", 0)) async for d in found if int(d.get("n", 0)) > 0}
+    async def values(self, field: str, state: str | None = None) -> dict[Value, int]:
+        """The values of ``field`` that counted jobs (in ``state``) hold, with how many hold each: one document,
+        read by its id (a range of ids would cost the embedded server the whole collection)."""
+        doc = await self.col.find_one({"_id": f"{VALUE_PREFIX}{field}"}) or {}
+        counts = doc.get("v", {}) if state is None else doc.get("vs", {}).get(state, {})
+        return {key_value(k): int(n) for k, n in counts.items() if int(n) > 0}
 
     async def recount(self, renew: Callable[[], Awaitable[object]]) -> int:
         """Count every job marked counted, from nothing (the schema migration: reads the whole history once,
         calling ``renew`` every :data:`BULK` jobs to keep its lease)."""
         await self.col.delete_many({})
         ended: list[tuple[int, str, str]] = []
-        values: Counter[tuple[str, int | str | None]] = Counter()
+        values: Counter[tuple[str, Value, str]] = Counter()
         async for d in self.jobs.find({"counted": True}, ENDED_FIELDS):
             ended.append((int(d["created_ms"]), str(d["user"]), str(d["state"])))
             values.update(value_increments([d]))
             if len(ended) % BULK == 0:
                 await renew()
         await self.add(ended)
-        if values:
-            await self.col.bulk_write(_value_ops(values), ordered=False)
+        if ops := _value_ops(values):
+            await self.col.bulk_write(ops, ordered=False)
         return len(ended)
 
     async def recount_values(self, renew: Callable[[], Awaitable[object]]) -> int:
         """Count the values of every job marked counted, from nothing (the schema migration to version 5, over a
         history whose deep pages' counts are there already: reads the whole history once)."""
-        await self.col.delete_many({"_id": {"$gte": VALUE_PREFIX, "$lt": VALUE_PREFIX[:-1] + "}"}})
-        values: Counter[tuple[str, int | str | None]] = Counter()
+        await self.col.delete_many({"_id": {"$in": [f"{VALUE_PREFIX}{name}" for name in DIRECTORIES]}})
+        values: Counter[tuple[str, Value, str]] = Counter()
         done = 0
         async for d in self.jobs.find({"counted": True}, ENDED_FIELDS):
             values.update(value_increments([d]))
             done += 1
             if done % BULK == 0:
                 await renew()
-        ops = _value_ops(values)
-        for start in range(0, len(ops), BULK):
-            await self.col.bulk_write(ops[start:start + BULK], ordered=False)
+        if ops := _value_ops(values):
+            await self.col.bulk_write(ops, ordered=False)
         return done
 
     async def view(self, user: str | None, state: str | None) -> ListView:

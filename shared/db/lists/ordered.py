@@ -269,18 +269,12 @@ async def _vcs(store: Store) -> set[str]:
 
 
 async def _users(store: Store, state: str | None) -> dict[Value, int]:
-    """Every user with jobs (their deep pages' counts: one small document each) and how many they hold (in
-    ``state``), with the active jobs."""
-    sizes: dict[Value, int] = {}
-    async for d in store.list_counts.col.find({"_id": {"$gt": "A|", "$lt": "A}"}}):
-        owner = str(d["_id"])[2:]
-        if owner != "*":
-            counts = d.get("c", {}) if state is None else d.get("cs", {}).get(state, {})
-            sizes[owner] = sum(max(0, int(n)) for n in counts.values())
+    """Every user with jobs (in ``state``) and how many they hold: the counted ones' document, the active jobs."""
+    sizes = await store.list_counts.values("user", state)
     for d in await _active(store):
         if state is None or d.get("state") == state:
             sizes[str(d["user"])] = sizes.get(str(d["user"]), 0) + 1
-    return {u: n for u, n in sizes.items() if n > 0}
+    return sizes
 
 
 # --- completion: windows of completed_ms ---------------------------------------------------------------------
