@@ -215,7 +215,8 @@ class Dispatcher:
             return
         held: list[Doc] = []
         if doc.get("kind") == "digest":
-            held = await self._notes.held(delivery_id)
+            window = int(str(doc["change"]).rpartition("/")[2])  # a digest's change is digest/<window's start>
+            held = await self._notes.held(delivery_id, str(doc["owner"]), window, int(doc["event_ms"]))
             outcome = await self._send(doc, held) if held else Outcome(sent=True)
         else:
             outcome = await self._send(doc, [])

@@ -9,8 +9,9 @@
   lease ends, so its first try costs no claim), a retry is claimed when due; a notifier killed mid-try
   leaves it to be tried again once the lease ends, with the same id as its idempotency key. Then it is
   ``sent``, ``pending`` again later (retry), ``failed``, or ``held`` for a digest and ``digested`` once that
-  went. Due tries are read from a partial index of the pending ones only; a user's list from ``(owner,
-  created_ms)``; every document expires (``expires_at``, a TTL index), so nothing grows with history.
+  went. Due tries are read from a partial index of the pending ones only; a user's list, and a digest's
+  held ones (its owner's in its window), from ``(owner, created_ms)``; every document expires
+  (``expires_at``, a TTL index), so nothing grows with history.
 - ``notify_rates``: one counter per (user, recipient, window), expiring with its window.
 - ``notify_changes``: the changes whose deliveries are all written (so the next event of the same change,
   such as every other task's ``task.started``, costs one read by ``_id``), expiring like deliveries.
@@ -29,6 +30,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.db.retry import idempotent
 from shared.notify.subscriptions import Subscription
+from shared.records import CONFIGS_APART, PACKED_CONFIG
 
 Doc = dict[str, Any]
 
@@ -52,6 +54,7 @@ class NotificationStore:
         self.rates: AsyncCollection[Doc] = db["notify_rates"]
         self.changes: AsyncCollection[Doc] = db["notify_changes"]
         self.users: AsyncCollection[Doc] = db["users"]
+        self.jobs: AsyncCollection[Doc] = db["jobs"]
 
     async def ensure_indexes(self) -> None:
         # a user's subscriptions (and the platform's: owner "")
@@ -62,9 +65,10 @@ class NotificationStore:
         # a user's recent deliveries, newest first
         await self.deliveries.create_index([("owner", ASCENDING), ("created_ms", DESCENDING)],
                                            name="deliveries_by_owner")
-        # a digest's held deliveries
-        await self.deliveries.create_index([("digest_id", ASCENDING)], name="deliveries_held",
-                                           partialFilterExpression={"state": DeliveryState.HELD})
+        # (a digest's held deliveries are read by the index above: its owner's in its window; an index of their
+        # own cost every delivery written or marked a share of the database's time, tests/benchmarks/notify.py)
+        if "deliveries_held" in await self.deliveries.index_information():
+            await self.deliveries.drop_index("deliveries_held")
         for col in (self.deliveries, self.rates, self.changes):  # nothing outlives its expiry
             await col.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
 
@@ -105,6 +109,15 @@ class NotificationStore:
     async def user_email(self, user: str) -> str:
         doc = await self.users.find_one({"_id": user}, {"email": 1})
         return str(doc.get("email") or "") if doc else ""
+
+    # --- jobs' facts ---------------------------------------------------------------------------------
+
+    async def job_facts(self, job_ids: list[str]) -> dict[str, Doc]:
+        """The fields of several jobs a message needs (:data:`JOB_FACTS`), in one query by ``_id``: a burst's
+        jobs read without their configs and tasks, which a message does not say. A job whose configs are
+        packed or apart has ``packed_config`` or ``configs_apart`` in what is returned (its switch is not in
+        plain sight: the caller reads that job whole)."""
+        return {d["_id"]: d async for d in self.jobs.find({"_id": {"$in": job_ids}}, JOB_FACTS)}
 
     # --- changes handled ----------------------------------------------------------------------------
 
@@ -215,10 +228,12 @@ class NotificationStore:
                 break
         return found
 
-    async def held(self, digest_id: str) -> list[Doc]:
-        cursor = self.deliveries.find({"digest_id": digest_id, "state": DeliveryState.HELD},
-                                      {"_id": 1, "subject": 1})
-        return [d async for d in cursor]
+    async def held(self, digest_id: str, owner: str, since_ms: int, until_ms: int) -> list[Doc]:
+        """A digest's held deliveries: its owner's written in its rate window (``since_ms`` to ``until_ms``), a
+        bounded range of the ``(owner, created_ms)`` index."""
+        cursor = self.deliveries.find({"owner": owner, "created_ms": {"$gte": since_ms, "$lt": until_ms},
+                                       "digest_id": digest_id, "state": DeliveryState.HELD}, {"_id": 1, "subject": 1})
+        return [d async for d in cursor.sort([("owner", ASCENDING), ("created_ms", ASCENDING)])]
 
     async def mark_digested(self, ids: list[str], now_ms: int) -> None:
         if ids:
@@ -245,6 +260,11 @@ class NotificationStore:
 
 
 DUPLICATE_KEY = 11000
+SWITCH_FIELD = "config.extras.jobStatusChangeNotification"
+# What a message says of its job, read by projection (shared.notify.decide.JobFacts); the two last say the
+# config is not in plain sight (packed, or apart), the only case the job is read whole.
+JOB_FACTS = {"user": 1, "name": 1, "virtual_cluster": 1, "state": 1, "created_ms": 1, "launched_ms": 1,
+             "completed_ms": 1, "retries": 1, SWITCH_FIELD: 1, PACKED_CONFIG: 1, CONFIGS_APART: 1}
 
 
 def _subscription(doc: Doc) -> Subscription:

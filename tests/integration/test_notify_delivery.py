@@ -62,8 +62,11 @@ class Notifier:
     key: str
     hooks: Hooks
 
-    async def job(self, user: str, *, switch: dict[str, bool] | None = None, email: str = "") -> str:
-        extras = {"jobStatusChangeNotification": switch} if switch is not None else {}
+    async def job(self, user: str, *, switch: dict[str, bool] | None = None, email: str = "",
+                  big: bool = False) -> str:
+        extras: dict[str, Any] = {"jobStatusChangeNotification": switch} if switch is not None else {}
+        if big:  # configs past PACK_MIN_BYTES: stored apart from the job's document, its switch with them
+            extras["notes"] = uuid.uuid4().hex * 1024
         job = make_job(make_config(jobName=unique("job"), extras=extras), user=user)
         await self.store.insert_job(job)
         if email:
@@ -247,6 +250,21 @@ async def test_a_platform_webhook_hears_every_users_jobs(mongo_uri: str, hooks: 
         await publish(n, *(failed(j) for j in jobs))
         await wait_until(lambda: len(hooks.received["ops"]) == 3, 10, "the platform's webhook told of each")
         assert len(await n.deliveries(PLATFORM)) == 3
+
+
+async def test_a_big_jobs_switch_is_read_from_its_configs_apart(mongo_uri: str, hooks: Hooks,
+                                                                  smtp: SmtpServer) -> None:
+    """The notifier reads a job's facts by projection; a job whose configs are not in plain sight is read whole,
+    so its switch still chooses the kinds."""
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port)
+        user = unique("u")
+        await n.email(user, {Kind.SUCCEEDED})
+        job_id = await n.job(user, switch={"failed": True}, email=f"{user}@example.com", big=True)
+        stored = await n.store.jobs.find_one({"_id": job_id}, {"configs_apart": 1, "packed_config": 1})
+        assert stored is not None and (stored.get("configs_apart") or stored.get("packed_config"))
+        await publish(n, failed(job_id))
+        await wait_until(lambda: len(smtp.box.to(f"{user}@example.com")) == 1, 10, "the failure told by e-mail")
 
 
 async def test_a_webhook_whose_name_resolves_inside_fails_at_once_and_is_never_retried(

@@ -191,16 +191,18 @@ QUERIES: dict[str, Query] = {
     "usage.rows user": lambda s: s.usage.rows(FIRST_DAY, (RowFilter(user="u3"),), by_vc=False),
     "usage.rows user+vcs": lambda s: s.usage.rows(FIRST_DAY, (RowFilter(user="u3"), RowFilter(vcs=("default",))),
                                                   by_vc=False),
-    # notifications (issue 28): the tries due and the held ones (partial indexes: the sent history is in neither),
-    # a user's recent deliveries (windows back from now), subscriptions and address, a change handled
+    # notifications (issue 28): the tries due (a partial index: the sent history is not in it), a digest's held ones
+    # (its owner's in its window), a user's recent deliveries (windows back from now), subscriptions and address, a
+    # change handled
     "notifications.due": lambda s: s.notifications.due(NOW, 100),
-    "notifications.held": lambda s: s.notifications.held("digest-u3"),
+    "notifications.held": lambda s: s.notifications.held("digest-u3", "u3", NOW - 3_600_000, NOW),
     "notifications.deliveries_of": lambda s: s.notifications.deliveries_of("u3", NOW - 7 * DAY_MS, 50, NOW),
     "notifications.subscriptions_of": lambda s: s.notifications.subscriptions_of("u3"),
     "notifications.user_email": lambda s: s.notifications.user_email("u3"),
     "notifications.change_handled": lambda s: s.notifications.change_handled("u1~h1~00000001/running"),
     # the notifier's burst: the changed jobs, their owners' subscriptions and addresses, webhooks by id, together
     "get_jobs": lambda s: s.get_jobs(["u1~h1~00000001", "u2~h2~00000002"]),
+    "notifications.job_facts": lambda s: s.notifications.job_facts(["u1~h1~00000001", "u2~h2~00000002"]),
     "notifications.subscriptions_of_many": lambda s: s.notifications.subscriptions_of_many(["u3", "u4", ""]),
     "notifications.user_emails": lambda s: s.notifications.user_emails(["u3", "u4"]),
     "notifications.subscriptions_by_id": lambda s: s.notifications.subscriptions_by_id(["a", "b"]),
