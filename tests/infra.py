@@ -6,6 +6,7 @@ Everything here is started for real; nothing stands in for a component under tes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -247,6 +248,22 @@ def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
     for node in (platform.node_id, *platform.extra_nodes):
         for c in client.containers.list(all=True, filters={"label": f"paiq.node={node}"}):
             c.remove(force=True)
+    stop_orphaned_databases(platform.workdir)
+
+
+def stop_orphaned_databases(workdir: Path) -> None:
+    """Kill the embedded SecantusDB of a ``paiq up`` that a test killed -9: it runs in a session of its own
+    (shared.db.embedded), so it outlives its parent, its data in ``workdir``."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"secantusd" in a for a in args) and any(a.startswith(str(workdir).encode()) for a in args):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 # --- watching jobs and what tasks saw ---------------------------------------------------------------
