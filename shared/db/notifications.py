@@ -248,6 +248,8 @@ class NotificationStore:
         doc = await self.rates.find_one_and_update(
             {"_id": key}, {"$inc": {"n": 1}, "$setOnInsert": {"expires_at": expiry(expires_ms)}},
             upsert=True, return_document=ReturnDocument.AFTER)
+        if doc is None:  # SecantusDB answers None to one of two upserts racing on a new key, its $inc applied:
+            doc = await self.rates.find_one({"_id": key})  # the count now (at least this one's; errs towards holding)
         return int(doc["n"]) if doc else 1
 
     async def purge(self, now_ms: int) -> int:
