@@ -95,7 +95,8 @@ async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: 
                              "store an idempotency record")
         return
     async with store.start_session() as session, await session.start_transaction():
-        await store.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True, session=session)
+        # an insert: a job id is new (its random suffix), and an insert costs the server less than an upsert
+        await store.job_keys.insert_one(key.to_document(), session=session)
         if idempotency is not None:
             await store.idempotency.insert_one(idempotency.to_document(), session=session)
         if document.configs is not None:
