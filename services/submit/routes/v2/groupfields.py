@@ -10,16 +10,17 @@ on ``extension/*`` (on the other three, v1.8 answered ``500 UnknownError``, a fa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Message
 from services.submit.contract.errors import ApiError, ErrorCode
-from services.submit.contract.route import ModelBody, Param, Reply, Route
+from services.submit.contract.requests import Request
+from services.submit.contract.route import Handler, ModelBody, Param, Reply, Route
 from services.submit.contract.v2.users import (
     GroupDescriptionChange,
     GroupExtensionChange,
@@ -33,12 +34,12 @@ from shared.db.groups import GROUP_PATTERN, Group, Groups
 
 log = structlog.get_logger("paiq.submit.v2.groupfields")
 
-EXTENSION = ModelBody(GroupExtensionChange)
-DESCRIPTION = ModelBody(GroupDescriptionChange)
-EXTERNAL_NAME = ModelBody(GroupExternalNameChange)
 EXTENSION_VALUE = ModelBody(GroupExtensionValue)
 MAX_DEPTH = 4  # keys of extension/<key>/...: v1.8 took any number; its portal and clients set acls/<field>
 MAX_KEY = 256
+R = TypeVar("R", bound=Request)
+# What a change sets: the group's fields (by name) from the group as it is and the body asked.
+Change = Callable[[Group, R], dict[str, Any]]
 
 
 def assign(extension: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any]:
@@ -64,19 +65,15 @@ async def _group(request: web.Request) -> tuple[Groups, Group]:
     return groups, group
 
 
-async def _save(groups: Groups, group: Group, changes: dict[str, Any], message: str, by: str) -> web.Response:
+async def _change(request: web.Request, by: str, body: ModelBody[R], change: Change[R], message: str) -> web.Response:
+    """Once the caller is known (``by``, an admin): the body read, the group found, ``change`` of the two saved."""
+    asked = await body.read(request)
+    groups, group = await _group(request)
+    changes = change(group, asked)
     if not await groups.replace(group.model_copy(update=changes)):  # removed meanwhile
         raise ApiError("NoGroupError", f"Group {group.name} is not found.", status=400)
     log.info("group changed", group=group.name, fields=sorted(changes), by=by)
     return v2_answer(Message(message=message), status=201)
-
-
-async def put_extension(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
-    asked = await EXTENSION.read(request)
-    groups, group = await _group(request)
-    return await _save(groups, group, {"extension": {**group.extension, **asked.extension}},
-                       "update group extension data successfully.", principal.user)
 
 
 async def put_extension_value(request: web.Request) -> web.Response:
@@ -84,26 +81,9 @@ async def put_extension_value(request: web.Request) -> web.Response:
     keys = [request.match_info[f"key{i}"] for i in range(1, MAX_DEPTH + 1) if f"key{i}" in request.match_info]
     if any(len(k) > MAX_KEY for k in keys):
         raise ApiError("InvalidParametersError", f"extension: a key has at most {MAX_KEY} characters")
-    asked = await EXTENSION_VALUE.read(request)
-    groups, group = await _group(request)
-    return await _save(groups, group, {"extension": assign(group.extension, keys, asked.data)},
-                       "Update group extension data successfully.", principal.user)
-
-
-async def put_description(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
-    asked = await DESCRIPTION.read(request)
-    groups, group = await _group(request)
-    return await _save(groups, group, {"description": asked.description},
-                       "update group description data successfully.", principal.user)
-
-
-async def put_external_name(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
-    asked = await EXTERNAL_NAME.read(request)
-    groups, group = await _group(request)
-    return await _save(groups, group, {"external_name": asked.external_name},
-                       "update group externalNameData data successfully.", principal.user)
+    return await _change(request, principal.user, EXTENSION_VALUE,
+                         lambda group, asked: {"extension": assign(group.extension, keys, asked.data)},
+                         "Update group extension data successfully.")
 
 
 _GROUP = Param("group", "path", {"type": "string", "pattern": f"^{GROUP_PATTERN.pattern}$"},
@@ -113,29 +93,44 @@ _ERRORS = (400, 401, 403, 408, 413)
 _NO_GROUP: dict[int, tuple[ErrorCode, ...]] = {400: ("NoGroupError",)}
 
 
+def _route(tail: str, handler: Handler, summary: str, body: ModelBody[Any], *params: Param) -> Route:
+    """``PUT /api/v2/groups/{group}/<tail>``: an admin's change of a group."""
+    return Route("PUT", f"/api/v2/groups/{{group}}/{tail}", handler, summary, _CHANGED, _ERRORS, also=_NO_GROUP,
+                 auth="token", params=(_GROUP, *params), body=body)
+
+
+def _field(tail: str, summary: str, body: ModelBody[R], change: Change[R], message: str) -> Route:
+    """The route of one field of a group: ``change`` makes what is saved from the group and the body."""
+    async def put(request: web.Request) -> web.Response:
+        principal = await admin_person(request)
+        return await _change(request, principal.user, body, change, message)
+    return _route(tail, put, summary, body)
+
+
 def _key_routes() -> tuple[Route, ...]:
     """``extension/<key>`` to ``extension/<key>/<key>/<key>/<key>``: one route per depth (a path parameter is
     one segment)."""
     out = []
     for depth in range(1, MAX_DEPTH + 1):
         names = [f"key{i}" for i in range(1, depth + 1)]
-        out.append(Route(
-            "PUT", "/api/v2/groups/{group}/extension/" + "/".join(f"{{{n}}}" for n in names), put_extension_value,
+        out.append(_route(
+            "extension/" + "/".join(f"{{{n}}}" for n in names), put_extension_value,
             f"admin: set the value at a path of {depth} key{'s' if depth > 1 else ''} of a group's extension "
-            "(data: any JSON; objects on the way made where missing)", _CHANGED, _ERRORS, also=_NO_GROUP,
-            auth="token", params=(_GROUP, *(Param(n, "path", {"type": "string", "maxLength": MAX_KEY}) for n in names)),
-            body=EXTENSION_VALUE))
+            "(data: any JSON; objects on the way made where missing)", EXTENSION_VALUE,
+            *(Param(n, "path", {"type": "string", "maxLength": MAX_KEY}) for n in names)))
     return tuple(out)
 
 
 ROUTES = (
-    Route("PUT", "/api/v2/groups/{group}/extension", put_extension, "admin: a group's extension, its keys merged in",
-          _CHANGED, _ERRORS, also=_NO_GROUP, auth="token", params=(_GROUP,), body=EXTENSION),
+    _field("extension", "admin: a group's extension, its keys merged in", ModelBody(GroupExtensionChange),
+           lambda group, asked: {"extension": {**group.extension, **asked.extension}},
+           "update group extension data successfully."),
     *_key_routes(),
-    Route("PUT", "/api/v2/groups/{group}/description", put_description, "admin: a group's description", _CHANGED,
-          _ERRORS, also=_NO_GROUP, auth="token", params=(_GROUP,), body=DESCRIPTION),
-    Route("PUT", "/api/v2/groups/{group}/externalname", put_external_name, "admin: a group's external name",
-          _CHANGED, _ERRORS, also=_NO_GROUP, auth="token", params=(_GROUP,), body=EXTERNAL_NAME),
+    _field("description", "admin: a group's description", ModelBody(GroupDescriptionChange),
+           lambda group, asked: {"description": asked.description}, "update group description data successfully."),
+    _field("externalname", "admin: a group's external name", ModelBody(GroupExternalNameChange),
+           lambda group, asked: {"external_name": asked.external_name},
+           "update group externalNameData data successfully."),
 )
 
 _PLURAL = {"/api/v2/users": "/api/v2/user", "/api/v2/groups": "/api/v2/group"}
