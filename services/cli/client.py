@@ -21,6 +21,12 @@ class ApiCallError(PaiqError):
         self.message = message
 
 
+def _refusal(resp: aiohttp.ClientResponse, body: Any) -> ApiCallError:
+    """The API's refusal (an answer of status 400 or more, ``body`` its JSON) as the error to raise."""
+    body = body if isinstance(body, dict) else {}
+    return ApiCallError(resp.status, str(body.get("code", "UnknownError")), str(body.get("message", resp.reason)))
+
+
 class PaiqClient:
     def __init__(self, session: aiohttp.ClientSession, base_url: str, token: str | None = None) -> None:
         self._session = session
@@ -37,12 +43,18 @@ class PaiqClient:
                                              headers=headers) as resp:
                 body = await resp.json(content_type=None) if resp.content_length != 0 else None
                 if resp.status >= 400:
-                    body = body if isinstance(body, dict) else {}
-                    raise ApiCallError(resp.status, str(body.get("code", "UnknownError")),
-                                       str(body.get("message", resp.reason)))
+                    raise _refusal(resp, body)
                 return body, dict(resp.headers)
         except aiohttp.ClientConnectionError as e:
-            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+            raise self._unreachable(e) from e
+
+    async def _object(self, method: str, path: str, *, json: Any = None) -> dict[str, Any]:
+        """A call whose answer is a JSON object."""
+        answer, _ = await self._call(method, path, json=json)
+        return dict(answer)
+
+    def _unreachable(self, e: aiohttp.ClientConnectionError) -> ApiCallError:
+        return ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}")
 
     def with_token(self, token: str | None) -> PaiqClient:
         return PaiqClient(self._session, self._base, token)
@@ -51,16 +63,14 @@ class PaiqClient:
         body: dict[str, Any] = {"username": user, "password": password}
         if expiration_s is not None:
             body["expiration"] = expiration_s
-        answer, _ = await self._call("POST", "/api/v1/token", json=body)
-        return dict(answer)
+        return await self._object("POST", "/api/v1/token", json=body)
 
     async def put_user(self, user: str, password: str | None, *, admin: bool = False,
                        modify: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"username": user, "admin": admin, "modify": modify}
         if password is not None:
             body["password"] = password
-        answer, _ = await self._call("PUT", "/api/v1/user", json=body)
-        return dict(answer)
+        return await self._object("PUT", "/api/v1/user", json=body)
 
     async def users(self) -> list[dict[str, Any]]:
         """Every user (an admin's call)."""
@@ -68,25 +78,20 @@ class PaiqClient:
         return list(answer)
 
     async def user(self, user: str) -> dict[str, Any]:
-        answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}")
-        return dict(answer)
+        return await self._object("GET", f"/api/v1/user/{quote(user)}")
 
     async def delete_user(self, user: str) -> dict[str, Any]:
-        answer, _ = await self._call("DELETE", "/api/v1/user", json={"username": user})
-        return dict(answer)
+        return await self._object("DELETE", "/api/v1/user", json={"username": user})
 
     async def stop(self, user: str, name: str) -> dict[str, Any]:
-        answer, _ = await self._call("PUT", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/executionType",
-                                     json={"value": "STOP"})
-        return dict(answer)
+        return await self._object("PUT", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/executionType",
+                                    json={"value": "STOP"})
 
     async def delete(self, user: str, name: str) -> dict[str, Any]:
-        answer, _ = await self._call("DELETE", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
-        return dict(answer)
+        return await self._object("DELETE", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
 
     async def config(self, user: str, name: str) -> dict[str, Any]:
-        answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/config")
-        return dict(answer)
+        return await self._object("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/config")
 
     async def put_virtual_cluster(self, name: str, quota: dict[str, float] | None, users: list[str] | None,
                                   groups: list[str] | None = None, *,
@@ -95,26 +100,21 @@ class PaiqClient:
         resource (cpus, memory, gpus). A ``None`` is left out of the body (the server's default: no quota, no
         borrowing, every user, no group); ``default`` takes only ``borrowing``: pass ``None, None`` for the rest."""
         body: dict[str, Any] = {"quota": quota, "borrowing": borrowing, "users": users, "groups": groups}
-        answer, _ = await self._call("PUT", f"/api/v1/virtual-clusters/{quote(name)}",
-                                     json={k: v for k, v in body.items() if v is not None})
-        return dict(answer)
+        return await self._object("PUT", f"/api/v1/virtual-clusters/{quote(name)}",
+                                    json={k: v for k, v in body.items() if v is not None})
 
     async def usage(self, query: dict[str, str]) -> dict[str, Any]:
         """The usage report (paiq's extension): ``from``, ``to``, ``by``, ``vc``, ``user``."""
-        answer, _ = await self._call("GET", f"/api/v1/usage?{urlencode(query)}")
-        return dict(answer)
+        return await self._object("GET", f"/api/v1/usage?{urlencode(query)}")
 
     async def delete_virtual_cluster(self, name: str) -> dict[str, Any]:
-        answer, _ = await self._call("DELETE", f"/api/v1/virtual-clusters/{quote(name)}")
-        return dict(answer)
+        return await self._object("DELETE", f"/api/v1/virtual-clusters/{quote(name)}")
 
     async def virtual_clusters(self) -> dict[str, Any]:
-        answer, _ = await self._call("GET", "/api/v1/virtual-clusters")
-        return dict(answer)
+        return await self._object("GET", "/api/v1/virtual-clusters")
 
     async def virtual_cluster(self, name: str) -> dict[str, Any]:
-        answer, _ = await self._call("GET", f"/api/v1/virtual-clusters/{quote(name)}")
-        return dict(answer)
+        return await self._object("GET", f"/api/v1/virtual-clusters/{quote(name)}")
 
     async def events(self, user: str | None = None, job: str | None = None) -> AsyncIterator[dict[str, Any]]:
         """The live event feed (Server-Sent Events), each event as its CloudEvents JSON."""
@@ -127,7 +127,7 @@ class PaiqClient:
                     if line.startswith("data: "):
                         yield dict(json.loads(line[len("data: "):]))
         except aiohttp.ClientConnectionError as e:
-            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+            raise self._unreachable(e) from e
 
     async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)
@@ -152,29 +152,24 @@ class PaiqClient:
         return body, headers
 
     async def job(self, user: str, name: str) -> dict[str, Any]:
-        body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
-        return dict(body)
+        return await self._object("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}")
 
     async def v2_job(self, user: str, name: str) -> dict[str, Any]:
         """A job's detail as OpenPAI v1.8's ``GET /api/v2/jobs/{user}~{job}`` answers it."""
-        body, _ = await self._call("GET", f"/api/v2/jobs/{quote(user)}~{quote(name)}")
-        return dict(body)
+        return await self._object("GET", f"/api/v2/jobs/{quote(user)}~{quote(name)}")
 
     async def profile(self, user: str, name: str) -> dict[str, Any]:
         """The job's usage: summed, and each task's latest (paiq's extension)."""
-        body, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/profile")
-        return dict(body)
+        return await self._object("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/profile")
 
     async def task_profile(self, user: str, name: str, role: str, index: int, since_ms: int = 0) -> dict[str, Any]:
         """One task's usage series, oldest first (paiq's extension)."""
         path = f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/tasks/{quote(role)}/{index}/profile"
-        body, _ = await self._call("GET", path + (f"?since={since_ms}" if since_ms else ""))
-        return dict(body)
+        return await self._object("GET", path + (f"?since={since_ms}" if since_ms else ""))
 
     async def queue(self, vc: str) -> dict[str, Any]:
         """A virtual cluster's queue in the scheduler's order (paiq's extension)."""
-        body, _ = await self._call("GET", f"/api/v1/virtual-clusters/{quote(vc)}/queue")
-        return dict(body)
+        return await self._object("GET", f"/api/v1/virtual-clusters/{quote(vc)}/queue")
 
     async def jobs_page(self, user: str | None = None, *, state: str | None = None, limit: int = 1000,
                         cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
@@ -202,8 +197,7 @@ class PaiqClient:
                 return
 
     async def ssh_info(self, user: str, name: str) -> dict[str, Any]:
-        answer, _ = await self._call("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/ssh")
-        return dict(answer)
+        return await self._object("GET", f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/ssh")
 
     async def key_file(self, user: str, name: str, file: str) -> str:
         """A key file of the job's SSH key pair (the private key needs the owner's or an admin's token)."""
@@ -212,13 +206,10 @@ class PaiqClient:
         try:
             async with self._session.get(self._base + path, headers=headers) as resp:
                 if resp.status >= 400:
-                    body = await resp.json(content_type=None)
-                    body = body if isinstance(body, dict) else {}
-                    raise ApiCallError(resp.status, str(body.get("code", "UnknownError")),
-                                       str(body.get("message", resp.reason)))
+                    raise _refusal(resp, await resp.json(content_type=None))
                 return await resp.text()
         except aiohttp.ClientConnectionError as e:
-            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+            raise self._unreachable(e) from e
 
     async def task_log(self, user: str, name: str, role: str, index: int, *, tail: int | None = None,
                        follow: bool = False, stream: str = "all") -> AsyncIterator[str]:
@@ -232,14 +223,11 @@ class PaiqClient:
             async with self._session.get(self._base + path, params=params, headers=headers,
                                          timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)) as resp:
                 if resp.status >= 400:
-                    body = await resp.json(content_type=None)
-                    body = body if isinstance(body, dict) else {}
-                    raise ApiCallError(resp.status, str(body.get("code", "UnknownError")),
-                                       str(body.get("message", resp.reason)))
+                    raise _refusal(resp, await resp.json(content_type=None))
                 async for raw in resp.content:
                     yield raw.decode(errors="replace")
         except aiohttp.ClientConnectionError as e:
-            raise ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}") from e
+            raise self._unreachable(e) from e
 
 
 @asynccontextmanager

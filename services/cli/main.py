@@ -20,7 +20,7 @@ import yaml
 
 from services.cli.client import ApiCallError, paiq_client
 from services.cli.notify import add_notify_parser, cmd_notify
-from services.cli.options import DEFAULT_API, api_of, token_of, user_of
+from services.cli.options import DEFAULT_API, api_of, say_refusal, token_of, user_of
 from services.cli.top import follow
 from services.cli.usage import add_usage_parser, cmd_usage
 from services.cli.vc import add_vc_parser, cmd_vc
@@ -428,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(commands[args.command](args))
     except ApiCallError as e:
-        print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
+        say_refusal(e)
         return 2
     except (TimeoutError, aiohttp.ClientError, ValueError) as e:
         print(f"paiq: no usable answer from {api_of(args)}: {e or type(e).__name__}", file=sys.stderr)

@@ -6,12 +6,11 @@ printed once, when it is added."""
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from services.cli.client import ApiCallError, PaiqClient, paiq_client
-from services.cli.options import api_of, token_of
+from services.cli.client import PaiqClient, paiq_client
+from services.cli.options import api_of, print_answer, token_of
 from shared.notify.kinds import KIND_NAMES, parse_kinds
 
 PATH = "/api/v1/notifications"
@@ -75,16 +74,8 @@ async def _run(args: argparse.Namespace) -> list[str]:
 
 async def cmd_notify(args: argparse.Namespace) -> int:
     """A wrong option exits 2, the API's refusal 1, each with one line."""
-    try:
-        for line in await _run(args):
-            print(line)
-    except ValueError as e:
-        print(f"paiq notify {args.notify_command}: --kinds: {e}", file=sys.stderr)
-        return 2
-    except ApiCallError as e:
-        print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
-        return 1
-    return 0
+    return await print_answer(_run(args), wrong=(ValueError,),
+                              wrong_prefix=f"paiq notify {args.notify_command}: --kinds")
 
 
 def add_notify_parser(sub: Any) -> None:

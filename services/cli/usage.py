@@ -4,12 +4,11 @@ core-hours and jobs per UTC day, virtual cluster and user, from ``GET /api/v1/us
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.cli.client import ApiCallError, paiq_client
-from services.cli.options import api_of, token_of
+from services.cli.client import paiq_client
+from services.cli.options import api_of, print_answer, token_of
 from shared.usage.report import ReportRow, csv_text, totals
 
 
@@ -50,20 +49,18 @@ def usage_query(args: argparse.Namespace) -> dict[str, str]:
     return {k: str(v) for k, v in given.items() if v}
 
 
-async def cmd_usage(args: argparse.Namespace) -> int:
-    """Prints the report (``--csv``: as CSV); the API's refusal (a wrong day, rows one may not see) exits 1."""
-    try:
-        async with paiq_client(api_of(args), token_of(args)) as client:
-            answer = await client.usage(usage_query(args))
-    except ApiCallError as e:
-        print(f"paiq usage: {e.message} ({e.code})", file=sys.stderr)
-        return 1
+async def _usage_lines(args: argparse.Namespace) -> list[str]:
+    async with paiq_client(api_of(args), token_of(args)) as client:
+        answer = await client.usage(usage_query(args))
     rows = report_rows(answer)
     if args.csv:
-        print(csv_text(rows), end="")
-    else:
-        print("\n".join(usage_table(answer["from"], answer["to"], rows)))
-    return 0
+        return csv_text(rows).removesuffix("\n").split("\n")  # each line printed as it stands in the CSV
+    return usage_table(answer["from"], answer["to"], rows)
+
+
+async def cmd_usage(args: argparse.Namespace) -> int:
+    """Prints the report (``--csv``: as CSV); the API's refusal (a wrong day, rows one may not see) exits 1."""
+    return await print_answer(_usage_lines(args), refusal_prefix="paiq usage")
 
 
 def add_usage_parser(sub: Any) -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any, NamedTuple
 
 from services.cli.client import ApiCallError, paiq_client
-from services.cli.options import api_of, token_of
+from services.cli.options import api_of, print_answer, token_of
 from shared.errors import PaiqError
 
 _RESOURCES = ("gpus", "cpus", "memory")
@@ -118,26 +117,18 @@ async def _vc_set(args: argparse.Namespace, given: VcChange) -> str:
     return str(answer.get("message", "done"))
 
 
-async def _vc_call(args: argparse.Namespace) -> str:
+async def _vc_call(args: argparse.Namespace) -> list[str]:
     if args.vc_command == "set":
-        return await _vc_set(args, vc_options(args))  # a wrong option is said before the API is asked
+        return [await _vc_set(args, vc_options(args))]  # a wrong option is said before the API is asked
     async with paiq_client(api_of(args), token_of(args)) as client:
         if args.vc_command == "delete":
-            return str((await client.delete_virtual_cluster(args.name)).get("message", "done"))
-        return "\n".join(vc_table(await client.virtual_clusters()))
+            return [str((await client.delete_virtual_cluster(args.name)).get("message", "done"))]
+        return vc_table(await client.virtual_clusters())
 
 
 async def cmd_vc(args: argparse.Namespace) -> int:
     """``paiq vc list|set|delete``: a wrong option exits 2, the API's refusal 1, each with one line."""
-    try:
-        print(await _vc_call(args))
-    except VcSpecError as e:
-        print(f"paiq vc {args.vc_command}: {e}", file=sys.stderr)
-        return 2
-    except ApiCallError as e:
-        print(f"paiq: {e.message} ({e.code})", file=sys.stderr)
-        return 1
-    return 0
+    return await print_answer(_vc_call(args), wrong=(VcSpecError,), wrong_prefix=f"paiq vc {args.vc_command}")
 
 
 def add_vc_parser(sub: Any) -> None:
