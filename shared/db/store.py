@@ -3,7 +3,8 @@
 Every state change is a conditional update: the filter carries the state (and the attempt, or the
 version) the change expects, so a duplicated or late event changes nothing. Every periodic pass and
 every request reads active work (what holds resources, what waits) or the page asked for, never the
-history: see :mod:`shared.db.indexes` for the index behind each query.
+history: see :mod:`shared.db.indexes` for the index behind each query. The reads of jobs are
+:class:`shared.db.jobreads.JobReads`, a base of :class:`Store`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
+from shared.db.jobreads import QUEUE_SHARES, JobReads
 from shared.db.lists.counts import ListCounts
-from shared.db.lists.paging import Cursor, JobPage, list_page
-from shared.db.lists.totals import list_total
 from shared.db.logs import LogStore
 from shared.db.notifications import NotificationStore
 from shared.db.profiles import ProfileStore
@@ -40,11 +40,9 @@ from shared.db.tallies import Tallies
 from shared.db.usage import UsageStore
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.records import (
-    ACTIVE_JOB_STATES,
     CONFIGS_APART,
     PACKED_CONFIG,
     PACKED_TASKS,
-    AttemptRecord,
     JobRecord,
     JobState,
     NodeRecord,
@@ -56,8 +54,7 @@ from shared.records import (
     tasks_update,
 )
 from shared.runtime.vitals import CHECK_SECONDS
-from shared.scheduling.priority import FIELD_PATH, class_of_extras
-from shared.scheduling.queueing import QueueEntry, Share
+from shared.scheduling.queueing import Share
 from shared.scheduling.vclusters import VirtualCluster
 from shared.tasks.jobkeys import JobKey
 
@@ -91,11 +88,7 @@ class Fence:
     holder: str
 
 
-PRIORITY_FIELD = f"config.{FIELD_PATH}"  # the one field of the config a query projects (the queue's class)
-QUEUE_SHARES = "queue_shares"  # meta document: the users' shares of the scheduler's last pass
-
-
-class Store:
+class Store(JobReads):
     def __init__(self, client: AsyncMongoClient[Doc], database: str) -> None:
         self._client = client
         db = client[database]
@@ -173,50 +166,6 @@ class Store:
         await self.list_counts.add((j.created_ms, j.user, j.state.value) for j in jobs if j.state.is_final)
         await self.list_counts.add_values(doc for doc, j in zip(docs, jobs, strict=True) if j.state.is_final)
 
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        return await self._record(await self.jobs.find_one({"_id": job_id}))
-
-    async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
-        """Jobs by id, read in one query (the notifier's burst of changes); those not stored are left out."""
-        return {j.id: j for j in await self._records(self.jobs.find({"_id": {"$in": list(job_ids)}}))}
-
-    async def find_job(self, user: str, name: str) -> JobRecord | None:
-        return await self._record(await self.jobs.find_one({"user": user, "name": name}))
-
-    async def _record(self, doc: Doc | None) -> JobRecord | None:
-        """A job read whole, or None (not stored; or its configs lost: see :meth:`_records`)."""
-        found = await self._records([doc] if doc else [])
-        return found[0] if found else None
-
-    async def _records(self, docs: Sequence[Doc] | AsyncIterator[Doc]) -> list[JobRecord]:
-        """Jobs read whole: the documents of those whose configs are apart read beside them, in one query.
-        A job whose configs' document is missing (written before the job's, deleted after it: only a store
-        changed by hand) is left out, with a warning."""
-        docs = docs if isinstance(docs, Sequence) else [d async for d in docs]
-        apart = [d["_id"] for d in docs if d.get(CONFIGS_APART)]
-        configs = {c["_id"]: c async for c in self.job_configs.find({"_id": {"$in": apart}})} if apart else {}
-        jobs = []
-        for doc in docs:
-            if doc.get(CONFIGS_APART):
-                if (found := configs.get(doc["_id"])) is None:
-                    log.warning("a stored job has lost its configs; it is left out", job_id=doc["_id"])
-                    continue
-                doc = {**doc, **{k: v for k, v in found.items() if k != "_id"}}
-            jobs.append(JobRecord.from_document(doc))
-        return jobs
-
-    async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
-                        offset: int = 0, cursor: Cursor | None = None, vc: str | None = None,
-                        keyword: str | None = None, tags: tuple[str, ...] = ()) -> JobPage:
-        """A page of job summaries, newest first (see :mod:`shared.db.lists.paging`)."""
-        return await list_page(self.jobs, now_ms=now_ms(), limit=limit, offset=offset, cursor=cursor,
-                               user=user, state=state, counts=self.list_counts, vc=vc, keyword=keyword, tags=tags)
-
-    async def count_jobs(self, *, user: str | None = None, state: str | None = None,
-                         vc: str | None = None) -> int | None:
-        """How many jobs a list holds, from counters (:mod:`shared.db.lists.totals`); None where none covers it."""
-        return await list_total(self.jobs, self.list_counts.col, self.tallies, user=user, state=state, vc=vc)
-
     async def add_tag(self, job_id: str, tag: str) -> None:
         await add_tag(self.jobs, job_id, tag)
 
@@ -226,17 +175,6 @@ class Store:
     async def tags_of(self, job_id: str) -> tuple[str, ...]:
         return await tags_of(self.jobs, job_id)
 
-    async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
-        """The job's earlier attempts, oldest first."""
-        cursor = self.attempts.find({"job_id": job_id}).sort([("job_id", ASCENDING), ("attempt", ASCENDING)])
-        return [AttemptRecord.from_document(d) async for d in cursor]
-
-    async def queued_jobs(self) -> list[JobRecord]:
-        """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False})
-        jobs = await self._records(cursor)
-        return sorted(jobs, key=lambda j: (j.created_ms, j.id))
-
     async def unpark_queued(self) -> int:
         """Give every parked job another look (the cluster changed); how many there were."""
         result = await self.jobs.update_many(
@@ -244,59 +182,11 @@ class Store:
             {"$set": {"parked": False}, "$inc": {"version": 1}})
         return result.modified_count
 
-    async def queue_lengths(self) -> dict[str, int]:
-        """Queued jobs per VC, parked ones included (active work: the queue, never the history)."""
-        lengths: dict[str, int] = {}
-        for entry in await self.queue_order():
-            lengths[entry.vc] = lengths.get(entry.vc, 0) + 1
-        return lengths
-
-    async def queue_order(self) -> list[QueueEntry]:
-        """Every queued job as its queue place is decided from (:class:`shared.scheduling.queueing.QueueEntry`): the
-        fields projected, the priority class read from the stored config (documents of any age)."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value},
-                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1,
-                                 PRIORITY_FIELD: 1})
-        return [_entry(d) async for d in cursor]
-
-    async def queue_of_vc(self, vc: str) -> list[tuple[QueueEntry, str, str]]:
-        """A VC's queued jobs, parked ones included: each one's queue entry, name and waiting reason."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
-                                 "virtual_cluster": vc},
-                                {"virtual_cluster": 1, "queued_ms": 1, "created_ms": 1, "user": 1, "name": 1,
-                                 "reason": 1, PRIORITY_FIELD: 1})
-        return [(_entry(d), str(d.get("name", "")), str(d.get("reason", ""))) async for d in cursor]
-
-    async def queue_shares(self) -> dict[str, dict[str, Share]]:
-        """The users' shares the scheduler's last pass ordered its queues by (see :meth:`set_queue_shares`)."""
-        doc = await self.meta.find_one({"_id": QUEUE_SHARES})
-        shares: dict[str, dict[str, Share]] = {}
-        for row in (doc or {}).get("shares", []):
-            shares.setdefault(str(row["vc"]), {})[str(row["user"])] = Share(float(row["dominant"]), float(row["gpus"]))
-        return shares
-
     async def set_queue_shares(self, shares: Mapping[str, Mapping[str, Share]]) -> None:
         """One small document (users x VCs with running jobs), written by the scheduler when it changed."""
         rows = [{"vc": vc, "user": user, "dominant": share.dominant, "gpus": share.gpus}
                 for vc, users in sorted(shares.items()) for user, share in sorted(users.items())]
         await self.meta.replace_one({"_id": QUEUE_SHARES}, {"_id": QUEUE_SHARES, "shares": rows}, upsert=True)
-
-    async def placed_jobs(self) -> list[JobRecord]:
-        """Active jobs that hold a placement."""
-        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)},
-                                 "sub_state": {"$ne": SubState.QUEUED.value}})
-        return await self._records(cursor)
-
-    async def jobs_holding_resources(self) -> list[JobRecord]:
-        """Jobs with a task holding resources (see :func:`shared.records.holds_resources`), final jobs
-        included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
-        containers are really gone."""
-        return await self._records(self.jobs.find({"holds": True}))
-
-    async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
-        """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""
-        cursor = self.jobs.find({"holds": True, "hold_nodes": node_id})
-        return await self._records(cursor)
 
     async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
         """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None.
@@ -350,15 +240,6 @@ class Store:
         await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value,
                                      atomic=await self.supports_transactions())
 
-    async def uncounted_finished_jobs(self) -> list[JobRecord]:
-        """Ended jobs not yet in the tallies (served by the partial index of uncounted, i.e. active, jobs)."""
-        cursor = self.jobs.find({"counted": False, "state": {"$nin": list(ACTIVE_JOB_STATES)}})
-        return await self._records(cursor)
-
-    async def retry_pending_jobs(self) -> list[JobRecord]:
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.RETRY_PENDING.value})
-        return await self._records(cursor)
-
     async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
                                 fence: Fence | None = None) -> list[JobRecord]:
         """Place many queued jobs in one round trip; the jobs that were placed (a job that changed
@@ -407,14 +288,6 @@ class Store:
             raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
         return [j for j in after if j.preempted == wanted[j.id]]
 
-    async def jobs_to_preempt(self) -> list[JobRecord]:
-        """Active jobs whose current attempt the scheduler preempted and that still run it (the event may
-        have been lost)."""
-        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "preempted": {"$ne": None},
-                                 "sub_state": {"$ne": SubState.RETRY_PENDING.value}})
-        jobs = await self._records(cursor)
-        return [j for j in jobs if j.preempted is not None and j.preempted.attempt == j.attempt]
-
     async def _write_jobs(self, ops: list[UpdateOne], fence: Fence | None) -> None:
         """The scheduler's writes to jobs in one round trip: with a ``fence``, one transaction that checks its
         holder still holds the lease (:class:`LeaseLostError` if not); unfenced on a server without
@@ -456,20 +329,6 @@ class Store:
                for job, reason, parked in waiting]
         await self.jobs.bulk_write(ops, ordered=False)
 
-    async def job_counts_by_vc_and_state(self) -> dict[str, dict[str, int]]:
-        """``{vc: {state: n}}``: active jobs counted from the state index, ended ones from the tallies."""
-        out = await self.tallies.by_vc()
-        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}}, {"virtual_cluster": 1, "state": 1})
-        async for d in cursor:
-            states = out.setdefault(str(d["virtual_cluster"]), {})
-            states[str(d["state"])] = states.get(str(d["state"]), 0) + 1
-        return out
-
-    async def jobs_to_stop(self) -> list[JobRecord]:
-        """Active jobs a user asked to stop (the stop event may have been lost)."""
-        cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "stop_requested_by": {"$ne": None}})
-        return await self._records(cursor)
-
     async def delete_job(self, job_id: str) -> bool:
         """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the
         tallies (each step idempotent: a try cut off by a restart is finished by the next)."""
@@ -503,11 +362,6 @@ class Store:
 
     async def delete_job_key(self, job_id: str) -> None:
         await idempotent(lambda: self.job_keys.delete_one({"_id": job_id}), "delete a job's key")
-
-    async def expired_jobs(self, completed_before_ms: int, limit: int) -> list[str]:
-        """Ids of ended jobs completed before the time, that hold nothing any more (retention)."""
-        cursor = self.jobs.find({"completed_ms": {"$lt": completed_before_ms}, "holds": False}, {"_id": 1})
-        return [str(d["_id"]) async for d in cursor.limit(limit)]
 
     # --- nodes -----------------------------------------------------------------------------
 
@@ -555,10 +409,6 @@ class Store:
             return (await self.vcs.delete_one({"_id": name})).deleted_count == 1 or tries > 1
 
         return await idempotent(delete, "delete a virtual cluster")
-
-    async def active_jobs_in_vc(self, name: str) -> int:
-        return await self.jobs.count_documents({"state": {"$in": list(ACTIVE_JOB_STATES)},
-                                                "virtual_cluster": name})
 
     # --- leases ------------------------------------------------------------------------------
 
@@ -620,9 +470,3 @@ def _placed(tasks: tuple[TaskRecord, ...], token: str) -> Doc:
     return {"$set": {**written, "sub_state": SubState.STARTING.value, "reason": "", "placement_id": token,
                      **holding_fields(tasks)},
             "$unset": unset, "$inc": {"version": 1}}
-
-
-def _entry(doc: Doc) -> QueueEntry:
-    """A queued job's document, projected, as its queue entry (the class read from the stored config)."""
-    return QueueEntry(str(doc["_id"]), str(doc["virtual_cluster"]), int(doc.get("queued_ms") or doc["created_ms"]),
-                      str(doc.get("user", "")), class_of_extras(doc.get("config", {}).get("extras", {})).number)
