@@ -12,6 +12,7 @@ import asyncio
 import os
 import socket
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -19,16 +20,18 @@ from pymongo import ASCENDING, DESCENDING, UpdateOne
 
 from shared.db.idempotency import KEEP_SECONDS
 from shared.db.lists.keywords import name_keys
+from shared.db.usage import MARK
 from shared.errors import StoreError
-from shared.records import JobRecord
+from shared.records import ACTIVE_JOB_STATES, AttemptRecord, JobRecord
 
 if TYPE_CHECKING:
     from shared.db.store import Store
 
 log = structlog.get_logger("paiq.store")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MIGRATION_LEASE_MS = 60_000
+BACKFILL_BATCH = 200  # ended jobs read whole at a time by the usage backfill (version 6)
 OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_1_created_ms_1")
 Doc = dict[str, Any]
 
@@ -123,6 +126,8 @@ async def _migrate(store: Store, fresh: bool) -> None:
         elif version < 5:
             await _count_values(store, me)
         await _key_names(store, me)
+        if version < 6:
+            await _backfill_usage(store, me)
         await store.meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
     finally:
         await store.release_lease("schema-migration", me)
@@ -166,6 +171,39 @@ async def _count_values(store: Store, me: str) -> None:
     counted = await store.list_counts.recount_values(
         lambda: store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS))
     log.warning("stored jobs' values counted", jobs=counted)
+
+
+async def _backfill_usage(store: Store, me: str) -> None:
+    """Version 5 -> 6: the usage of the jobs that ended before the usage rollups (shared.db.usage), added once:
+    every ended job counted in the tallies without the rollups' mark (one ended since is marked; one not yet
+    counted is added when it is), read in batches with its earlier attempts."""
+    log.warning("adding the usage of jobs that ended before the usage reports (schema version 6); services wait "
+                "for it")
+
+    async def batches() -> AsyncIterator[list[tuple[JobRecord, list[AttemptRecord]]]]:
+        docs: list[Doc] = []
+        cursor = store.jobs.find({"counted": True, "state": {"$nin": list(ACTIVE_JOB_STATES)}, MARK: {"$ne": True}})
+        async for doc in cursor:
+            docs.append(doc)
+            if len(docs) == BACKFILL_BATCH:
+                yield await _with_attempts(store, docs)
+                docs = []
+                await store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS)
+        if docs:
+            yield await _with_attempts(store, docs)
+
+    added = await store.usage.backfill(batches(), store.meta, atomic=await store.supports_transactions())
+    log.warning("usage of earlier jobs added", jobs=added or 0,
+                **({"note": "added by an earlier start already"} if added is None else {}))
+
+
+async def _with_attempts(store: Store, docs: list[Doc]) -> list[tuple[JobRecord, list[AttemptRecord]]]:
+    """Ended jobs read whole, each with its earlier attempts (one query for all of them)."""
+    jobs = await store.records_of(docs)
+    archived: dict[str, list[AttemptRecord]] = {job.id: [] for job in jobs}
+    async for d in store.attempts.find({"job_id": {"$in": list(archived)}}):
+        archived[d["job_id"]].append(AttemptRecord.from_document(d))
+    return [(job, sorted(archived[job.id], key=lambda a: a.attempt)) for job in jobs]
 
 
 async def _key_names(store: Store, me: str) -> None:

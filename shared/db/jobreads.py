@@ -1,5 +1,5 @@
 """The store's reads of jobs, a base of :class:`shared.db.store.Store` (which writes them): a job or several
-read whole (a big job's configs read beside it, :meth:`JobReads._records`), a job's earlier attempts, the
+read whole (a big job's configs read beside it, :meth:`JobReads.records_of`), a job's earlier attempts, the
 lists' pages and counts, the queue as the scheduler orders it, and the active work the periodic passes read
 (what is placed, what holds resources, what is to stop or preempt). Each reads active work or the page asked
 for, never the whole history: see :mod:`shared.db.indexes` for the index behind each query.
@@ -45,17 +45,17 @@ class JobReads:
 
     async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         """Jobs by id, read in one query (the notifier's burst of changes); those not stored are left out."""
-        return {j.id: j for j in await self._records(self.jobs.find({"_id": {"$in": list(job_ids)}}))}
+        return {j.id: j for j in await self.records_of(self.jobs.find({"_id": {"$in": list(job_ids)}}))}
 
     async def find_job(self, user: str, name: str) -> JobRecord | None:
         return await self._record(await self.jobs.find_one({"user": user, "name": name}))
 
     async def _record(self, doc: Doc | None) -> JobRecord | None:
-        """A job read whole, or None (not stored; or its configs lost: see :meth:`_records`)."""
-        found = await self._records([doc] if doc else [])
+        """A job read whole, or None (not stored; or its configs lost: see :meth:`records_of`)."""
+        found = await self.records_of([doc] if doc else [])
         return found[0] if found else None
 
-    async def _records(self, docs: Sequence[Doc] | AsyncIterator[Doc]) -> list[JobRecord]:
+    async def records_of(self, docs: Sequence[Doc] | AsyncIterator[Doc]) -> list[JobRecord]:
         """Jobs read whole: the documents of those whose configs are apart read beside them, in one query.
         A job whose configs' document is missing (written before the job's, deleted after it: only a store
         changed by hand) is left out, with a warning."""
@@ -114,7 +114,7 @@ class JobReads:
     async def queued_jobs(self) -> list[JobRecord]:
         """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False})
-        jobs = await self._records(cursor)
+        jobs = await self.records_of(cursor)
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
 
     async def queue_order(self) -> list[QueueEntry]:
@@ -155,40 +155,40 @@ class JobReads:
         """Active jobs that hold a placement."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)},
                                  "sub_state": {"$ne": SubState.QUEUED.value}})
-        return await self._records(cursor)
+        return await self.records_of(cursor)
 
     async def jobs_holding_resources(self) -> list[JobRecord]:
         """Jobs with a task holding resources (see :func:`shared.records.holds_resources`), final jobs
         included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
         containers are really gone."""
-        return await self._records(self.jobs.find({"holds": True}))
+        return await self.records_of(self.jobs.find({"holds": True}))
 
     async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
         """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""
         cursor = self.jobs.find({"holds": True, "hold_nodes": node_id})
-        return await self._records(cursor)
+        return await self.records_of(cursor)
 
     async def jobs_to_stop(self) -> list[JobRecord]:
         """Active jobs a user asked to stop (the stop event may have been lost)."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "stop_requested_by": {"$ne": None}})
-        return await self._records(cursor)
+        return await self.records_of(cursor)
 
     async def jobs_to_preempt(self) -> list[JobRecord]:
         """Active jobs whose current attempt the scheduler preempted and that still run it (the event may
         have been lost)."""
         cursor = self.jobs.find({"state": {"$in": list(ACTIVE_JOB_STATES)}, "preempted": {"$ne": None},
                                  "sub_state": {"$ne": SubState.RETRY_PENDING.value}})
-        jobs = await self._records(cursor)
+        jobs = await self.records_of(cursor)
         return [j for j in jobs if j.preempted is not None and j.preempted.attempt == j.attempt]
 
     async def retry_pending_jobs(self) -> list[JobRecord]:
         cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.RETRY_PENDING.value})
-        return await self._records(cursor)
+        return await self.records_of(cursor)
 
     async def uncounted_finished_jobs(self) -> list[JobRecord]:
         """Ended jobs not yet in the tallies (served by the partial index of uncounted, i.e. active, jobs)."""
         cursor = self.jobs.find({"counted": False, "state": {"$nin": list(ACTIVE_JOB_STATES)}})
-        return await self._records(cursor)
+        return await self.records_of(cursor)
 
 
 def _entry(doc: Doc) -> QueueEntry:

@@ -10,6 +10,7 @@ removal: a user's delete and retention alike). Served by ``_id`` and ``(job_id, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -119,6 +120,11 @@ class ProfileStore:
         cursor = self.col.find({"job_id": job_id, "attempt": attempt}, _SUMMARY)
         found = [TaskProfile.from_document(d) async for d in cursor]
         return sorted(found, key=lambda p: (p.role, p.index, p.task_attempt))
+
+    async def of_jobs(self, job_ids: Sequence[str]) -> list[TaskProfile]:
+        """Every attempt's task profiles of these jobs without their series, in one query (the usage
+        rollups' backfill reads the history so, a batch of jobs at a time)."""
+        return [TaskProfile.from_document(d) async for d in self.col.find({"job_id": {"$in": list(job_ids)}}, _SUMMARY)]
 
     async def recent(self, key: TaskRef, n: int) -> list[Usage]:
         """The task's newest ``n`` points, oldest first (its memory before an OOM kill)."""

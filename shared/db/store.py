@@ -37,7 +37,7 @@ from shared.db.retry import idempotent
 from shared.db.submission import submit_job
 from shared.db.tags import add_tag, delete_tag, tags_of
 from shared.db.tallies import Tallies
-from shared.db.usage import UsageStore
+from shared.db.usage import MARK, UsageStore
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.records import (
     CONFIGS_APART,
@@ -149,10 +149,10 @@ class Store(JobReads):
 
     async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
         """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
-        are counted in the tallies."""
+        are counted in the tallies and the usage rollups (and marked so: see :mod:`shared.db.usage`)."""
         finished = Counter((j.virtual_cluster, j.state.value) for j in jobs if j.state.is_final)
         written = [j.model_copy(update={"counted": j.state.is_final}).documents() for j in jobs]
-        docs = [doc for doc, _ in written]
+        docs = [{**doc, MARK: True} if j.state.is_final else doc for (doc, _), j in zip(written, jobs, strict=True)]
         configs = [c for _, c in written if c is not None]
         attempts = [a.to_document(j.id) for j in jobs for a in j.archived]
         if attempts:
@@ -260,7 +260,7 @@ class Store(JobReads):
         try:
             await self._write_jobs(ops, fence)
             cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
-            return await self._records(cursor)
+            return await self.records_of(cursor)
         except PyMongoError as e:
             raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
 
@@ -283,7 +283,7 @@ class Store(JobReads):
             # Marked by this write: each decision has its own id (one left alone keeps an earlier one or none).
             wanted = {job.id: mark for job, mark, _ in marks}
             cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
-            after = await self._records(cursor)
+            after = await self.records_of(cursor)
         except PyMongoError as e:
             raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
         return [j for j in after if j.preempted == wanted[j.id]]

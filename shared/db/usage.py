@@ -12,18 +12,24 @@ increments (the mark's filter refuses a job marked already), so a completion app
 retried after a crash by the status service's pass, adds nothing twice. A server without transactions
 gets the mark first, then the increments: a crash between them leaves that job out (never counted twice).
 Deleting a job, by its owner or by retention, leaves the rollups alone: usage is history.
+
+Jobs that ended before the rollups existed (a store older than schema version 6) are added once by the
+schema migration (:meth:`UsageStore.backfill`): every ended, counted job without the mark, summed in memory
+(one amount per day, VC and user), written with a marker in ``meta`` in one transaction, so that it is added
+once whatever stops the migration halfway (a server without transactions gets the marker first: a crash
+before the increments leaves the backfill out, never adds it twice).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pymongo import ASCENDING, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.db.profiles import ProfileStore
 from shared.profiling.totals import TaskTotals
@@ -34,6 +40,7 @@ from shared.usage.report import ReportRow, RowFilter, report_row
 
 Doc = dict[str, Any]
 MARK = "usage_counted"  # on the job's document: its usage is in the rollups
+BACKFILL = "usage_backfill"  # in meta: the jobs that ended before the rollups were added (UsageStore.backfill)
 BULK = 1000
 DUPLICATE_KEY = 11000
 _AMOUNTS = {name: 1 for name in Amounts.model_fields}
@@ -131,6 +138,43 @@ class UsageStore:
             return await work(None)
         async with self.jobs.database.client.start_session() as session:
             return await session.with_transaction(work)
+
+    async def backfill(self, batches: AsyncIterator[Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]],
+                       meta: AsyncCollection[Doc], *, atomic: bool) -> int | None:
+        """Add the usage of the jobs that ended before the rollups (each with its earlier attempts, a batch at a
+        time), once: their amounts summed in memory, then written with the ``BACKFILL`` marker in ``meta`` in one
+        transaction (``atomic``; otherwise the marker first). How many jobs were added; None when the marker
+        says this was done already."""
+        if await meta.find_one({"_id": BACKFILL}, {"_id": 1}) is not None:
+            return None
+        summed: dict[tuple[str, str, str], Amounts] = {}  # a day's, VC's and user's: bounded, not by the jobs
+        done = 0
+        async for batch in batches:
+            runs: dict[str, dict[RunKey, TaskTotals]] = {job.id: {} for job, _ in batch}
+            for p in await self.profiles.of_jobs(list(runs)):
+                runs[p.job_id][(p.attempt, p.role, p.index, p.task_attempt)] = p.totals
+            rows = merged(r for job, archived in batch for r in job_days(job, archived, runs[job.id]))
+            for key, amounts in rows.items():
+                summed[key] = summed[key].plus(amounts) if key in summed else amounts
+            done += len(batch)
+        users, vcs = _ops(summed)
+
+        async def work(session: AsyncClientSession | None) -> bool:
+            try:
+                await meta.insert_one({"_id": BACKFILL, "jobs": done}, session=session)
+            except DuplicateKeyError:
+                return False  # another migration wrote it first
+            for col, ops in ((self.by_user, users), (self.by_vc, vcs)):
+                for start in range(0, len(ops), BULK):
+                    await col.bulk_write(ops[start:start + BULK], ordered=False, session=session)
+            return True
+
+        if atomic:
+            async with self.jobs.database.client.start_session() as session:
+                added = await session.with_transaction(work)
+        else:
+            added = await work(None)
+        return done if added else None
 
     async def add_jobs(self, jobs: Sequence[JobRecord]) -> None:
         """Count many ended jobs stored at once (imports, benchmarks: no profiles, every attempt in its

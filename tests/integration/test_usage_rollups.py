@@ -15,7 +15,7 @@ from shared.db.profiles import ProfileWrite, TaskProfile
 from shared.db.store import Store, open_store
 from shared.events import TaskExited, TaskExitedData
 from shared.profiling.totals import TaskTotals
-from shared.records import JobRecord, JobState, SubState, TaskRecord, TaskState, now_ms
+from shared.records import AttemptRecord, JobRecord, JobState, SubState, TaskRecord, TaskState, now_ms
 from shared.settings.model import Settings
 from shared.usage.days import DAY_MS, DayRange, day_of
 from shared.usage.report import Asked, Asker, ReportRow, row_filters
@@ -181,3 +181,91 @@ async def test_a_task_rerun_in_place_counts_its_earlier_run_from_its_profile(sto
     found = list((await rows(store)).values())
     assert sum(r.gpu_hours_held for r in found) == pytest.approx(1 + (done.completed_ms - (now - H)) / H, abs=0.001)
     assert sum(r.cpu_core_hours_used for r in found) == pytest.approx(0.25, abs=0.001)
+
+
+async def test_jobs_that_ended_before_the_rollups_are_added_once_at_start(store: Store) -> None:
+    """A store of schema version 5 (the rollups came with it: jobs that ended before carry no mark) gets their
+    usage added once by the migration to 6: used hours from their profiles, earlier attempts included; a job
+    ended since (marked) is not added again, one not yet counted is added when the status service counts it,
+    and a second start (or a migration cut off after its commit) adds nothing."""
+    start = now_ms() - 5 * H
+    recent = running("alice", "default", start)  # ended with the rollups there: counted and marked
+    old = running("carol", "default", start).model_copy(update={"attempt": 1})  # ended before them, on its 2nd try
+    first_try = TaskRecord(role="main", index=0, state=TaskState.FAILED, node_id="n1", ip="10.0.0.1", gpus=(0, 1),
+                           container_id="c0", started_ms=start - 2 * H, completed_ms=start - H, exit_code=1)
+    await store.attempts.insert_one(AttemptRecord(attempt=0, tasks=(first_try,), launched_ms=start - 2 * H,
+                                                  completed_ms=start - H, exit_code=1).to_document(old.id))
+    used = running("carol", "vision", start, gpus=1)
+    uncounted = running("dave", "default", start)  # ended, its count cut off by a crash
+    for job in (recent, old, used, uncounted):
+        await store.insert_job(job)
+    profile = TaskProfile(job_id=used.id, attempt=0, role="main", index=0, node_id="n1", vc="vision", cpus=4,
+                          gpus=(0,), interval_ms=10_000, totals=TaskTotals(
+                              samples=360, first_ms=start, last_ms=start + H, cpu_seconds=3600.0,
+                              gpu_held_seconds=3600.0, gpu_measured_seconds=3600.0, gpu_used_seconds=900.0))
+    assert await store.profiles.save([ProfileWrite(profile=profile, new=True)]) == 0
+    d = deps(store)
+    for job in (recent, old, used, uncounted):
+        await on_task_exited(exited(job), d)
+    expected = await held(store)
+    expected_used = {k: round(r.gpu_hours_used, 3) for k, r in (await rows(store)).items()}
+    assert expected_used[(day_of(start), "vision", "carol")] == 0.25
+
+    old_end = (await must_get(store, old.id)).completed_ms
+    assert old_end is not None
+    assert sum(h for k, (h, _) in expected.items() if k[2] == "carol" and k[1] == "default") == pytest.approx(
+        2 * (old_end - start) / H + 2, abs=0.01), "its first try's 2 GPU-hours too"
+
+    # As a store of version 5 whose old jobs ended before the rollups: no mark, no rows; and dave's count cut off.
+    await store.jobs.update_many({}, {"$unset": {"usage_counted": ""}})
+    for col in (store.usage.by_user, store.usage.by_vc):
+        await col.delete_many({})
+    assert await store.usage.record_job(await must_get(store, recent.id), [], atomic=False)  # recent's rows alone
+    await store.jobs.update_one({"_id": uncounted.id}, {"$set": {"counted": False}})
+    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 5}})
+
+    await store.ensure_indexes()
+    backfilled = await held(store)
+    assert {k: v for k, v in backfilled.items() if k[2] == "dave"} == {}, "not counted yet: left to its count"
+    assert {k: v for k, v in backfilled.items() if k[2] != "dave"} == {
+        k: v for k, v in expected.items() if k[2] != "dave"}
+    assert {k: round(r.gpu_hours_used, 3) for k, r in (await rows(store)).items()
+            if k[2] == "carol"} == {k: v for k, v in expected_used.items() if k[2] == "carol"}
+
+    await store.count_finished(await must_get(store, uncounted.id))  # the status service's pass
+    assert await held(store) == expected
+    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 5}})  # cut off after its commit
+    await store.ensure_indexes()
+    await store.ensure_indexes()
+    assert await held(store) == expected
+    assert (await store.meta.find_one({"_id": "schema"}) or {})["version"] == 6
+
+
+async def must_get(store: Store, job_id: str) -> JobRecord:
+    job = await store.get_job(job_id)
+    assert job is not None
+    return job
+
+
+async def test_the_backfill_without_transactions_adds_once_and_bulk_inserted_jobs_are_marked(store: Store) -> None:
+    """On a server without transactions (a standalone mongod) the backfill writes its marker first, so a second
+    one adds nothing; jobs stored in bulk (imports) have their usage counted and carry the mark, so a later
+    migration does not add them again."""
+    start = now_ms() - 4 * H
+    job = running("erin", "default", start)
+    ended = job.model_copy(update={"state": JobState.SUCCEEDED, "completed_ms": start + H, "counted": True,
+                                   "tasks": tuple(t.model_copy(update={"state": TaskState.SUCCEEDED,
+                                                                       "completed_ms": start + H, "exit_code": 0})
+                                                  for t in job.tasks)})
+    await store.insert_jobs([ended])
+    marked = await store.jobs.find_one({"_id": ended.id})
+    assert marked is not None and marked["usage_counted"] is True
+    bulk = await held(store)
+    assert sum(h for h, _ in bulk.values()) == pytest.approx(2.0, abs=0.001)
+
+    async def batch() -> AsyncIterator[list[tuple[JobRecord, list[AttemptRecord]]]]:
+        yield [(ended, [])]
+
+    assert await store.usage.backfill(batch(), store.meta, atomic=False) == 1
+    assert await store.usage.backfill(batch(), store.meta, atomic=False) is None  # the marker: done already
+    assert sum(h for h, _ in (await held(store)).values()) == pytest.approx(4.0, abs=0.001)  # added once more
