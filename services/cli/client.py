@@ -212,12 +212,16 @@ class PaiqClient:
             raise self._unreachable(e) from e
 
     async def task_log(self, user: str, name: str, role: str, index: int, *, tail: int | None = None,
-                       follow: bool = False, stream: str = "all") -> AsyncIterator[str]:
-        """A task's log, line by line; with ``follow``, new lines as they come until the log is complete."""
+                       follow: bool = False, stream: str = "all", attempt: int | None = None,
+                       run: int | None = None) -> AsyncIterator[str]:
+        """A task's log, line by line; with ``follow``, new lines as they come until the log is complete. By
+        default its last run in the job's current attempt; ``attempt``: the job's attempt K (0 first), ``run``:
+        the task's run T within it (protocol v2's taskRetryCount)."""
         path = f"/api/v1/user/{quote(user)}/jobs/{quote(name)}/tasks/{quote(role)}/{index}/log"
         params = {"follow": "true" if follow else "false", "stream": stream}
-        if tail is not None:
-            params["tail"] = str(tail)
+        for key, value in (("tail", tail), ("attempt", attempt), ("taskAttempt", run)):
+            if value is not None:
+                params[key] = str(value)
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         try:
             async with self._session.get(self._base + path, params=params, headers=headers,

@@ -205,7 +205,8 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 
 async def cmd_logs(args: argparse.Namespace) -> int:
-    """``paiq logs JOB [ROLE [INDEX]] [-f] [--tail N]``: one task's log, or every matching task's, prefixed."""
+    """``paiq logs JOB [ROLE [INDEX]] [-f] [--tail N] [--attempt K] [--run T]``: one task's log, or every
+    matching task's, prefixed; by default each task's last run in the job's current attempt."""
     user, name = _split_job(args.job, user_of(args))
     async with paiq_client(api_of(args), token_of(args)) as client:
         roles = (await client.job(user, name))["taskRoles"]
@@ -217,7 +218,8 @@ async def cmd_logs(args: argparse.Namespace) -> int:
 
         async def show(role: str, index: int) -> None:
             prefix = f"{role}[{index}] | " if len(tasks) > 1 else ""
-            async for line in client.task_log(user, name, role, index, tail=args.tail, follow=args.follow):
+            async for line in client.task_log(user, name, role, index, tail=args.tail, follow=args.follow,
+                                              attempt=args.attempt, run=args.run):
                 sys.stdout.write(prefix + line)
                 sys.stdout.flush()
 
@@ -392,6 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("index", nargs="?", type=int)
     lo.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the task ends")
     lo.add_argument("--tail", type=int, help="only the last N lines")
+    lo.add_argument("--attempt", type=int, metavar="K", help="the job's attempt K (0 is the first; default: the "
+                                                            "current one)")
+    lo.add_argument("--run", type=int, metavar="T", help="the task's run T within that attempt (a protocol v2 "
+                                                         "job's taskRetryCount re-runs a failed task; 0 is the "
+                                                         "first; default: its last)")
     sh = sub.add_parser("ssh", help="ssh into a running task with the job's key (ROLE INDEX, or the first "
                                     "running task; a COMMAND after -- runs instead of a shell)")
     sh.add_argument("job", help="JOB (yours) or USER~JOB")
