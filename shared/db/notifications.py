@@ -244,13 +244,20 @@ class NotificationStore:
     # --- rate limits --------------------------------------------------------------------------------
 
     async def count_message(self, key: str, expires_ms: int) -> int:
-        """One more message in a rate window (``key``); how many it has had, this one included."""
-        doc = await self.rates.find_one_and_update(
-            {"_id": key}, {"$inc": {"n": 1}, "$setOnInsert": {"expires_at": expiry(expires_ms)}},
-            upsert=True, return_document=ReturnDocument.AFTER)
-        if doc is None:  # SecantusDB answers None to one of two upserts racing on a new key, its $inc applied:
-            doc = await self.rates.find_one({"_id": key})  # the count now (at least this one's; errs towards holding)
-        return int(doc["n"]) if doc else 1
+        """One more message in a rate window (``key``); how many it has had, this one included: each of many
+        counted at once gets its own number. Not an upsert: SecantusDB answers None to one of two upserts racing
+        on a new key (its $inc applied), whose count read afterwards may include later ones, which held back
+        messages within the limit. The window's first message inserts it; one that loses that race counts on."""
+        while True:
+            doc = await self.rates.find_one_and_update({"_id": key}, {"$inc": {"n": 1}},
+                                                       return_document=ReturnDocument.AFTER)
+            if doc is not None:
+                return int(doc["n"])
+            try:
+                await self.rates.insert_one({"_id": key, "n": 1, "expires_at": expiry(expires_ms)})
+                return 1
+            except DuplicateKeyError:
+                continue  # another message of the window inserted it meanwhile
 
     async def purge(self, now_ms: int) -> int:
         """Delete what has expired (a TTL monitor does it too, where the server runs one)."""
