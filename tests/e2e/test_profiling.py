@@ -32,6 +32,20 @@ async def sampled(client: PaiqClient, user: str, name: str, samples: int, limit_
     raise AssertionError(f"not sampled {samples} times in {limit_s} s: {profile}")
 
 
+async def busiest(client: PaiqClient, user: str, name: str, limit_s: float = 30) -> float:
+    """The most CPU a sampled point of task main[0] shows, once one shows 0.7 cores or ``limit_s`` has passed: on
+    a machine the rest of the suite loads, a busy loop may get only a third of a core for seconds (a full run
+    once saw 0.32 in its last sample), but not for half a minute."""
+    most = 0.0
+    for _ in range(int(limit_s * 2)):
+        points = (await client.task_profile(user, name, "main", 0))["points"]
+        most = max([most, *(float(p["cpuCores"]) for p in points)])
+        if most >= 0.7:
+            break
+        await asyncio.sleep(0.5)
+    return most
+
+
 async def metrics_text(platform: Platform) -> str:
     base = platform.ops.get("launcher", platform.api)
     async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as resp:
@@ -51,7 +65,8 @@ async def test_a_running_jobs_usage_is_seen_through_the_api_paiq_top_and_metrics
     [task] = profile["tasks"]
     assert (task["taskRoleName"], task["taskIndex"], task["nodeId"]) == ("main", 0, platform.node_id)
     assert task["cpuNumber"] == 1 and task["memoryLimitBytes"] == 512 * MIB and task["gpus"] == []
-    assert task["last"]["cpuCores"] >= 0.7, task
+    assert task["last"]["cpuCores"] > 0, task
+    assert await busiest(client, user, name) >= 0.7, "a burner is seen using a core whenever it gets one"
     assert task["memoryPeakBytes"] >= 110 * MIB, task
     assert task["last"]["networkReceiveBytesPerSecond"] is None, "host network: the node's counters, not the task's"
     assert profile["intervalSeconds"] == 1 and profile["usage"]["memoryPeakTask"] == "main[0]"
