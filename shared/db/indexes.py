@@ -31,7 +31,7 @@ log = structlog.get_logger("paiq.store")
 
 SCHEMA_VERSION = 6
 MIGRATION_LEASE_MS = 60_000
-BACKFILL_BATCH = 200  # ended jobs read whole at a time by the usage backfill (version 6)
+BACKFILL_CHUNK = 500  # ended jobs read whole and added in one transaction by the usage backfill (version 6)
 OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_1_created_ms_1")
 Doc = dict[str, Any]
 
@@ -176,30 +176,27 @@ async def _count_values(store: Store, me: str) -> None:
 async def _backfill_usage(store: Store, me: str) -> None:
     """Version 5 -> 6: the usage of the jobs that ended before the usage rollups (shared.db.usage), added once:
     every ended job counted in the tallies without the rollups' mark (one ended since is marked; one not yet
-    counted is added when it is), read in batches with its earlier attempts."""
+    counted is added when it is), from after the last one a cut-off migration added, in chunks by id, each read
+    whole with its earlier attempts."""
     log.warning("adding the usage of jobs that ended before the usage reports (schema version 6); services wait "
                 "for it")
+    after = await store.usage.backfilled_to(store.meta)
+    query = {"counted": True, "state": {"$nin": list(ACTIVE_JOB_STATES)}, MARK: {"$ne": True}}
+    ids = sorted(i for i in [str(d["_id"]) async for d in store.jobs.find(query, {"_id": 1})] if i > after)
 
-    async def batches() -> AsyncIterator[list[tuple[JobRecord, list[AttemptRecord]]]]:
-        docs: list[Doc] = []
-        cursor = store.jobs.find({"counted": True, "state": {"$nin": list(ACTIVE_JOB_STATES)}, MARK: {"$ne": True}})
-        async for doc in cursor:
-            docs.append(doc)
-            if len(docs) == BACKFILL_BATCH:
-                yield await _with_attempts(store, docs)
-                docs = []
-                await store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS)
-        if docs:
-            yield await _with_attempts(store, docs)
+    async def chunks() -> AsyncIterator[list[tuple[JobRecord, list[AttemptRecord]]]]:
+        for start in range(0, len(ids), BACKFILL_CHUNK):
+            await store.hold_lease("schema-migration", me, MIGRATION_LEASE_MS)
+            if found := await _with_attempts(store, ids[start:start + BACKFILL_CHUNK]):
+                yield found
 
-    added = await store.usage.backfill(batches(), store.meta, atomic=await store.supports_transactions())
-    log.warning("usage of earlier jobs added", jobs=added or 0,
-                **({"note": "added by an earlier start already"} if added is None else {}))
+    added = await store.usage.backfill(chunks(), store.meta, atomic=await store.supports_transactions())
+    log.warning("usage of earlier jobs added", jobs=added, **({"after": after} if after else {}))
 
 
-async def _with_attempts(store: Store, docs: list[Doc]) -> list[tuple[JobRecord, list[AttemptRecord]]]:
-    """Ended jobs read whole, each with its earlier attempts (one query for all of them)."""
-    jobs = await store.records_of(docs)
+async def _with_attempts(store: Store, ids: list[str]) -> list[tuple[JobRecord, list[AttemptRecord]]]:
+    """Jobs read whole by id, each with its earlier attempts (a query for each kind)."""
+    jobs = await store.records_of(store.jobs.find({"_id": {"$in": ids}}))
     archived: dict[str, list[AttemptRecord]] = {job.id: [] for job in jobs}
     async for d in store.attempts.find({"job_id": {"$in": list(archived)}}):
         archived[d["job_id"]].append(AttemptRecord.from_document(d))

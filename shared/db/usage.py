@@ -13,11 +13,10 @@ retried after a crash by the status service's pass, adds nothing twice. A server
 gets the mark first, then the increments: a crash between them leaves that job out (never counted twice).
 Deleting a job, by its owner or by retention, leaves the rollups alone: usage is history.
 
-Jobs that ended before the rollups existed (a store older than schema version 6) are added once by the
-schema migration (:meth:`UsageStore.backfill`): every ended, counted job without the mark, summed in memory
-(one amount per day, VC and user), written with a marker in ``meta`` in one transaction, so that it is added
-once whatever stops the migration halfway (a server without transactions gets the marker first: a crash
-before the increments leaves the backfill out, never adds it twice).
+Jobs that ended before the rollups existed (a store older than schema version 6) are added by the schema
+migration (:meth:`UsageStore.backfill`): every ended, counted job without the mark, in chunks in the order of
+their ids, each chunk's amounts written in one small transaction with how far it got (not one transaction for
+the whole history, which could outlive MongoDB's 60 s limit), so a migration cut off goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from pymongo import ASCENDING, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError
 
 from shared.db.profiles import ProfileStore
 from shared.profiling.totals import TaskTotals
@@ -40,7 +39,7 @@ from shared.usage.report import ReportRow, RowFilter, report_row
 
 Doc = dict[str, Any]
 MARK = "usage_counted"  # on the job's document: its usage is in the rollups
-BACKFILL = "usage_backfill"  # in meta: the jobs that ended before the rollups were added (UsageStore.backfill)
+BACKFILL = "usage_backfill"  # in meta: how far (by job id) the jobs ended before the rollups were added
 BULK = 1000
 DUPLICATE_KEY = 11000
 _AMOUNTS = {name: 1 for name in Amounts.model_fields}
@@ -139,42 +138,44 @@ class UsageStore:
         async with self.jobs.database.client.start_session() as session:
             return await session.with_transaction(work)
 
-    async def backfill(self, batches: AsyncIterator[Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]],
-                       meta: AsyncCollection[Doc], *, atomic: bool) -> int | None:
-        """Add the usage of the jobs that ended before the rollups (each with its earlier attempts, a batch at a
-        time), once: their amounts summed in memory, then written with the ``BACKFILL`` marker in ``meta`` in one
-        transaction (``atomic``; otherwise the marker first). How many jobs were added; None when the marker
-        says this was done already."""
-        if await meta.find_one({"_id": BACKFILL}, {"_id": 1}) is not None:
-            return None
-        summed: dict[tuple[str, str, str], Amounts] = {}  # a day's, VC's and user's: bounded, not by the jobs
-        done = 0
-        async for batch in batches:
-            runs: dict[str, dict[RunKey, TaskTotals]] = {job.id: {} for job, _ in batch}
+    async def backfill(self, chunks: AsyncIterator[Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]],
+                       meta: AsyncCollection[Doc], *, atomic: bool) -> int:
+        """Add the usage of jobs that ended before the rollups, a chunk at a time in the order of their ids (each
+        job with its earlier attempts): a chunk's amounts and the id of its last job (``BACKFILL`` in ``meta``,
+        where :meth:`backfilled_to` reads it) written in one transaction (``atomic``; otherwise the id first: a
+        crash then leaves that chunk out, never adds it twice). Jobs are not marked: an ended job without the mark
+        was never counted, and one that ends meanwhile is marked as it is counted. How many jobs were added."""
+        added = 0
+        async for chunk in chunks:
+            runs: dict[str, dict[RunKey, TaskTotals]] = {job.id: {} for job, _ in chunk}
             for p in await self.profiles.of_jobs(list(runs)):
                 runs[p.job_id][(p.attempt, p.role, p.index, p.task_attempt)] = p.totals
-            rows = merged(r for job, archived in batch for r in job_days(job, archived, runs[job.id]))
-            for key, amounts in rows.items():
-                summed[key] = summed[key].plus(amounts) if key in summed else amounts
-            done += len(batch)
-        users, vcs = _ops(summed)
+            rows = merged(r for job, archived in chunk for r in job_days(job, archived, runs[job.id]))
+            await self._add_chunk(rows, max(job.id for job, _ in chunk), meta, atomic=atomic)
+            added += len(chunk)
+        return added
 
-        async def work(session: AsyncClientSession | None) -> bool:
-            try:
-                await meta.insert_one({"_id": BACKFILL, "jobs": done}, session=session)
-            except DuplicateKeyError:
-                return False  # another migration wrote it first
+    async def _add_chunk(self, rows: dict[tuple[str, str, str], Amounts], last: str, meta: AsyncCollection[Doc], *,
+                         atomic: bool) -> None:
+        users, vcs = _ops(rows)
+
+        async def work(session: AsyncClientSession | None) -> None:
+            await meta.update_one({"_id": BACKFILL}, {"$set": {"last": last}}, upsert=True, session=session)
             for col, ops in ((self.by_user, users), (self.by_vc, vcs)):
-                for start in range(0, len(ops), BULK):
-                    await col.bulk_write(ops[start:start + BULK], ordered=False, session=session)
-            return True
+                if ops:
+                    await col.bulk_write(ops, ordered=False, session=session)
 
-        if atomic:
-            async with self.jobs.database.client.start_session() as session:
-                added = await session.with_transaction(work)
-        else:
-            added = await work(None)
-        return done if added else None
+        if not atomic:
+            await work(None)
+            return
+        async with self.jobs.database.client.start_session() as session:
+            await session.with_transaction(work)
+
+    @staticmethod
+    async def backfilled_to(meta: AsyncCollection[Doc]) -> str:
+        """The id of the last job the backfill added ("" before it began)."""
+        doc = await meta.find_one({"_id": BACKFILL})
+        return str(doc["last"]) if doc else ""
 
     async def add_jobs(self, jobs: Sequence[JobRecord]) -> None:
         """Count many ended jobs stored at once (imports, benchmarks: no profiles, every attempt in its

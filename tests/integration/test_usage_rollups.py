@@ -187,7 +187,7 @@ async def test_jobs_that_ended_before_the_rollups_are_added_once_at_start(store:
     """A store of schema version 5 (the rollups came with it: jobs that ended before carry no mark) gets their
     usage added once by the migration to 6: used hours from their profiles, earlier attempts included; a job
     ended since (marked) is not added again, one not yet counted is added when the status service counts it,
-    and a second start (or a migration cut off after its commit) adds nothing."""
+    and a second start (as after a migration cut off: every job it added is marked) adds nothing twice."""
     start = now_ms() - 5 * H
     recent = running("alice", "default", start)  # ended with the rollups there: counted and marked
     old = running("carol", "default", start).model_copy(update={"attempt": 1})  # ended before them, on its 2nd try
@@ -234,7 +234,7 @@ async def test_jobs_that_ended_before_the_rollups_are_added_once_at_start(store:
 
     await store.count_finished(await must_get(store, uncounted.id))  # the status service's pass
     assert await held(store) == expected
-    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 5}})  # cut off after its commit
+    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 5}})  # cut off after its last batch
     await store.ensure_indexes()
     await store.ensure_indexes()
     assert await held(store) == expected
@@ -247,25 +247,34 @@ async def must_get(store: Store, job_id: str) -> JobRecord:
     return job
 
 
-async def test_the_backfill_without_transactions_adds_once_and_bulk_inserted_jobs_are_marked(store: Store) -> None:
-    """On a server without transactions (a standalone mongod) the backfill writes its marker first, so a second
-    one adds nothing; jobs stored in bulk (imports) have their usage counted and carry the mark, so a later
-    migration does not add them again."""
+async def test_a_backfill_cut_off_goes_on_where_it_stopped_and_bulk_inserted_jobs_are_marked(store: Store) -> None:
+    """Jobs stored in bulk (imports) have their usage counted and carry the mark, so no backfill adds them; the
+    backfill writes each chunk's amounts with the id of its last job, so one cut off after some chunks adds the
+    rest when started again, none twice (on a server without transactions too: the id first)."""
     start = now_ms() - 4 * H
-    job = running("erin", "default", start)
-    ended = job.model_copy(update={"state": JobState.SUCCEEDED, "completed_ms": start + H, "counted": True,
-                                   "tasks": tuple(t.model_copy(update={"state": TaskState.SUCCEEDED,
-                                                                       "completed_ms": start + H, "exit_code": 0})
-                                                  for t in job.tasks)})
-    await store.insert_jobs([ended])
-    marked = await store.jobs.find_one({"_id": ended.id})
-    assert marked is not None and marked["usage_counted"] is True
-    bulk = await held(store)
-    assert sum(h for h, _ in bulk.values()) == pytest.approx(2.0, abs=0.001)
+    jobs = []
+    for k in range(5):
+        job = running("erin", "default", start, name=f"bf{k}")
+        jobs.append(job.model_copy(update={
+            "state": JobState.SUCCEEDED, "completed_ms": start + H, "counted": True,
+            "tasks": tuple(t.model_copy(update={"state": TaskState.SUCCEEDED, "completed_ms": start + H,
+                                                "exit_code": 0}) for t in job.tasks)}))
+    await store.insert_jobs(jobs)
+    assert [d["usage_counted"] async for d in store.jobs.find({"user": "erin"})] == [True] * 5
+    assert sum(h for h, _ in (await held(store)).values()) == pytest.approx(10.0, abs=0.001)  # 2 GPUs x 1 h each
+    await store.jobs.update_many({"user": "erin"}, {"$unset": {"usage_counted": ""}})  # as if stored before
+    for col in (store.usage.by_user, store.usage.by_vc):
+        await col.delete_many({})
+    ordered = sorted(jobs, key=lambda j: j.id)
 
-    async def batch() -> AsyncIterator[list[tuple[JobRecord, list[AttemptRecord]]]]:
-        yield [(ended, [])]
+    async def chunks(of: list[JobRecord]) -> AsyncIterator[list[tuple[JobRecord, list[AttemptRecord]]]]:
+        for i in range(0, len(of), 2):
+            yield [(j, []) for j in of[i:i + 2]]
 
-    assert await store.usage.backfill(batch(), store.meta, atomic=False) == 1
-    assert await store.usage.backfill(batch(), store.meta, atomic=False) is None  # the marker: done already
-    assert sum(h for h, _ in (await held(store)).values()) == pytest.approx(4.0, abs=0.001)  # added once more
+    assert await store.usage.backfill(chunks(ordered[:2]), store.meta, atomic=False) == 2  # then cut off
+    assert await store.usage.backfilled_to(store.meta) == ordered[1].id
+    assert sum(h for h, _ in (await held(store)).values()) == pytest.approx(4.0, abs=0.001)
+    await store.meta.update_one({"_id": "schema"}, {"$set": {"version": 5}})
+    await store.ensure_indexes()  # the migration goes on after the last id added
+    assert sum(h for h, _ in (await held(store)).values()) == pytest.approx(10.0, abs=0.001)
+    assert await store.usage.backfilled_to(store.meta) == ordered[-1].id
