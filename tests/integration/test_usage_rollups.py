@@ -187,7 +187,7 @@ async def test_jobs_that_ended_before_the_rollups_are_added_once_at_start(store:
     """A store of schema version 5 (the rollups came with it: jobs that ended before carry no mark) gets their
     usage added once by the migration to 6: used hours from their profiles, earlier attempts included; a job
     ended since (marked) is not added again, one not yet counted is added when the status service counts it,
-    and a second start (as after a migration cut off: every job it added is marked) adds nothing twice."""
+    and a second start adds nothing twice (the migration keeps the id of the last job it added)."""
     start = now_ms() - 5 * H
     recent = running("alice", "default", start)  # ended with the rollups there: counted and marked
     old = running("carol", "default", start).model_copy(update={"attempt": 1})  # ended before them, on its 2nd try
