@@ -48,8 +48,6 @@ SWEEP_SECONDS = 1.0
 # 1.4-2.5 s with 128, 2.0-3.9 s with 64 at once, on the same loaded machine.
 INTAKE_PREFETCH = 128
 PURGE_SECONDS = 600
-JOB_FACT_FIELDS = frozenset({"user", "name", "virtual_cluster", "state", "created_ms", "launched_ms", "completed_ms",
-                             "retries"})
 
 
 @dataclass
@@ -177,7 +175,7 @@ def _facts_of(job_id: str, doc: dict[str, object] | None, whole: JobRecord | Non
         return None  # not stored (deleted meanwhile)
     config = doc.get("config")
     extras = config.get("extras") if isinstance(config, dict) else None
-    facts = {k: v for k, v in doc.items() if k in JOB_FACT_FIELDS}
+    facts = {k: v for k, v in doc.items() if k in JobFacts.model_fields}
     return JobFacts.model_validate({**facts, "job_id": job_id,
                                     "switch": switch_kinds(extras) if isinstance(extras, dict) else None})
 

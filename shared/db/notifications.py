@@ -29,6 +29,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.db.retry import idempotent
+from shared.notify.decide import JobFacts
 from shared.notify.subscriptions import Subscription
 from shared.records import CONFIGS_APART, PACKED_CONFIG
 
@@ -270,10 +271,10 @@ class NotificationStore:
 
 DUPLICATE_KEY = 11000
 SWITCH_FIELD = "config.extras.jobStatusChangeNotification"
-# What a message says of its job, read by projection (shared.notify.decide.JobFacts); the two last say the
-# config is not in plain sight (packed, or apart), the only case the job is read whole.
-JOB_FACTS = {"user": 1, "name": 1, "virtual_cluster": 1, "state": 1, "created_ms": 1, "launched_ms": 1,
-             "completed_ms": 1, "retries": 1, SWITCH_FIELD: 1, PACKED_CONFIG: 1, CONFIGS_APART: 1}
+# What a message says of its job, read by projection: JobFacts' fields as the job's document names them, its
+# switch, and whether the config is not in plain sight (packed, or apart), the only case the job is read whole.
+JOB_FACTS = {**{name: 1 for name in JobFacts.model_fields if name not in ("job_id", "switch")},
+             SWITCH_FIELD: 1, PACKED_CONFIG: 1, CONFIGS_APART: 1}
 
 
 def _subscription(doc: Doc) -> Subscription:
