@@ -35,7 +35,9 @@ async def page() -> AsyncIterator[Page]:
 @ALL_IN_ONE
 async def test_a_v2_yaml_job_is_submitted_shown_masked_and_cloned(
         platform: Platform, account: Account, page: Page, tmp_path: Path) -> None:
-    secret, name = unique("portal-secret-"), unique("portal-v2-")
+    # The name ends in a word: a random tail of digits only (1 in 100) would be bumped as a number, as the
+    # portal bumps "train-2" to "train-3", and the clone would not be called "<name>-2".
+    secret, name = unique("portal-secret-"), f"{unique('portal-v2-')}-train"
     await page.goto(f"{platform.api}/#/submit?token={account.token}")
     await page.wait("!!document.querySelector('#job-file')", "the submit form")
 
