@@ -61,6 +61,7 @@ class Page:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.errors: list[str] = []  # uncaught exceptions, console.error, CSP and other script-side errors
+        self.network: list[str] = []  # failed loads and 4xx/5xx answers: expected ones too, shown on a failure
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -84,9 +85,12 @@ class Page:
         elif method == "Runtime.consoleAPICalled" and params["type"] == "error":
             self.errors.append("console.error: " + " ".join(str(a.get("value", a.get("description")))
                                                             for a in params["args"]))
-        elif method == "Log.entryAdded" and params["entry"]["level"] == "error" \
-                and params["entry"]["source"] != "network":  # 4xx answers the page expects are "network"
-            self.errors.append(f"{params['entry']['source']}: {params['entry']['text']}")
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+            entry = params["entry"]
+            if entry["source"] == "network":  # 4xx answers the page expects are "network" too
+                self.network.append(f"{entry['text']} {entry.get('url', '')}".strip())
+            else:
+                self.errors.append(f"{entry['source']}: {entry['text']}")
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         ident = next(self._ids)
@@ -120,8 +124,17 @@ class Page:
             if asyncio.get_running_loop().time() > deadline:
                 text = await self.eval("document.body ? document.body.innerText : ''")
                 raise PageError(f"waited {timeout_s}s for {what}; the page shows:\n{str(text)[:3000]}\n"
-                                f"errors: {self.errors}")
+                                f"errors: {self.errors}\nnetwork errors: {self.network[-20:]}\n"
+                                f"loads, the last 20 (path, ms, status): {await self._loads()}")
             await asyncio.sleep(0.1)
+
+    async def _loads(self) -> Any:
+        """The page's last 20 loads (scripts, API calls) with their time and status: what a blank page waited on."""
+        with contextlib.suppress(PageError, TimeoutError):
+            return await self.eval(
+                "performance.getEntriesByType('resource').slice(-20).map(e => [e.name.replace(location.origin, ''),"
+                " Math.round(e.duration), e.responseStatus])")
+        return "unknown"
 
     async def text(self, selector: str) -> str:
         return str(await self.eval(f"document.querySelector({json.dumps(selector)}).innerText"))
@@ -295,11 +308,13 @@ async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why
     # Not logged in: the portal asks, and the form logs in with POST /api/v1/token.
     await page.goto(platform.api + "/")
     await page.wait("location.hash === '#/login' && !!document.querySelector('#login-form')", "the login form")
+    assert await page.eval("document.querySelector('#nav').checkVisibility()") is False, "the nav before a login"
     await page.type("#login-user", user)
     await page.type("#login-password", PASSWORD)
     await page.click("#login-submit")
     await page.wait(f"!!document.querySelector({json.dumps(row(user, 'broken'))})", "the job list")
     assert await page.eval("location.hash") == "#/jobs"
+    assert await page.eval("document.querySelector('#nav').checkVisibility()") is True
     assert json.loads(await page.eval("sessionStorage.getItem('paiq.session')"))["user"] == user
 
     jobs = {name: dict(zip(JOB_COLUMNS, await cells(page, row(user, name)), strict=True))
