@@ -8,6 +8,7 @@ idle is flagged (its GPU readings recorded NVML values: this machine has no GPU)
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -117,7 +118,9 @@ async def test_an_oom_kill_says_the_memory_curve_before_it(h: Harness) -> None:
     exited = await h.exited(job, limit_s=40)
     assert exited.data.exit_code == -1200
     first = exited.data.diagnostics.splitlines()[0]
-    assert first.startswith("memory before the OOM kill (MB, a sample every 1 s, oldest first): "), first
+    # The interval said is the samples' measured one: 1 s as asked on a quiet machine, more when a loaded engine
+    # answers its stats slowly (seen once in a full run).
+    assert re.match(r"memory before the OOM kill \(MB, a sample every [123] s, oldest first\): ", first), first
     curve = [int(v) for v in first.split(": ")[1].split(";")[0].split(", ")]
     assert max(curve) >= 55 and first.endswith("limit 128 MB"), first
 
