@@ -105,10 +105,10 @@ if [ $# -gt 0 ]; then
 fi
 # The whole suite, in two pytest runs side by side, whose tests spend most of their time waiting
 # (containers, outages, compose stacks): the chaos and deployment tests, the protocol v2 end-to-end tests
-# (with schemathesis), notifications, Prometheus, usage reports, task re-runs, deep pages and the v2 list's
-# orders in one, everything else in the other (each about 16 and 18 minutes); the side run's output follows.
+# (with schemathesis), notifications, Prometheus, usage reports, task re-runs, deep pages, the CLI's and the
+# v2 list's orders in one, everything else in the other; the side run's output follows.
 # The run fails if either does.
-side_tests=(tests/chaos tests/deploy tests/e2e/test_schemathesis.py tests/e2e/test_v2_*.py
+side_tests=(tests/chaos tests/deploy tests/e2e/test_schemathesis.py tests/e2e/test_v2_*.py tests/e2e/test_cli.py
             tests/e2e/test_runtime_plugins.py tests/e2e/test_portal_v2.py tests/e2e/test_notify.py
             tests/e2e/test_prometheus.py tests/e2e/test_usage_reports.py tests/e2e/test_task_retries.py
             tests/e2e/test_task_runs_e2e.py tests/e2e/test_deep_pages.py tests/integration/test_v2_list_order.py
