@@ -104,8 +104,8 @@ if [ $# -gt 0 ]; then
   exit
 fi
 # The whole suite, in two pytest runs side by side, whose tests spend most of their time waiting
-# (containers, outages, compose stacks): the chaos and deployment tests, the protocol v2 end-to-end tests
-# (with schemathesis), notifications, Prometheus, usage reports, task re-runs, deep pages, the CLI's and the
+# (containers, outages, compose stacks): the chaos and deployment tests, the end-to-end tests of protocol v2
+# (with schemathesis), the CLI, notifications, Prometheus, usage reports, task re-runs and deep pages, and the
 # v2 list's orders in one, everything else in the other; the side run's output follows.
 # The run fails if either does.
 side_tests=(tests/chaos tests/deploy tests/e2e/test_schemathesis.py tests/e2e/test_v2_*.py tests/e2e/test_cli.py
