@@ -155,7 +155,9 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     vitals.background(stack, exits, follow_exits(deps, vitals, exits))
     await reconcile(deps)
     router = launcher_router(deps)
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.launcher.{node_id}", launcher_bindings(node_id), router)
+    subscription = await deps.bus.subscribe(
+        f"{deps.settings.queue_prefix}.launcher.{node_id}", launcher_bindings(node_id), router)
+    stack.push_async_callback(subscription.cancel)  # on the way out, before the exits and the work in flight
     await deps.store.upsert_node(node_record(deps.node, gpus))
     await deps.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id=node_id))])
 

@@ -282,7 +282,9 @@ async def start_notify(stack: AsyncExitStack, settings: Settings, store: Store, 
     stack.push_async_callback(dispatcher.close)
     deps = NotifyDeps(settings=settings, store=store, bus=bus, dispatcher=dispatcher, vitals=vitals)
     router = notify_router(deps)
-    await bus.subscribe(f"{settings.queue_prefix}.notify", router.event_types, router, prefetch=INTAKE_PREFETCH)
+    subscription = await bus.subscribe(f"{settings.queue_prefix}.notify", router.event_types, router,
+                                       prefetch=INTAKE_PREFETCH)
+    stack.push_async_callback(subscription.cancel)  # before the dispatcher and its session close
 
     async def sweep() -> None:
         await dispatcher.sweep()

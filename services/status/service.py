@@ -207,7 +207,8 @@ def status_router(deps: StatusDeps) -> Router:
 
 async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
     router = status_router(deps)
-    await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status", router.event_types, router)
+    subscription = await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status", router.event_types, router)
+    stack.push_async_callback(subscription.cancel)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))
