@@ -90,9 +90,9 @@ async def test_a_burst_of_submissions_costs_a_pass_or_two_not_one_each(store: St
         await bus.publish([JobSubmitted(subject=j.id, data=JobSubmittedData(job_id=j.id, user=j.user,
                                                                              virtual_cluster=j.virtual_cluster))
                            for j in jobs])
-        # Bounded by time, not by a count of polls: once in a full run the whole process waited 20 s on the
-        # loaded machine (the lease's renewals too, so that the scheduler stood down and led again), which
-        # costs a pass or two more, still within the bound below.
+        # Bounded by time, not by a count of polls: once in a full run every database call of the process
+        # waited 20 s on the loaded machine (the lease's renewals too, so that the scheduler stood down and led
+        # again before it placed the burst).
         deadline = asyncio.get_running_loop().time() + 60
         while asyncio.get_running_loop().time() < deadline:
             if not await store.queued_jobs():
