@@ -20,7 +20,7 @@ from services.launcher.profiling.gpureader import GpuReader
 from services.launcher.profiling.sampling import Sampler
 from services.launcher.reconcile import launch_of, reconcile
 from services.launcher.stopping import stop_job_containers
-from shared.bus.base import Router
+from shared.bus.base import Router, consume
 from shared.events import (
     CloudEvent,
     JobCompleted,
@@ -155,9 +155,9 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     vitals.background(stack, exits, follow_exits(deps, vitals, exits))
     await reconcile(deps)
     router = launcher_router(deps)
-    subscription = await deps.bus.subscribe(
-        f"{deps.settings.queue_prefix}.launcher.{node_id}", launcher_bindings(node_id), router)
-    stack.push_async_callback(subscription.cancel)  # on the way out, before the exits and the work in flight
+    # cancelled on the way out before the exits' follower and the work in flight stop
+    await consume(stack, deps.bus, f"{deps.settings.queue_prefix}.launcher.{node_id}", launcher_bindings(node_id),
+                  router)
     await deps.store.upsert_node(node_record(deps.node, gpus))
     await deps.bus.publish([NodeRegistered(data=NodeRegisteredData(node_id=node_id))])
 

@@ -23,7 +23,7 @@ from services.notify.batching import Batcher
 from services.notify.channels import CheckedResolver
 from services.notify.dispatch import FAILING_SHARE, Dispatcher
 from services.notify.metrics import NOTIFICATIONS
-from shared.bus.base import Bus, Router
+from shared.bus.base import Bus, Router, consume
 from shared.db.notifications import DeliveryState, NotificationStore, expiry
 from shared.db.store import Store
 from shared.events import CloudEvent, JobCompleted, JobRetrying, SubscriptionsChanged, TaskStarted
@@ -282,9 +282,8 @@ async def start_notify(stack: AsyncExitStack, settings: Settings, store: Store, 
     stack.push_async_callback(dispatcher.close)
     deps = NotifyDeps(settings=settings, store=store, bus=bus, dispatcher=dispatcher, vitals=vitals)
     router = notify_router(deps)
-    subscription = await bus.subscribe(f"{settings.queue_prefix}.notify", router.event_types, router,
-                                       prefetch=INTAKE_PREFETCH)
-    stack.push_async_callback(subscription.cancel)  # before the dispatcher and its session close
+    # cancelled before the dispatcher and its session close
+    await consume(stack, bus, f"{settings.queue_prefix}.notify", router.event_types, router, prefetch=INTAKE_PREFETCH)
 
     async def sweep() -> None:
         await dispatcher.sweep()

@@ -24,7 +24,7 @@ import pymongo
 import structlog
 from pymongo.errors import PyMongoError
 
-from shared.bus.base import Bus, Handler, Router
+from shared.bus.base import Bus, Handler, Router, consume
 from shared.db.store import Fence, Store
 from shared.errors import LeaseLostError
 from shared.events import (
@@ -422,9 +422,8 @@ async def _leading(deps: SchedulerDeps, held_since: float) -> None:
     router = scheduler_router(on_change)
     async with AsyncExitStack() as stack:
         _keep_lease(deps, stack, held_since)
-        subscription = await deps.bus.subscribe(  # bounded (BusError): then stand by and try again
-            f"{deps.settings.queue_prefix}.scheduler", router.event_types, router)
-        stack.push_async_callback(subscription.cancel)
+        # bounded (BusError): then stand by and try again
+        await consume(stack, deps.bus, f"{deps.settings.queue_prefix}.scheduler", router.event_types, router)
         deps.vitals.background(stack, "scheduler-passes", lambda: _passes(deps))
         deps.vitals.periodic(stack, "scheduler-reconcile", deps.settings.reconcile_seconds, periodic)
         deps.wanted.set()  # jobs that waited while no scheduler ran

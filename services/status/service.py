@@ -15,7 +15,7 @@ from pathlib import Path
 
 import structlog
 
-from shared.bus.base import Bus, Router
+from shared.bus.base import Bus, Router, consume
 from shared.db.store import Store
 from shared.events import CloudEvent, JobPreempted, JobStopRequested, TaskExited, TaskProgress, TaskStarted
 from shared.lifecycle import transitions as lifecycle
@@ -207,8 +207,7 @@ def status_router(deps: StatusDeps) -> Router:
 
 async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
     router = status_router(deps)
-    subscription = await deps.bus.subscribe(f"{deps.settings.queue_prefix}.status", router.event_types, router)
-    stack.push_async_callback(subscription.cancel)
+    await consume(stack, deps.bus, f"{deps.settings.queue_prefix}.status", router.event_types, router)
 
     async def periodic() -> None:
         await deps.bus.publish(await reconcile(deps))

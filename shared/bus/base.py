@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
@@ -139,6 +140,15 @@ class Bus(Protocol):
         back to the queue at once and dead-lettered after ``MAX_HANDLER_ATTEMPTS`` deliveries.
         A non-durable queue belongs to this subscriber alone and vanishes with it.
         """
+
+
+async def consume(stack: AsyncExitStack, bus: Bus, queue: str, bindings: Sequence[str], router: Router, *,
+                  prefetch: int | None = None) -> None:
+    """Consume ``queue`` (:meth:`Bus.subscribe`) while ``stack`` is open: the subscription is cancelled when it
+    closes, before what was entered on it earlier, so that a service stopped in process takes no more messages
+    (and one started again on the same bus takes its queue over)."""
+    subscription = await bus.subscribe(queue, bindings, router, prefetch=prefetch)
+    stack.push_async_callback(subscription.cancel)
 
 
 def topic_matches(pattern: str, key: str) -> bool:
