@@ -210,10 +210,17 @@ async def test_the_portal_sets_an_address_adds_lists_and_removes_a_webhook_and_s
             await page.wait("!!document.querySelector('#notify-email-form')", "the notifications page")
             await page.type("#notify-email", f"{user}@example.com")
             await page.click("#notify-email-form button[type=submit]")
+            # The field holds the typed address before the save answers: wait for the saved one (seen once, in a
+            # full run, read before the PUT was done), then for the page drawn again.
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if (saved := (await call(client, "GET", "/subscriptions"))["email"]) is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert saved == f"{user}@example.com"
             await page.wait(f"document.querySelector('#notify-email').value === {json.dumps(user + '@example.com')}"
                             " && !!document.querySelector('#notify-subscriptions, #notify-subs + p')",
-                            "the address saved and the page drawn again")
-            assert (await call(client, "GET", "/subscriptions"))["email"] == f"{user}@example.com"
+                            "the page drawn again")
 
             await page.eval("(() => { const c = document.querySelector('#notify-channel'); c.value = 'webhook';"
                             " c.dispatchEvent(new Event('change')); })()")
