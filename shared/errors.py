@@ -52,3 +52,11 @@ class DriverError(PaiqError):
         super().__init__(message)
         self.exit_code = exit_code
         self.reason = reason
+
+
+class ListenError(PaiqError):
+    """A service could not listen on its port (taken by another process, or not this host's address)."""
+
+
+class EngineUnreachableError(PaiqError):
+    """No container engine answers where the launcher was told to find one."""

@@ -160,7 +160,27 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
 
 def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, amqp_url: str | None = None,
                    new_session: bool = False, **extra: str) -> Platform:
-    """``new_session``: each process leads its own process group (a test may signal it as a terminal does)."""
+    """``new_session``: each process leads its own process group (a test may signal it as a terminal does).
+
+    Its ports are picked free here but bound later by the platform's processes; a port another test takes
+    meanwhile stops a process, saying so (shared/runtime/listen.py), and the platform is started again on
+    new ports, at most twice more."""
+    for attempt in range(3):
+        try:
+            return _start_platform(shape, workdir / f"try{attempt}" if attempt else workdir, mongo_uri=mongo_uri,
+                                   amqp_url=amqp_url, new_session=new_session, **extra)
+        except PortTakenError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTakenError(RuntimeError):
+    """A platform process could not listen on the port picked for it: another process took it first."""
+
+
+def _start_platform(shape: str, workdir: Path, *, mongo_uri: str | None, amqp_url: str | None, new_session: bool,
+                    **extra: str) -> Platform:
     workdir.mkdir(parents=True, exist_ok=True)
     node_id = unique("node-")
     env = platform_env(workdir, node_id, **extra)
@@ -191,6 +211,7 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
             if p.poll() is None:
                 p.kill()
             p.wait()
+        stop_orphaned_databases(workdir)  # a paiq up killed -9 leaves its database running
         raise
     return platform
 
@@ -203,7 +224,9 @@ def _wait_healthy(platform: Platform, limit_s: float = 60) -> None:
     while time.monotonic() < deadline:
         for p in platform.procs:
             if p.poll() is not None:
-                raise RuntimeError(f"a paiq process exited with {p.returncode}:\n{platform.logs()[-4000:]}")
+                logs = platform.logs()
+                error = PortTakenError if "another process holds that port" in logs else RuntimeError
+                raise error(f"a paiq process exited with {p.returncode}:\n{logs[-4000:]}")
         try:
             with urllib.request.urlopen(platform.api + "/healthz", timeout=2) as resp:
                 if resp.status == 200:

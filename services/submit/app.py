@@ -24,6 +24,7 @@ from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.db.store import Store
 from shared.jobconfig.validation import MAX_CONFIG_BYTES
+from shared.runtime.listen import listen
 from shared.runtime.vitals import Vitals, describe, is_outage
 from shared.scheduling.vclusters import load_config
 from shared.settings.credentials import credentials_path, write_credentials
@@ -131,7 +132,7 @@ async def start_submit(settings: Settings, store: Store, bus: Bus, vitals: Vital
                                                 vitals=vitals)),
                        access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, settings.api_host, settings.api_port)
-    await site.start()
+    await listen(runner, settings.api_host, settings.api_port, serving="the REST API",
+                 setting="PAIQ_API_PORT (paiq up --port)")
     log.info("REST API listening", url=settings.api_url)
     return runner

@@ -9,9 +9,11 @@ import asyncio
 import shutil
 import socket
 import sys
+from asyncio.subprocess import Process
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
@@ -44,21 +46,12 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None, 
     ``cache_size`` is its WiredTiger cache. It must hold what is stored: with 256M, about 60,000 stored
     jobs filled it and every operation then stalled in cache eviction for minutes; 1G held 100,000 with
     no slowdown (measured with tests/benchmarks/history.py's jobs; capping the oplog did not help)."""
-    port = free_port()
     if storage is not None:
         await asyncio.to_thread(storage.mkdir, parents=True, exist_ok=True)
     out = log_file.open("ab") if log_file else asyncio.subprocess.DEVNULL
-    proc = await asyncio.create_subprocess_exec(
-        _server_binary(), "--host", "127.0.0.1", "--port", str(port),
-        "--storage-path", str(storage) if storage else ":memory:", "--cache-size", cache_size,
-        stdout=out, stderr=out, start_new_session=True)
-    # retryWrites=false: SecantusDB 0.7.0b3 keeps a record of every retryable write and, past 10,000 of
-    # them, sorts them all on each write to evict one; with 1,000 heartbeating nodes that pegged it at a
-    # whole core (tests/benchmarks/nodes.py). On loopback a write is hardly ever worth retrying.
-    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true&retryWrites=false"
+    proc, uri = await _start(storage, cache_size, out)
     watcher: asyncio.Task[int] | None = None
     try:
-        await _wait_ready(uri, proc)
         if on_exit is not None:
             watcher = asyncio.create_task(proc.wait(), name="embedded-db-watch")
             where = f"; its log: {log_file}" if log_file else ""
@@ -68,31 +61,74 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None, 
     finally:
         if watcher is not None:
             watcher.cancel()
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await _stop(proc)
         if log_file and not isinstance(out, int):
             out.close()
 
 
-async def _wait_ready(uri: str, proc: asyncio.subprocess.Process, limit_s: float = 30.0) -> None:
+async def _start(storage: Path | None, cache_size: str, out: Any, tries: int = 3) -> tuple[Process, str]:
+    """Start the server on a free port; the process and its URI once it answers.
+
+    The port is free when picked but taken only when the server binds it, and on a busy host another
+    process can take it meanwhile: the server then exits at once, or (worse) another server answers on
+    it. So "ready" is our own process answering, and a server that exits at once is tried again on a new
+    port (a bind that fails exits within a second; so does a bad storage path, which fails each try)."""
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            _server_binary(), "--host", "127.0.0.1", "--port", str(port),
+            "--storage-path", str(storage) if storage else ":memory:", "--cache-size", cache_size,
+            stdout=out, stderr=out, start_new_session=True)
+        # retryWrites=false: SecantusDB 0.7.0b3 keeps a record of every retryable write and, past 10,000 of
+        # them, sorts them all on each write to evict one; with 1,000 heartbeating nodes that pegged it at a
+        # whole core (tests/benchmarks/nodes.py). On loopback a write is hardly ever worth retrying.
+        uri = f"mongodb://127.0.0.1:{port}/?directConnection=true&retryWrites=false"
+        try:
+            await _wait_ready(uri, proc)
+            return proc, uri
+        except _NotOursError as lost:
+            await _stop(proc)
+            if attempt == tries:
+                raise StoreError(f"the embedded MongoDB-wire server did not start in {tries} tries, each on a "
+                                 f"new port; the last: {lost}") from None
+        except BaseException:
+            await _stop(proc)
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _NotOursError(Exception):
+    """Our server exited at once, or another answered on its port: a port taken meanwhile, or a start that fails."""
+
+
+async def _stop(proc: Process) -> None:
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def _wait_ready(uri: str, proc: Process, limit_s: float = 30.0) -> None:
+    """Return once ``proc`` itself answers at ``uri``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, serverSelectionTimeoutMS=500)
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, serverSelectionTimeoutMS=500)
     try:
         while True:
             if proc.returncode is not None:
-                raise StoreError(f"the embedded MongoDB-wire server exited with code {proc.returncode}")
+                raise _NotOursError(f"it exited with code {proc.returncode} before it answered")
             try:
-                await client.admin.command("ping")
-                return
+                status = await client.admin.command("serverStatus")
             except PyMongoError:
                 if loop.time() > deadline:
                     raise StoreError(f"the embedded MongoDB-wire server did not answer within {limit_s}s") from None
                 await asyncio.sleep(0.2)
+                continue
+            if status.get("pid") != proc.pid:
+                raise _NotOursError(f"another server (pid {status.get('pid')}) answered on its port")
+            return
     finally:
         await client.close()

@@ -13,6 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 from shared.lifecycle import exitcodes
+from shared.runtime.listen import listen
 
 if TYPE_CHECKING:
     from shared.runtime.vitals import HealthReport
@@ -152,6 +153,7 @@ async def start_ops_server(stack: AsyncExitStack, host: str, port: int, health: 
                            liveness: Callable[[], HealthReport], service: str) -> None:
     runner = web.AppRunner(ops_app(health, liveness), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await listen(runner, host, port, serving=f"the {service} service's /healthz and /metrics",
+                 setting=f"PAIQ_{service.upper()}_OPS_PORT")
     stack.push_async_callback(runner.cleanup)
     log.info("ops endpoints listening", service=service, url=f"http://{host}:{port}/metrics")

@@ -143,12 +143,22 @@ class Page:
         return list(await self.eval(f"[...document.querySelectorAll({json.dumps(selector)})].map(e => e.innerText)"))
 
     async def click(self, selector: str) -> None:
-        """A real mouse click at the middle of the element (scrolled into view first)."""
-        box = await self.wait(
-            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
-            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
-            " return r.width && r.height ? {x: r.x + r.width / 2, y: r.y + r.height / 2} : null; })()",
-            f"{selector} to be visible")
+        """A real mouse click at the middle of the element once it is visible, on top, and still.
+
+        Still: at the same place in two looks 0.1 s apart. A page still drawing (a job page whose status arrives
+        after its panels) moves what is below, and a click at the old place lands on something else."""
+        probe = (f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+                 " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+                 " if (!r.width || !r.height) return null; const x = r.x + r.width / 2, y = r.y + r.height / 2;"
+                 " const top = document.elementFromPoint(x, y);"
+                 " return top && (top === e || e.contains(top)) ? {x, y} : null; })()")
+        deadline = asyncio.get_running_loop().time() + 20
+        box, previous = await self.wait(probe, f"{selector} to be visible"), None
+        while box != previous:
+            if asyncio.get_running_loop().time() > deadline:
+                raise PageError(f"{selector} kept moving for 20 s (last at {box})")
+            await asyncio.sleep(0.1)
+            box, previous = await self.wait(probe, f"{selector} to be visible"), box
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             await self.call("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left",
                             clickCount=1)

@@ -55,7 +55,9 @@ async def test_a_v2_yaml_job_is_submitted_shown_masked_and_cloned(
     assert f"Update job {name} for user {account.user} successfully" in await page.text("#submit-result")
 
     await page.click("#submitted-link")
-    await page.wait("!!document.querySelector('#job-config-panel')", "the job page")
+    # The status first: it arrives after the panels and pushes them down, so a click before it can miss.
+    await page.wait("!!document.querySelector('#status') && !!document.querySelector('#job-config-panel')",
+                    "the job page")
     await page.click("#job-config-panel summary")
     shown = await page.wait("document.querySelector('#job-config-text').innerText.includes('protocolVersion')"
                             " && document.querySelector('#job-config-text').innerText", "the config")

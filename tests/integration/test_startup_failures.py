@@ -88,3 +88,67 @@ async def test_submit_and_the_launcher_exit_at_start_on_a_bad_storage_config(tmp
         assert code != 0, f"{name} started with a bad storage config:\n{out}"
         assert f"paiq {name}: storage config {bad}" in out, out
         assert "Traceback" not in out, out
+
+
+async def test_a_service_whose_port_is_taken_exits_naming_the_port_and_the_setting(
+        tmp_path: Path, mongo_uri: str, amqp_url: str) -> None:
+    """A port another process holds: one line naming the address, what it was for and the variable that moves it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = int(held.getsockname()[1])
+        common = {"PAIQ_MONGODB_URI": mongo_uri, "PAIQ_AMQP_URL": amqp_url, "PAIQ_API_HOST": "127.0.0.1",
+                  "PAIQ_OPS_HOST": "127.0.0.1"}
+        (submit_code, submit_out), (sched_code, sched_out) = await asyncio.gather(
+            run_service("submit", tmp_path, PAIQ_MONGODB_DATABASE="portfail_submit", PAIQ_API_PORT=str(port),
+                        **common),
+            run_service("scheduler", tmp_path, PAIQ_MONGODB_DATABASE="portfail_scheduler",
+                        PAIQ_SCHEDULER_OPS_PORT=str(port), **common))
+    assert submit_code != 0 and sched_code != 0, (submit_out, sched_out)
+    assert (f"paiq submit: cannot listen on 127.0.0.1:{port} for the REST API: another process holds that port; "
+            "choose another port with PAIQ_API_PORT (paiq up --port)") in submit_out, submit_out
+    assert (f"paiq scheduler: cannot listen on 127.0.0.1:{port} for the scheduler service's /healthz and /metrics: "
+            "another process holds that port; choose another port with PAIQ_SCHEDULER_OPS_PORT") in sched_out, sched_out
+    assert "Traceback" not in submit_out + sched_out
+
+
+async def test_paiq_up_on_a_taken_port_exits_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = int(held.getsockname()[1])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
+        env.update({"PAIQ_DATA_DIR": str(tmp_path / "up"), "PAIQ_NODE_ID": "startfail-up", "PAIQ_OPS_PORT": "0",
+                    "PAIQ_API_HOST": "127.0.0.1"})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.cli.main", "up", "--port", str(port), cwd=ROOT, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 2, text
+    assert (f"paiq up: cannot listen on 127.0.0.1:{port} for the REST API: another process holds that port; "
+            "choose another port with PAIQ_API_PORT (paiq up --port)") in text, text
+    assert "Traceback" not in text, text
+
+
+async def test_the_launcher_and_paiq_up_without_a_docker_engine_exit_saying_where_they_looked(
+        tmp_path: Path, mongo_uri: str, amqp_url: str) -> None:
+    engine = f"tcp://127.0.0.1:{closed_port()}"
+    code, out = await run_service("launcher", tmp_path, PAIQ_MONGODB_URI=mongo_uri, PAIQ_AMQP_URL=amqp_url,
+                                  PAIQ_MONGODB_DATABASE="enginefail_launcher", PAIQ_DOCKER_URL=engine)
+    assert code != 0, out
+    assert (f"paiq launcher: cannot reach the Docker engine at {engine} (Connection refused): start it, or point "
+            "PAIQ_DOCKER_URL (or DOCKER_HOST) at one") in out, out
+    assert "Traceback" not in out, out
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
+    env.update({"PAIQ_DATA_DIR": str(tmp_path / "up"), "PAIQ_NODE_ID": "enginefail-up", "PAIQ_API_PORT": "0",
+                "PAIQ_OPS_PORT": "0", "PAIQ_DOCKER_URL": engine})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "up", cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    up_out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    text = up_out.decode(errors="replace")
+    assert proc.returncode == 2, text
+    assert f"paiq up: cannot reach the Docker engine at {engine} (Connection refused)" in text, text
+    assert "Traceback" not in text, text

@@ -36,7 +36,7 @@ from services.launcher.engine.driver import (
 )
 from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.profiling.enginestats import Counters, counters, engine_time_ns
-from shared.errors import DriverError
+from shared.errors import DriverError, EngineUnreachableError
 from shared.lifecycle import exitcodes
 from shared.tasks.envvars import CODE_MOUNT
 
@@ -55,8 +55,16 @@ class DockerDriver:
 
     @classmethod
     def from_url(cls, url: str | None) -> DockerDriver:
+        """A driver for the engine at ``url`` (else the environment's, DOCKER_HOST or the local socket).
+        EngineUnreachableError, saying where it looked, if no engine answers there."""
         pool = STATS_THREADS + 8  # stats calls in flight side by side keep their connections
-        client = docker.DockerClient(base_url=url, max_pool_size=pool) if url else docker.from_env(max_pool_size=pool)
+        try:
+            client = (docker.DockerClient(base_url=url, max_pool_size=pool) if url
+                      else docker.from_env(max_pool_size=pool))
+        except docker.errors.DockerException as e:
+            where = url or "unix:///var/run/docker.sock"
+            raise EngineUnreachableError(f"cannot reach the Docker engine at {where} ({_first_cause(e)}): start it, "
+                                         "or point PAIQ_DOCKER_URL (or DOCKER_HOST) at one") from None
         return cls(client)
 
     async def has_image(self, image: str) -> bool:
@@ -350,6 +358,15 @@ def _info(attrs: dict[str, Any]) -> ContainerInfo:
         exit_code=None if state.get("Running") else state.get("ExitCode"),
         oom_killed=bool(state.get("OOMKilled")),
     )
+
+
+def _first_cause(e: BaseException) -> str:
+    """The root of a chain of exceptions, in words: "No such file or directory", not three wrappers' text."""
+    root: BaseException = e
+    while root.__cause__ or root.__context__:
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    text = root.strerror if isinstance(root, OSError) and root.strerror else str(root)
+    return text.removeprefix("Error while fetching server API version: ")
 
 
 def _explain(e: docker.errors.APIError) -> str:
