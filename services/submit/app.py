@@ -133,6 +133,6 @@ async def start_submit(settings: Settings, store: Store, bus: Bus, vitals: Vital
                        access_log=None)
     await runner.setup()
     await listen(runner, settings.api_host, settings.api_port, serving="the REST API",
-                 setting="PAIQ_API_PORT (paiq up --port)")
+                 port_setting="PAIQ_API_PORT (paiq up --port)", host_setting="PAIQ_API_HOST")
     log.info("REST API listening", url=settings.api_url)
     return runner

@@ -49,7 +49,7 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None, 
     if storage is not None:
         await asyncio.to_thread(storage.mkdir, parents=True, exist_ok=True)
     out = log_file.open("ab") if log_file else asyncio.subprocess.DEVNULL
-    proc, uri = await _start(storage, cache_size, out)
+    proc, uri = await _start(storage, cache_size, out, f"; its log: {log_file}" if log_file else "")
     watcher: asyncio.Task[int] | None = None
     try:
         if on_exit is not None:
@@ -66,7 +66,8 @@ async def embedded_mongo(storage: Path | None, *, log_file: Path | None = None, 
             out.close()
 
 
-async def _start(storage: Path | None, cache_size: str, out: Any, tries: int = 3) -> tuple[Process, str]:
+async def _start(storage: Path | None, cache_size: str, out: Any, log_hint: str,
+                 tries: int = 3) -> tuple[Process, str]:
     """Start the server on a free port; the process and its URI once it answers.
 
     The port is free when picked but taken only when the server binds it, and on a busy host another
@@ -90,7 +91,7 @@ async def _start(storage: Path | None, cache_size: str, out: Any, tries: int = 3
             await _stop(proc)
             if attempt == tries:
                 raise StoreError(f"the embedded MongoDB-wire server did not start in {tries} tries, each on a "
-                                 f"new port; the last: {lost}") from None
+                                 f"new port; the last: {lost}{log_hint}") from None
         except BaseException:
             await _stop(proc)
             raise

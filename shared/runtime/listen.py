@@ -8,16 +8,18 @@ from aiohttp import web
 
 from shared.errors import ListenError
 
-_WHY = {errno.EADDRINUSE: "another process holds that port", errno.EADDRNOTAVAIL: "that address is not this host's",
-        errno.EACCES: "a port below 1024 needs root"}
+_WHY = {errno.EADDRINUSE: "another process holds that port", errno.EACCES: "a port below 1024 needs root"}
 
 
-async def listen(runner: web.BaseRunner, host: str, port: int, *, serving: str, setting: str) -> None:
+async def listen(runner: web.BaseRunner, host: str, port: int, *, serving: str, port_setting: str,
+                 host_setting: str) -> None:
     """Start serving ``runner`` on host:port. ListenError, and the runner cleaned up, if the port cannot be had."""
     try:
         await web.TCPSite(runner, host, port).start()
     except OSError as e:
         await runner.cleanup()
-        why = _WHY.get(e.errno or 0, e.strerror or str(e))
-        raise ListenError(f"cannot listen on {host}:{port} for {serving}: {why}; choose another port with "
-                          f"{setting}") from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            advice = f"that address is not one of this host's; choose another with {host_setting}"
+        else:
+            advice = f"{_WHY.get(e.errno or 0, e.strerror or str(e))}; choose another port with {port_setting}"
+        raise ListenError(f"cannot listen on {host}:{port} for {serving}: {advice}") from None

@@ -154,6 +154,6 @@ async def start_ops_server(stack: AsyncExitStack, host: str, port: int, health: 
     runner = web.AppRunner(ops_app(health, liveness), access_log=None)
     await runner.setup()
     await listen(runner, host, port, serving=f"the {service} service's /healthz and /metrics",
-                 setting=f"PAIQ_{service.upper()}_OPS_PORT")
+                 port_setting=f"PAIQ_{service.upper()}_OPS_PORT", host_setting="PAIQ_OPS_HOST")
     stack.push_async_callback(runner.cleanup)
     log.info("ops endpoints listening", service=service, url=f"http://{host}:{port}/metrics")

@@ -99,17 +99,21 @@ async def test_a_service_whose_port_is_taken_exits_naming_the_port_and_the_setti
         port = int(held.getsockname()[1])
         common = {"PAIQ_MONGODB_URI": mongo_uri, "PAIQ_AMQP_URL": amqp_url, "PAIQ_API_HOST": "127.0.0.1",
                   "PAIQ_OPS_HOST": "127.0.0.1"}
-        (submit_code, submit_out), (sched_code, sched_out) = await asyncio.gather(
+        (submit_code, submit_out), (sched_code, sched_out), (far_code, far_out) = await asyncio.gather(
             run_service("submit", tmp_path, PAIQ_MONGODB_DATABASE="portfail_submit", PAIQ_API_PORT=str(port),
                         **common),
             run_service("scheduler", tmp_path, PAIQ_MONGODB_DATABASE="portfail_scheduler",
-                        PAIQ_SCHEDULER_OPS_PORT=str(port), **common))
-    assert submit_code != 0 and sched_code != 0, (submit_out, sched_out)
+                        PAIQ_SCHEDULER_OPS_PORT=str(port), **common),
+            run_service("submit", tmp_path / "far", PAIQ_MONGODB_DATABASE="portfail_far",
+                        **{**common, "PAIQ_API_HOST": "192.0.2.1", "PAIQ_API_PORT": "9186"}))  # TEST-NET-1
+    assert submit_code != 0 and sched_code != 0 and far_code != 0, (submit_out, sched_out, far_out)
+    assert ("paiq submit: cannot listen on 192.0.2.1:9186 for the REST API: that address is not one of this "
+            "host's; choose another with PAIQ_API_HOST") in far_out, far_out
     assert (f"paiq submit: cannot listen on 127.0.0.1:{port} for the REST API: another process holds that port; "
             "choose another port with PAIQ_API_PORT (paiq up --port)") in submit_out, submit_out
     assert (f"paiq scheduler: cannot listen on 127.0.0.1:{port} for the scheduler service's /healthz and /metrics: "
             "another process holds that port; choose another port with PAIQ_SCHEDULER_OPS_PORT") in sched_out, sched_out
-    assert "Traceback" not in submit_out + sched_out
+    assert "Traceback" not in submit_out + sched_out + far_out
 
 
 async def test_paiq_up_on_a_taken_port_exits_naming_it(tmp_path: Path) -> None:
