@@ -25,6 +25,7 @@ import docker.errors
 
 from shared.db.embedded import free_port
 from shared.jobconfig.sealing import new_key
+from shared.runtime.listen import PORT_TAKEN
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -225,7 +226,7 @@ def _wait_healthy(platform: Platform, limit_s: float = 60) -> None:
         for p in platform.procs:
             if p.poll() is not None:
                 logs = platform.logs()
-                error = PortTakenError if "another process holds that port" in logs else RuntimeError
+                error = PortTakenError if PORT_TAKEN in logs else RuntimeError
                 raise error(f"a paiq process exited with {p.returncode}:\n{logs[-4000:]}")
         try:
             with urllib.request.urlopen(platform.api + "/healthz", timeout=2) as resp:

@@ -8,7 +8,8 @@ from aiohttp import web
 
 from shared.errors import ListenError
 
-_WHY = {errno.EADDRINUSE: "another process holds that port", errno.EACCES: "a port below 1024 needs root"}
+PORT_TAKEN = "another process holds that port"  # in the message; a supervisor (or a test) may look for it
+_WHY = {errno.EADDRINUSE: PORT_TAKEN, errno.EACCES: "a port below 1024 needs root"}
 
 
 async def listen(runner: web.BaseRunner, host: str, port: int, *, serving: str, port_setting: str,

@@ -23,8 +23,9 @@ import docker
 import pytest
 
 from services.cli.client import ApiCallError, PaiqClient, paiq_client
+from tests.e2e.browser import chromium
 from tests.e2e.conftest import job_config, logged_in
-from tests.e2e.test_portal import CSP_WATCH, chromium
+from tests.e2e.test_portal import CSP_WATCH
 from tests.infra import (
     ADMIN_PASSWORD,
     ADMIN_USER,

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from services.cli.client import PaiqClient
+from tests.e2e.browser import Page, chromium
 from tests.e2e.conftest import logged_in
-from tests.e2e.test_portal import ALL_IN_ONE, PASSWORD, Account, Page, chromium
+from tests.e2e.test_portal import ALL_IN_ONE, PASSWORD, Account
 from tests.e2e.test_v2_submit import v2_yaml
 from tests.infra import Platform, unique
 

@@ -18,9 +18,10 @@ import docker
 import pytest
 
 from services.cli.client import ApiCallError, PaiqClient, paiq_client
+from tests.e2e.browser import chromium
 from tests.e2e.conftest import job_config, logged_in, raw
 from tests.e2e.test_cli import paiq
-from tests.e2e.test_portal import CSP_WATCH, cells, chromium
+from tests.e2e.test_portal import CSP_WATCH, cells
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, start_platform, stop_platform, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
