@@ -82,7 +82,10 @@ async def test_a_consumer_queue_gets_every_lifecycle_event_in_order_each_matchin
     assert [t for t in types if t != "task.progress"] == LIFECYCLE
     for event in mine:
         validate(event)
-    times = [e["time"] for e in mine]
+    # Each lifecycle event follows from the one before, so their times rise. A task's progress is said beside
+    # that chain (the ssh check runs after the start is reported, and can end after job.completed was made
+    # but before it was published), so its time need not fall between its neighbours'.
+    times = [e["time"] for e in mine if e["type"] != "task.progress"]
     assert times == sorted(times)
     assert mine[-1]["data"]["state"] == "SUCCEEDED"
 
