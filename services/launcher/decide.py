@@ -24,7 +24,7 @@ PASS       container created, never started             NOTHING: a launch starts
 PASS       container ended                              FINISH: the exit path looks again and reports
 PASS       container running, job gone/over/other try   STOP (by user when the user stopped that try)
 PASS       container running, task on another run       STOP
-PASS       container running, job current              ADOPT (announced while the job shows it waiting)
+PASS       container running, job current              ADOPT (announced if shown waiting, not sent yet)
 PASS       no container, task over                      NOTHING
 PASS       no container, run ended long enough ago      RESEND_EXIT: its report was lost
 PASS       no container, run ended just now             NOTHING: the job takes it in shortly
@@ -106,6 +106,7 @@ class Seen(BaseModel):
     container: ContainerState | None = None
     run: RunSeen | None = None
     user_stop: bool = False  # a user's stop command stopped this container
+    announced: bool = False  # this process already said the container started (its task.started was sent)
     now_ms: int = 0
     stale_after_ms: int = 0  # PASS: how long an ended run's report may take to reach the job
 
@@ -199,8 +200,10 @@ def _on_container(seen: Seen) -> Decision:
     if _other_run(job, seen.task):
         return Decision(action=Action.STOP, why="a run of the task that another run has replaced")
     task = _task(job, seen.task.role, seen.task.index)
+    # The job can show the task waiting only because the status service has not yet taken in the start
+    # this process sent: that start is not sent again (a lost one is sent again by the launch redelivered).
     return Decision(action=Action.ADOPT, why="a running container of a current job",
-                    announce=task is not None and task.state is TaskState.WAITING)
+                    announce=task is not None and task.state is TaskState.WAITING and not seen.announced)
 
 
 def _on_placed(seen: Seen) -> Decision:

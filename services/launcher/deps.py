@@ -43,11 +43,14 @@ class LauncherDeps:
     def profiles(self) -> ProfileStore:
         return self.store.profiles
 
-    async def publish(self, events: list[CloudEvent]) -> None:
-        """Publish now (outside a handler's reply); a bus failure is logged, the reconcile pass repairs it."""
+    async def publish(self, events: list[CloudEvent]) -> bool:
+        """Publish now (outside a handler's reply); a bus failure is logged, the reconcile pass repairs it.
+        False: not published."""
         if not events:
-            return
+            return True
         try:
             await self.bus.publish(events)
         except BusError as e:
             log.warning("could not publish; the next reconcile pass reports it again", error=str(e))
+            return False
+        return True

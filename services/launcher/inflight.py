@@ -15,8 +15,6 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
-from shared.events import CloudEvent
-
 log = structlog.get_logger("paiq.launcher")
 
 K = TypeVar("K", bound=Hashable)
@@ -57,12 +55,13 @@ class InFlight:
 
     def __init__(self) -> None:
         self.pulls: Joined[tuple[str, str], None] = Joined()  # by (image, authFile or the role whose auth)
-        self.launches: Joined[str, list[CloudEvent]] = Joined()  # by container name
+        self.launches: Joined[str, None] = Joined()  # by container name; each publishes what came of it
         self.finishes: Joined[str, None] = Joined()  # by container id
         self._recorders: dict[str, asyncio.Task[None]] = {}  # by container id; kept until the exit takes it
         self._stopped_by_user: set[str] = set()  # container ids
         self._stopping: set[str] = set()  # container ids
         self._kept_announced: set[str] = set()  # container ids
+        self._started_announced: set[str] = set()  # container ids whose task.started this process sent
         self._background: set[asyncio.Task[Any]] = set()
 
     # --- recording a container's output -------------------------------------------------------
@@ -109,10 +108,22 @@ class InFlight:
         self._kept_announced.add(container_id)
         return True
 
+    def started_announced(self, container_id: str) -> None:
+        """This process says the container's ``task.started`` (marked before it is published, so that a
+        pass meanwhile does not say it too; :meth:`started_unannounced` when that publish fails)."""
+        self._started_announced.add(container_id)
+
+    def started_unannounced(self, container_id: str) -> None:
+        self._started_announced.discard(container_id)
+
+    def was_started_announced(self, container_id: str) -> bool:
+        return container_id in self._started_announced
+
     def ended(self, container_id: str) -> None:
         """The container's exit is reported and it is removed: nothing about it is kept."""
         self._stopped_by_user.discard(container_id)
         self._kept_announced.discard(container_id)
+        self._started_announced.discard(container_id)
 
     # --- background work ----------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from services.launcher.engine.driver import PullError, RegistryAuth
 from services.launcher.finish import exited_event, progress_event, started_event, watch
 from services.launcher.stopping import stop_container
 from shared.errors import DriverError
-from shared.events import CloudEvent
+from shared.events import CloudEvent, TaskStarted
 from shared.lifecycle import exitcodes
 from shared.lifecycle.taskretry import relaunch_delay_ms
 from shared.records import JobRecord, TaskSpec, TaskSubState
@@ -41,15 +41,20 @@ log = structlog.get_logger("paiq.launcher")
 
 
 async def launch_and_report(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
-    """Start one task in the background (a launch command's, or reconcile's relaunch) and publish what came of it."""
-    await deps.publish(await launch_task(deps, spec, job_env))
-
-
-async def launch_task(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> list[CloudEvent]:
-    """Start one task; ``job_env`` is its launch's shared environment (``spec.env`` holds the task's own)."""
+    """Start one task in the background (a launch command's, or reconcile's relaunch) and publish what came
+    of it; ``job_env`` is its launch's shared environment (``spec.env`` holds the task's own). A request
+    while the task's launch is in flight joins it, and what came of it is published once."""
     name = ref_container_name(spec)
-    current = deps.work.launches.join(name, f"launch-{name}", lambda: _launch(deps, spec, name, job_env))
-    return list(await asyncio.shield(current))
+    await asyncio.shield(deps.work.launches.join(name, f"launch-{name}",
+                                                 lambda: _launch_and_publish(deps, spec, name, job_env)))
+
+
+async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mapping[str, str]) -> None:
+    events = await _launch(deps, spec, name, job_env)
+    if not await deps.publish(events):  # the pass says the start again: it was not said
+        for event in events:
+            if isinstance(event, TaskStarted):
+                deps.work.started_unannounced(event.data.container_id)
 
 
 async def _fail(deps: LauncherDeps, key: TaskRef, code: int, reason: str) -> list[CloudEvent]:
@@ -83,6 +88,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
             log.info("task already has a running container; not starting another", **log_ids,
                      container=existing.id[:12])
             watch(deps, key, existing.id, is_debug=spec.is_debug)
+            deps.work.started_announced(existing.id)
             return [started_event(key, deps.node.node_id, existing.id)]
         case Action.REPORT_LOST:
             return await _fail(deps, key, exitcodes.ENGINE_FAILURE, decision.why)
@@ -141,6 +147,7 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once
+    deps.work.started_announced(container_id)  # before any await too: a pass meanwhile does not say it again
     if not await _still_wanted(deps, spec):
         deps.work.spawn(f"stop-{container_id[:12]}", stop_container(deps, container_id, by_user=False))
     await deps.logs.set_running(key, container_id)

@@ -5,7 +5,8 @@ it out. For every container of this node (by its node label):
 - ended: its exit is reported and its log saved, then it is removed (exits missed while down);
 - running, of a job that is gone, final, or on another attempt: stopped (SIGTERM, then SIGKILL);
 - running, of an active job: adopted: its output recorded again from where the store left off, and
-  ``task.started`` sent again if the job still shows the task waiting. No user task is restarted.
+  ``task.started`` sent again if the job still shows the task waiting and this process has not sent it
+  (the status service may just not have taken in the one sent). No user task is restarted.
 For every task placed on this node and still waiting, with no container: launched, unless its run
 shows it already ran (then its exit is reported again if the job has not taken it in yet).
 Work that can take long (pulls, stops, log catch-up) runs in the background; the pass itself is quick.
@@ -56,7 +57,8 @@ async def reconcile(deps: LauncherDeps) -> None:
 async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: JobRecord | None) -> None:
     key = task.ref
     decision = decide(Seen(prompt=Prompt.PASS, task=key, job=job, container=container_state(c),
-                           user_stop=deps.work.was_stopped_by_user(c.id)))
+                           user_stop=deps.work.was_stopped_by_user(c.id),
+                           announced=deps.work.was_started_announced(c.id)))
     log_ids = {"job_id": key.job_id, "role": key.role, "index": key.index, "container": c.id[:12]}
     match decision.action:
         case Action.FINISH:
@@ -72,7 +74,9 @@ async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: J
                 watch(deps, key, c.id, is_debug=task.debug)
                 await deps.logs.set_running(key, c.id)
             if decision.announce:
-                await deps.publish([started_event(key, deps.node.node_id, c.id)])
+                deps.work.started_announced(c.id)
+                if not await deps.publish([started_event(key, deps.node.node_id, c.id)]):
+                    deps.work.started_unannounced(c.id)
         case _:
             pass  # never started: a launch (message or the pass below) starts it
 

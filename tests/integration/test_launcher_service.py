@@ -24,6 +24,7 @@ from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
 from shared.db.embedded import free_port
 from shared.db.logs import RunPhase
+from shared.errors import BusError
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
 from shared.records import TaskSubState, now_ms
 from shared.runtime.metrics import EVENTS_HANDLED
@@ -257,9 +258,41 @@ async def test_a_restarted_launcher_adopts_running_containers_and_reports_missed
         assert all(e.data.exit_code == 0 for e in exits)
         assert {e.data.index: e.data.container_id for e in exits} == before, "the same containers ran on"
         assert {e.data.container_id for e in h.of(TaskStarted, running.id)} == set(before.values())
+        # Each launcher said each start once (the job here shows its tasks waiting all along: no status
+        # service takes the starts in), however many passes ran over the running containers.
+        assert sorted(e.data.index for e in h.of(TaskStarted, running.id)) == [0, 0, 1, 1, 2, 2]
         for i in range(3):
             assert await h.log_text(running, index=i) == f"start-{i}\ndone-{i}\n"
         assert await h.log_text(quick) == "finished\n"
+
+
+async def test_the_pass_does_not_say_again_a_start_this_launcher_said(h: Harness) -> None:
+    # The job shows its task waiting until the status service takes the start in; the passes meanwhile
+    # (one a second here) must not send task.started again.
+    job, specs = await h.job("said-once", command="sleep 3")
+    await h.launch(job, specs)
+    exited = await h.exited(job, limit_s=15)
+    assert exited.data.exit_code == 0
+    assert len(h.of(TaskStarted, job.id)) == 1
+
+
+async def test_a_start_whose_publish_failed_is_said_by_the_next_pass(h: Harness) -> None:
+    publish, failed = h.bus.publish, []
+
+    async def broker_down_for_the_first_start(events: Sequence[CloudEvent]) -> None:
+        if not failed and any(isinstance(e, TaskStarted) for e in events):
+            failed.append(events)
+            raise BusError("the broker is away")
+        await publish(events)
+
+    h.bus.publish = broker_down_for_the_first_start  # type: ignore[method-assign]
+    job, specs = await h.job("said-later", command="sleep 3")
+    await h.launch(job, specs)
+    exited = await h.exited(job, limit_s=15)
+    assert failed and exited.data.exit_code == 0
+    started = h.of(TaskStarted, job.id)
+    assert len(started) == 1 and started[0].data.container_id == exited.data.container_id
+    assert started[0].id != failed[0][0].id, "said again by the pass, as a new event"
 
 
 async def test_a_placed_task_without_a_container_is_launched_by_reconcile_once(

@@ -84,7 +84,9 @@ def test_a_launch_request(case: str, facts: Seen, action: Action) -> None:
 
 
 def test_a_launch_request_for_a_running_container_says_it_started() -> None:
-    assert decide(seen(Prompt.LAUNCH, CURRENT, container=RUNNING)).announce is True
+    # even when this process said so before: the command came again because that start may have been lost
+    for announced in (False, True):
+        assert decide(seen(Prompt.LAUNCH, CURRENT, container=RUNNING, announced=announced)).announce is True
 
 
 # --- the reconcile pass: a container of this node ------------------------------------------------
@@ -112,6 +114,9 @@ CONTAINER_TABLE: list[tuple[str, Seen, Decision]] = [
      Decision(action=Action.ADOPT, why="a running container of a current job")),
     ("running, job current, task still waiting", seen(Prompt.PASS, WAITING, container=RUNNING),
      Decision(action=Action.ADOPT, why="a running container of a current job", announce=True)),
+    ("running, task still waiting, this process sent its start", seen(Prompt.PASS, WAITING, container=RUNNING,
+                                                                        announced=True),
+     Decision(action=Action.ADOPT, why="a running container of a current job")),
     ("running, a task the job does not have", seen(Prompt.PASS, WAITING, container=RUNNING, index=7),
      Decision(action=Action.ADOPT, why="a running container of a current job")),
 ]

@@ -59,17 +59,23 @@ async def test_what_is_remembered_about_a_container_until_it_ended() -> None:
     work.mark_stopped_by_user("c1")
     assert work.was_stopped_by_user("c1") and not work.was_stopped_by_user("c2")
     assert work.first_kept_announcement("c1") and not work.first_kept_announcement("c1")
+    work.started_announced("c1")
+    assert work.was_started_announced("c1") and not work.was_started_announced("c2")
+    work.started_unannounced("c1")
+    assert not work.was_started_announced("c1")
+    work.started_announced("c1")
     with work.stopping("c1"):
         assert work.is_stopping("c1")
     assert not work.is_stopping("c1")
     work.ended("c1")
     assert not work.was_stopped_by_user("c1") and work.first_kept_announcement("c1")
+    assert not work.was_started_announced("c1")
 
 
 async def test_close_cancels_the_work_in_flight() -> None:
     work = InFlight()
     never = asyncio.Event()
     spawned = work.spawn("bg", never.wait())
-    joined = work.launches.join("c", "c", lambda: asyncio.sleep(3600, result=[]))
+    joined = work.launches.join("c", "c", lambda: asyncio.sleep(3600))
     await work.close()
     assert spawned.cancelled() and joined.cancelled()
