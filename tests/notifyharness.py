@@ -8,7 +8,6 @@ import asyncio
 import email
 import email.policy
 import json
-import socket
 import sys
 import time
 from collections import defaultdict
@@ -22,15 +21,10 @@ from aiohttp import web
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from shared.db.embedded import free_port
 from shared.notify.signing import SIGNATURE_HEADER, verify
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -183,8 +177,9 @@ class Hooks:
         app.router.add_post("/hang-once/{name}", self.hang_once)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        # port 0: bound at once, so no other process can take the port between choosing and binding it
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = int(self._runner.addresses[0][1])
         return self
 
     async def __aexit__(self, *exc: object) -> None:

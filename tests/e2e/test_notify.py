@@ -23,6 +23,7 @@ import docker
 import pytest
 
 from services.cli.client import ApiCallError, PaiqClient, paiq_client
+from shared.db.embedded import free_port
 from tests.e2e.browser import chromium
 from tests.e2e.conftest import job_config, logged_in
 from tests.e2e.test_portal import CSP_WATCH
@@ -36,7 +37,7 @@ from tests.infra import (
     unique,
     wait_final,
 )
-from tests.notifyharness import Hooks, SmtpServer, free_port, wait_until
+from tests.notifyharness import Hooks, SmtpServer, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 SWITCH = {"running": True, "failed": True}

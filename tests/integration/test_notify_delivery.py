@@ -18,6 +18,7 @@ import pytest
 
 from services.notify.service import start_notify
 from shared.bus.memory import MemoryBus
+from shared.db.embedded import free_port
 from shared.db.store import Store, open_store
 from shared.events import (
     CloudEvent,
@@ -37,7 +38,7 @@ from shared.records import JobState, now_ms
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.infra import unique
-from tests.notifyharness import Hooks, SmtpServer, free_port, wait_until
+from tests.notifyharness import Hooks, SmtpServer, wait_until
 from tests.unit.factories import make_config, make_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
