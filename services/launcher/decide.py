@@ -106,7 +106,7 @@ class Seen(BaseModel):
     container: ContainerState | None = None
     run: RunSeen | None = None
     user_stop: bool = False  # a user's stop command stopped this container
-    announced: bool = False  # this process already said the container started (its task.started was sent)
+    announced: bool = False  # this process says or said the container started (its task.started published)
     now_ms: int = 0
     stale_after_ms: int = 0  # PASS: how long an ended run's report may take to reach the job
 
@@ -201,7 +201,7 @@ def _on_container(seen: Seen) -> Decision:
         return Decision(action=Action.STOP, why="a run of the task that another run has replaced")
     task = _task(job, seen.task.role, seen.task.index)
     # The job can show the task waiting only because the status service has not yet taken in the start
-    # this process sent: that start is not sent again (a lost one is sent again by the launch redelivered).
+    # this process sent: that start is not sent again (one whose publish failed is unmarked, so sent here).
     return Decision(action=Action.ADOPT, why="a running container of a current job",
                     announce=task is not None and task.state is TaskState.WAITING and not seen.announced)
 
