@@ -166,14 +166,12 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
     Its ports are picked free here but bound later by the platform's processes; a port another test takes
     meanwhile stops a process, saying so (shared/runtime/listen.py), and the platform is started again on
     new ports, at most twice more."""
-    for attempt in range(3):
-        try:
-            return _start_platform(shape, workdir / f"try{attempt}" if attempt else workdir, mongo_uri=mongo_uri,
-                                   amqp_url=amqp_url, new_session=new_session, **extra)
-        except PortTakenError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    tries = [workdir, workdir / "try1", workdir / "try2"]
+    for folder in tries[:-1]:
+        with contextlib.suppress(PortTakenError):
+            return _start_platform(shape, folder, mongo_uri=mongo_uri, amqp_url=amqp_url, new_session=new_session,
+                                   **extra)
+    return _start_platform(shape, tries[-1], mongo_uri=mongo_uri, amqp_url=amqp_url, new_session=new_session, **extra)
 
 
 class PortTakenError(RuntimeError):

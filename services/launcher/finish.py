@@ -20,7 +20,15 @@ from services.launcher.engine.driver import ContainerExit, ContainerInfo, LogLin
 from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.exits import classify_exit, memory_before_oom
 from services.launcher.recorder import LogRecorder
-from shared.events import TaskExited, TaskExitedData, TaskProgress, TaskProgressData, TaskStarted, TaskStartedData
+from shared.events import (
+    CloudEvent,
+    TaskExited,
+    TaskExitedData,
+    TaskProgress,
+    TaskProgressData,
+    TaskStarted,
+    TaskStartedData,
+)
 from shared.lifecycle import exitcodes
 from shared.records import TaskSubState
 from shared.tasks.launchspec import ref_container_name
@@ -43,6 +51,15 @@ def exited_event(key: TaskRef, node_id: str, code: int, reason: str, diagnostics
 def started_event(key: TaskRef, node_id: str, container_id: str) -> TaskStarted:
     return TaskStarted(subject=key.job_id, data=TaskStartedData(**key.fields(), node_id=node_id,
                                                                 container_id=container_id))
+
+
+async def publish_with_starts(deps: LauncherDeps, events: list[CloudEvent]) -> None:
+    """Publish events whose starts were marked said (``deps.work.started_announced``, done before any await
+    once the container runs); if the publish fails, they are unmarked, so that the next pass says them."""
+    if not await deps.publish(events):
+        for event in events:
+            if isinstance(event, TaskStarted):
+                deps.work.started_unannounced(event.data.container_id)
 
 
 def progress_event(key: TaskRef, node_id: str, sub_state: TaskSubState, detail: str = "",

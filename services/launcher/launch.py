@@ -24,10 +24,10 @@ from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
 from services.launcher.deps import LauncherDeps
 from services.launcher.engine.driver import PullError, RegistryAuth
-from services.launcher.finish import exited_event, progress_event, started_event, watch
+from services.launcher.finish import exited_event, progress_event, publish_with_starts, started_event, watch
 from services.launcher.stopping import stop_container
 from shared.errors import DriverError
-from shared.events import CloudEvent, TaskStarted
+from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
 from shared.lifecycle.taskretry import relaunch_delay_ms
 from shared.records import JobRecord, TaskSpec, TaskSubState
@@ -50,11 +50,7 @@ async def launch_and_report(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping
 
 
 async def _launch_and_publish(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mapping[str, str]) -> None:
-    events = await _launch(deps, spec, name, job_env)
-    if not await deps.publish(events):  # the pass says the start again: it was not said
-        for event in events:
-            if isinstance(event, TaskStarted):
-                deps.work.started_unannounced(event.data.container_id)
+    await publish_with_starts(deps, await _launch(deps, spec, name, job_env))
 
 
 async def _fail(deps: LauncherDeps, key: TaskRef, code: int, reason: str) -> list[CloudEvent]:

@@ -20,7 +20,7 @@ from services.launcher.decide import Action, Prompt, Seen, container_state, deci
 from services.launcher.deps import LauncherDeps
 from services.launcher.engine.driver import ContainerInfo
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.finish import exited_event, finish, started_event, watch
+from services.launcher.finish import exited_event, finish, publish_with_starts, started_event, watch
 from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from shared.records import JobRecord, now_ms
@@ -75,8 +75,7 @@ async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: J
                 await deps.logs.set_running(key, c.id)
             if decision.announce:
                 deps.work.started_announced(c.id)
-                if not await deps.publish([started_event(key, deps.node.node_id, c.id)]):
-                    deps.work.started_unannounced(c.id)
+                await publish_with_starts(deps, [started_event(key, deps.node.node_id, c.id)])
         case _:
             pass  # never started: a launch (message or the pass below) starts it
 

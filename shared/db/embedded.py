@@ -74,7 +74,8 @@ async def _start(storage: Path | None, cache_size: str, out: Any, log_hint: str,
     process can take it meanwhile: the server then exits at once, or (worse) another server answers on
     it. So "ready" is our own process answering, and a server that exits at once is tried again on a new
     port (a bind that fails exits within a second; so does a bad storage path, which fails each try)."""
-    for attempt in range(1, tries + 1):
+    lost: _NotOursError | None = None
+    for _ in range(tries):
         port = free_port()
         proc = await asyncio.create_subprocess_exec(
             _server_binary(), "--host", "127.0.0.1", "--port", str(port),
@@ -87,15 +88,14 @@ async def _start(storage: Path | None, cache_size: str, out: Any, log_hint: str,
         try:
             await _wait_ready(uri, proc)
             return proc, uri
-        except _NotOursError as lost:
+        except _NotOursError as e:
+            lost = e
             await _stop(proc)
-            if attempt == tries:
-                raise StoreError(f"the embedded MongoDB-wire server did not start in {tries} tries, each on a "
-                                 f"new port; the last: {lost}{log_hint}") from None
         except BaseException:
             await _stop(proc)
             raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    raise StoreError(f"the embedded MongoDB-wire server did not start in {tries} tries, each on a new port; "
+                     f"the last: {lost}{log_hint}")
 
 
 class _NotOursError(Exception):
