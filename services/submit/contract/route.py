@@ -27,12 +27,16 @@ from services.submit.contract.requests import Request
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 # Who may call a route: anyone ("none"), a bearer token's holder ("token"), anyone, a token's holder
-# seeing more ("optional").
-Auth = Literal["none", "token", "optional"]
+# seeing more ("optional"), or a token's holder signed in as a person ("person": a session's token, never an
+# application's; those routes change users, groups, tokens, virtual clusters or notification settings, and an
+# application token is refused there with 403, as OpenPAI v1.8's ``checkNotApplication``).
+Auth = Literal["none", "token", "optional", "person"]
 Schema = Mapping[str, Any]
 
 STRING: Schema = {"type": "string"}
-_SECURITY: dict[Auth, list[dict[str, list[str]]]] = {"token": [{"bearer": []}], "optional": [{}, {"bearer": []}]}
+_SECURITY: dict[Auth, list[dict[str, list[str]]]] = {"token": [{"bearer": []}], "person": [{"bearer": []}],
+                                                     "optional": [{}, {"bearer": []}]}
+PERSON_ONLY = "not with an application token (403 ForbiddenUserError)"
 R = TypeVar("R", bound=Request)
 _FORM_MEDIA = ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -156,9 +160,15 @@ class Route:
     params: tuple[Param, ...] = ()
     body: Body | ModelBody[Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.auth == "person" and not {401, 403} <= set(self.errors):
+            raise ValueError(f"{self.method} {self.path} is for people only: its errors must list 401 and 403")
+
     def operation(self) -> dict[str, Any]:
         """The route as an OpenAPI operation."""
         op: dict[str, Any] = {"summary": self.summary}
+        if self.auth == "person":
+            op["description"] = PERSON_ONLY
         if self.auth in _SECURITY:
             op["security"] = _SECURITY[self.auth]
         if self.params:
@@ -175,13 +185,30 @@ class Route:
         return op
 
 
+ROUTE_TABLE = web.AppKey("route_table", dict[tuple[str, str], Route])
+
+
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
-    """Register each route on the app's router (a GET also answers HEAD, as aiohttp's ``add_get`` does)."""
+    """Register each route on the app's router (a GET also answers HEAD, as aiohttp's ``add_get`` does), and
+    keep the table, so that what a route declares is known where a request of it is answered (:func:`route_of`)."""
+    table: dict[tuple[str, str], Route] = {(r.method, r.path): r for r in routes}
+    app[ROUTE_TABLE] = table
     for r in routes:
         if r.method == "GET":
             app.router.add_get(r.path, r.handler)
         else:
             app.router.add_route(r.method, r.path, r.handler)
+
+
+def route_of(request: web.Request) -> Route | None:
+    """The route table's declaration of the route a request was routed to; None where it was routed to none
+    (404, 405) or the app has no table."""
+    resource = getattr(getattr(request.match_info, "route", None), "resource", None)
+    table = request.app.get(ROUTE_TABLE)
+    if resource is None or table is None:
+        return None
+    method = "GET" if request.method == "HEAD" else request.method
+    return table.get((method, str(resource.canonical)))
 
 
 def paths(routes: Sequence[Route]) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from services.submit.contract.answers import Message, Token, User, UserList, ans
 from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import USER_PARAM
 from services.submit.contract.requests import TokenRequest, UserChange, UserRemoval
-from services.submit.contract.route import ModelBody, Reply, Route
+from services.submit.contract.route import ModelBody, Reply, Route, route_of
 from services.submit.contract.views import user_view
 from services.submit.deps import DEPS
 from services.submit.users import Principal, check_user_name
@@ -41,9 +41,22 @@ async def _application(request: web.Request, credentials: str) -> Principal:
     return principal
 
 
+APPLICATION_REFUSAL = "Application token is not allowed to do this operation."
+
+
 async def principal_of(request: web.Request) -> Principal:
     """The authenticated caller, or 401 UnauthorizedUserError: a bearer token, or an application token as
-    OpenPAI v1.8 took one (``Basic`` with the user's name)."""
+    OpenPAI v1.8 took one (``Basic`` with the user's name). On a route declared for people only (``auth="person"``:
+    those that change users, groups, tokens, virtual clusters or notification settings) an application token is
+    403 ForbiddenUserError, as OpenPAI v1.8's ``checkNotApplication``: this is the one place that says so, and
+    each handler meets it where it first asks who calls."""
+    principal = await _authenticated(request)
+    if principal.application and (route := route_of(request)) is not None and route.auth == "person":
+        raise ApiError("ForbiddenUserError", APPLICATION_REFUSAL)
+    return principal
+
+
+async def _authenticated(request: web.Request) -> Principal:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "basic" and token.strip():
         return await _application(request, token)
@@ -138,12 +151,12 @@ ROUTES = (
           "expiration seconds)", {200: Reply("a new token", Token)}, (400, 401, 408, 413), body=TOKEN_BODY),
     Route("PUT", "/api/v1/user", put_user, "admin: create a user (modify false) or change one (modify true)",
           {200: Reply("changed", Message), 201: Reply("created", Message)}, (400, 401, 403, 404, 408, 409, 413),
-          auth="token", body=USER_CHANGE),
+          auth="person", body=USER_CHANGE),
     Route("GET", "/api/v1/user", list_users, "admin: every user, by name", {200: Reply("the users", UserList)},
           (401, 403), auth="token"),
     Route("DELETE", "/api/v1/user", delete_user, "admin: remove a user who is not an admin (403 RemoveAdminError "
           "for an admin, yourself included); their tokens end at once, their jobs stay",
-          {200: Reply("removed", Message)}, (400, 401, 403, 404, 408, 413), auth="token", body=USER_REMOVAL),
+          {200: Reply("removed", Message)}, (400, 401, 403, 404, 408, 413), auth="person", body=USER_REMOVAL),
     Route("GET", "/api/v1/user/{user}", get_user, "a user's profile: one's own, or anyone's for an admin (400 "
           "NoUserError for an unknown user, as in OpenPAI)", {200: Reply("the user", User)}, (400, 401, 403),
           also={400: ("NoUserError",)}, auth="token", params=(USER_PARAM,)),

@@ -166,8 +166,8 @@ ROUTES = (
     Route("PUT", "/api/v1/virtual-clusters/{vc}", put_virtual_cluster, "admin: create or replace a virtual cluster "
           "(quota and borrowing limit in % of the cluster, users, groups); 400 when the quotas would pass 100%, or "
           "for 'default' with more than borrowing", {200: Reply("saved", Message)}, (400, 401, 403, 408, 413),
-          auth="token", params=(_NEW_VC,), body=Body("VirtualClusterChange")),
+          auth="person", params=(_NEW_VC,), body=Body("VirtualClusterChange")),
     Route("DELETE", "/api/v1/virtual-clusters/{vc}", delete_virtual_cluster, "admin: delete a virtual cluster "
           "without active jobs (not 'default')", {200: Reply("deleted", Message)}, (400, 401, 403, 404, 409),
-          auth="token", params=(_VC,)),
+          auth="person", params=(_VC,)),
 )

@@ -183,13 +183,14 @@ ROUTES = (
           {200: Reply("the subscriptions", Subscriptions)}, (400, 401, 403), auth="token", params=(PLATFORM_PARAM,)),
     Route("POST", _SUBS, add_subscription, "subscribe: e-mail, or a webhook (its signing key answered this once); "
           "platform: true for an administrator's webhook told of every user's jobs",
-          {201: Reply("subscribed", NewSubscriptionAnswer)}, (400, 401, 403, 413, 503), auth="token",
+          {201: Reply("subscribed", NewSubscriptionAnswer)}, (400, 401, 403, 413, 503), auth="person",
           body=NEW_SUBSCRIPTION),
     Route("DELETE", _SUBS + "/{id}", delete_subscription, "unsubscribe (?platform=true: a platform webhook)",
-          {200: Reply("deleted", Message)}, (400, 401, 403, 404), also={404: ("NoSubscriptionError",)}, auth="token",
+          {200: Reply("deleted", Message)}, (400, 401, 403, 404), also={404: ("NoSubscriptionError",)}, auth="person",
           params=(Param("id", "path"), PLATFORM_PARAM)),
     Route("PUT", "/api/v1/notifications/email", put_email, "the address your e-mail notifications go to (your user "
-          "record's email; '' removes it)", {200: Reply("set", Message)}, (400, 401, 413), auth="token", body=EMAIL),
+          "record's email; '' removes it)", {200: Reply("set", Message)}, (400, 401, 403, 413), auth="person",
+          body=EMAIL),
     Route("GET", "/api/v1/notifications/deliveries", list_deliveries, "your recent notifications, newest first, "
           "with their state (pending, sent, failed, held for a digest, digested) and last error "
           "(?platform=true: the platform webhooks', an administrator's)",

@@ -14,7 +14,7 @@ from services.submit.contract.route import Param, Reply, Route
 from services.submit.contract.v2.users import ApplicationToken, Info, Login, TokenCheck, Tokens, v2_answer
 from services.submit.deps import DEPS
 from services.submit.routes.access import TOKEN_BODY, principal_of
-from services.submit.users import MAX_TOKEN_SECONDS, Principal
+from services.submit.users import MAX_TOKEN_SECONDS
 
 log = structlog.get_logger("paiq.submit.v2.access")
 
@@ -29,15 +29,6 @@ def _paiq_version() -> str:
 VERSION = _paiq_version()
 
 
-async def person_of(request: web.Request) -> Principal:
-    """The caller, signed in as a person: an application token may not manage users or tokens (403, as
-    OpenPAI v1.8's ``checkNotApplication``)."""
-    principal = await principal_of(request)
-    if principal.application:
-        raise ApiError("ForbiddenUserError", "Application token is not allowed to do this operation.")
-    return principal
-
-
 def _bearer(request: web.Request) -> str:
     return request.headers.get("Authorization", "").partition(" ")[2].strip()
 
@@ -49,7 +40,7 @@ async def login(request: web.Request) -> web.Response:
 
 
 async def logout(request: web.Request) -> web.Response:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     await request.app[DEPS].users.revoke(principal.user, _bearer(request))
     log.info("logged out", user=principal.user)
     return v2_answer(Message(message="Logout successfully"))
@@ -60,7 +51,7 @@ async def info(request: web.Request) -> web.Response:
 
 
 async def list_tokens(request: web.Request) -> web.Response:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     tokens = await request.app[DEPS].users.tokens_of(principal.user)
     return v2_answer(Tokens(tokens=tuple(t.id for t in tokens)))
 
@@ -71,14 +62,14 @@ async def check_token(request: web.Request) -> web.Response:
 
 
 async def application_token(request: web.Request) -> web.Response:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     token = await request.app[DEPS].users.issue_token(principal.user, principal.admin, MAX_TOKEN_SECONDS,
                                                       application=True)
     return v2_answer(ApplicationToken(token=token, application=True))
 
 
 async def revoke_token(request: web.Request) -> web.Response:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     token = request.match_info["token"]
     if not token.isascii() or not await request.app[DEPS].users.revoke(principal.user, token):
         # OpenPAI v1.8 answered a token of another user 403; paiq cannot tell another's from none at all
@@ -96,13 +87,13 @@ ROUTES = (
     Route("POST", "/api/v2/authn/basic/login", login, "log in: a bearer token (username, password, expiration "
           "seconds; JSON or form)", {200: Reply("a new token", Login)}, (400, 401, 408, 413), body=TOKEN_BODY),
     Route("DELETE", "/api/v2/authn/basic/logout", logout, "log out: the token sent ends",
-          {200: Reply("ended", Message)}, _PERSON, auth="token"),
+          {200: Reply("ended", Message)}, _PERSON, auth="person"),
     Route("GET", "/api/v2/tokens", list_tokens, "the caller's live tokens, by id", {200: Reply("", Tokens)},
-          _PERSON, auth="token"),
+          _PERSON, auth="person"),
     Route("GET", "/api/v2/tokens/check", check_token, "whose token this is (any token, an application's too)",
           {200: Reply("", TokenCheck)}, (401,), auth="token"),
     Route("POST", "/api/v2/tokens/application", application_token, "a long-lived application token (it may not "
-          "manage users or tokens)", {200: Reply("a new token", ApplicationToken)}, _PERSON, auth="token"),
+          "manage users or tokens)", {200: Reply("a new token", ApplicationToken)}, _PERSON, auth="person"),
     Route("DELETE", "/api/v2/tokens/{token}", revoke_token, "revoke one of the caller's tokens (403 for one they "
-          "do not hold)", {200: Reply("revoked", Message)}, _PERSON, auth="token", params=(_TOKEN,)),
+          "do not hold)", {200: Reply("revoked", Message)}, _PERSON, auth="person", params=(_TOKEN,)),
 )

@@ -29,9 +29,8 @@ from services.submit.contract.v2.users import (
 )
 from services.submit.deps import DEPS
 from services.submit.routes import clusters
-from services.submit.routes.access import principal_of
-from services.submit.routes.v2.access import person_of
-from services.submit.routes.v2.users import admin_person, storages
+from services.submit.routes.access import principal_of, require_admin
+from services.submit.routes.v2.users import storages
 from shared.records import ACTIVE_JOB_STATES, NodeRecord
 from shared.scheduling.vclusters import DEFAULT_VC
 from shared.storageconfig import StorageConfig
@@ -89,14 +88,14 @@ async def get_vc(request: web.Request) -> web.Response:
 async def put_vc(request: web.Request) -> web.Response:
     """paiq's VC body (quota, borrowing, users, groups), as ``PUT /api/v1/virtual-clusters/{vc}``; OpenPAI
     v1.8's answer."""
-    await admin_person(request)
+    await require_admin(request)
     await clusters.put_virtual_cluster(request)
     name = request.match_info["vc"]
     return v2_answer(VcDone(status=201, message=f"Update vc: {name} to capacity: success"), status=201)
 
 
 async def delete_vc(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     await clusters.delete_virtual_cluster(request)
     name = request.match_info["vc"]
     return v2_answer(VcDone(status=201, message=f"Remove vc: {name} success"), status=201)
@@ -116,7 +115,7 @@ async def put_vc_status(request: web.Request) -> web.Response:
         raise ApiError("InvalidParametersError", "VC name should only contain alpha-numeric, '_' and '-' characters")
     if name == DEFAULT_VC:
         raise ApiError("ForbiddenUserError", "Update operation to default vc isn't allowed")
-    principal = await person_of(request)
+    principal = await principal_of(request)
     asked = await VC_STATUS.read(request)
     if not principal.admin:
         raise ApiError("ForbiddenUserError", "Non-admin is not allow to do this operation.")
@@ -194,13 +193,13 @@ ROUTES = (
           (401, 404), auth="token", params=(_VC,)),
     Route("PUT", "/api/v2/virtual-clusters/{vc}", put_vc, "admin: create or replace a virtual cluster (paiq's "
           "body: quota and borrowing in % of the cluster, users, groups)", {201: Reply("saved", VcDone)},
-          (400, 401, 403, 408, 413), auth="token", params=(_VC,), body=Body("VirtualClusterChange")),
+          (400, 401, 403, 408, 413), auth="person", params=(_VC,), body=Body("VirtualClusterChange")),
     Route("DELETE", "/api/v2/virtual-clusters/{vc}", delete_vc, "admin: delete a virtual cluster without active "
-          "jobs (not 'default')", {201: Reply("deleted", VcDone)}, (400, 401, 403, 404, 409), auth="token",
+          "jobs (not 'default')", {201: Reply("deleted", VcDone)}, (400, 401, 403, 404, 409), auth="person",
           params=(_VC,)),
     Route("PUT", "/api/v2/virtual-clusters/{vc}/status", put_vc_status, "admin: stop a virtual cluster (it takes "
           "no new jobs: 403 to a submission; its queued and running jobs go on) or set it running again; not "
-          "'default' (403)", {201: Reply("changed", VcDone)}, (400, 401, 403, 404, 408, 413), auth="token",
+          "'default' (403)", {201: Reply("changed", VcDone)}, (400, 401, 403, 404, 408, 413), auth="person",
           params=(_VC,), body=VC_STATUS),
     Route("GET", "/api/v2/storages", list_storages, "the storages the caller may use",
           {200: Reply("", Storages)}, (401,), auth="token"),

@@ -29,7 +29,7 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
-from services.submit.routes.v2.users import admin_person
+from services.submit.routes.access import require_admin
 from shared.db.groups import GROUP_PATTERN, Group, Groups
 
 log = structlog.get_logger("paiq.submit.v2.groupfields")
@@ -77,7 +77,7 @@ async def _change(request: web.Request, by: str, body: ModelBody[R], change: Cha
 
 
 async def put_extension_value(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     keys = [request.match_info[f"key{i}"] for i in range(1, MAX_DEPTH + 1) if f"key{i}" in request.match_info]
     if any(len(k) > MAX_KEY for k in keys):
         raise ApiError("InvalidParametersError", f"extension: a key has at most {MAX_KEY} characters")
@@ -96,13 +96,13 @@ _NO_GROUP: dict[int, tuple[ErrorCode, ...]] = {400: ("NoGroupError",)}
 def _route(tail: str, handler: Handler, summary: str, body: ModelBody[Any], *params: Param) -> Route:
     """``PUT /api/v2/groups/{group}/<tail>``: an admin's change of a group."""
     return Route("PUT", f"/api/v2/groups/{{group}}/{tail}", handler, summary, _CHANGED, _ERRORS, also=_NO_GROUP,
-                 auth="token", params=(_GROUP, *params), body=body)
+                 auth="person", params=(_GROUP, *params), body=body)
 
 
 def _field(tail: str, summary: str, body: ModelBody[R], change: Change[R], message: str) -> Route:
     """The route of one field of a group: ``change`` makes what is saved from the group and the body."""
     async def put(request: web.Request) -> web.Response:
-        principal = await admin_person(request)
+        principal = await require_admin(request)
         return await _change(request, principal.user, body, change, message)
     return _route(tail, put, summary, body)
 

@@ -23,9 +23,9 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
+from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.notify import subscriptions_changed
-from services.submit.routes.v2.access import person_of
-from services.submit.routes.v2.users import admin_person, grant_vcs
+from services.submit.routes.v2.users import grant_vcs
 from services.submit.users import Principal, check_user_name
 
 log = structlog.get_logger("paiq.submit.v2.profile")
@@ -44,7 +44,7 @@ async def _wrong_password(request: web.Request, user: str, old: str | None) -> N
 
 
 async def update_me(request: web.Request) -> web.Response:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     data = (await ME_UPDATE.read(request)).data
     if data.username != principal.user:
         raise ApiError("ForbiddenUserError", "Can't update other user's data")
@@ -59,7 +59,7 @@ async def update_me(request: web.Request) -> web.Response:
 
 
 async def _self_or_admin(request: web.Request) -> tuple[Principal, str]:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     name = check_user_name(request.match_info["user"])
     if name != principal.user and not principal.admin:
         raise ApiError("ForbiddenUserError", "Non-admin is not allow to do this operation.")
@@ -89,14 +89,14 @@ async def put_extension(request: web.Request) -> web.Response:
 
 
 async def put_admin(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     name = check_user_name(request.match_info["user"])
     await request.app[DEPS].users.update(name, password=None, admin=(await ADMIN.read(request)).admin)
     return v2_answer(Message(message="Update user admin permission successfully."), status=201)
 
 
 async def put_virtual_clusters(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     name = check_user_name(request.match_info["user"])
     names = (await VIRTUAL_CLUSTERS.read(request)).virtual_cluster
     if not await request.app[DEPS].users.exists(name):
@@ -111,15 +111,15 @@ _VC_400: dict[int, tuple[ErrorCode, ...]] = {400: ("NoVirtualClusterError",)}
 
 ROUTES = (
     Route("PUT", "/api/v2/users/me", update_me, "change one's own e-mail, password (newPassword with oldPassword; "
-          "403 for a wrong one) or extension (its keys merged in)", _CHANGED, _BODY, auth="token", body=ME_UPDATE),
+          "403 for a wrong one) or extension (its keys merged in)", _CHANGED, _BODY, auth="person", body=ME_UPDATE),
     Route("PUT", "/api/v2/users/{user}/password", put_password, "a user's password: oneself (with oldPassword) or "
-          "an admin", _CHANGED, _BODY, auth="token", params=(USER_PARAM,), body=PASSWORD),
+          "an admin", _CHANGED, _BODY, auth="person", params=(USER_PARAM,), body=PASSWORD),
     Route("PUT", "/api/v2/users/{user}/email", put_email, "a user's e-mail: oneself or an admin", _CHANGED, _BODY,
-          auth="token", params=(USER_PARAM,), body=EMAIL),
+          auth="person", params=(USER_PARAM,), body=EMAIL),
     Route("PUT", "/api/v2/users/{user}/extension", put_extension, "a user's extension, its keys merged in: "
-          "oneself or an admin", _CHANGED, _BODY, auth="token", params=(USER_PARAM,), body=EXTENSION),
+          "oneself or an admin", _CHANGED, _BODY, auth="person", params=(USER_PARAM,), body=EXTENSION),
     Route("PUT", "/api/v2/users/{user}/admin", put_admin, "admin: make a user an admin or not (403 "
-          "RemoveAdminError for the last admin)", _CHANGED, _BODY, auth="token", params=(USER_PARAM,), body=ADMIN),
+          "RemoveAdminError for the last admin)", _CHANGED, _BODY, auth="person", params=(USER_PARAM,), body=ADMIN),
     Route("PUT", "/api/v2/users/{user}/virtualcluster", put_virtual_clusters, "admin: the VCs that name a user",
-          _CHANGED, _BODY, also=_VC_400, auth="token", params=(USER_PARAM,), body=VIRTUAL_CLUSTERS),
+          _CHANGED, _BODY, also=_VC_400, auth="person", params=(USER_PARAM,), body=VIRTUAL_CLUSTERS),
 )

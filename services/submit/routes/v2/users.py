@@ -5,7 +5,8 @@ group is a small document (:class:`shared.db.groups.Groups`); its members are th
 names it, as in OpenPAI. Which virtual clusters a group may use is the virtual clusters' ``groups``
 (``PUT /api/v1/virtual-clusters/{vc}``), shown in the group's ``extension.acls.virtualClusters``; which
 storages, the storage config's (:mod:`shared.storageconfig`). Who may call what is v1's: a user sees
-themselves, an admin everyone; an admin changes users and groups; application tokens change nothing.
+themselves, an admin everyone; an admin changes users and groups; application tokens change nothing (the
+routes that change are declared ``auth="person"``: :func:`services.submit.routes.access.principal_of`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
-from services.submit.routes.access import principal_of
+from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.notify import subscriptions_changed
-from services.submit.routes.v2.access import person_of
 from services.submit.users import Principal, UserInfo, check_user_name
 from shared.db.groups import GROUP_PATTERN, Group, Groups
 from shared.scheduling.vclusters import DEFAULT_VC, VirtualCluster, with_default
@@ -50,7 +50,7 @@ log = structlog.get_logger("paiq.submit.v2.users")
 
 
 async def admin_person(request: web.Request) -> Principal:
-    principal = await person_of(request)
+    principal = await principal_of(request)
     if not principal.admin:
         raise ApiError("ForbiddenUserError", f"user {principal.user} is not an administrator")
     return principal
@@ -104,7 +104,7 @@ GROUPLIST = ModelBody(Grouplist)
 
 
 async def list_users(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     deps = request.app[DEPS]
     vcs, configs = await _vcs(request), await storages(request)
     return v2_answer(V2UserList(tuple(user_v2(u, vcs, configs) for u in await deps.users.list_all())))
@@ -130,7 +130,7 @@ async def get_user(request: web.Request) -> web.Response:
 
 
 async def create_user(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     asked = await USER_CREATE.read(request)
     # the VCs are checked before the user exists, so a refusal leaves nothing behind
     stored = {vc.name for vc in await request.app[DEPS].store.list_vcs()} | {DEFAULT_VC}
@@ -145,7 +145,7 @@ async def create_user(request: web.Request) -> web.Response:
 
 
 async def update_user(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     data = (await USER_UPDATE.read(request)).data
     users = request.app[DEPS].users
     if not await users.exists(data.username):
@@ -162,7 +162,7 @@ async def update_user(request: web.Request) -> web.Response:
 
 
 async def delete_user(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     name = check_user_name(request.match_info["user"])
     await request.app[DEPS].users.delete(name)
     log.info("user removed", user=name, by=principal.user)
@@ -177,7 +177,7 @@ async def _missing_groups(request: web.Request, names: list[str]) -> None:
 
 
 async def put_grouplist(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     name = check_user_name(request.match_info["user"])
     grouplist = list(dict.fromkeys((await GROUPLIST.read(request)).grouplist))
     await _missing_groups(request, grouplist)
@@ -186,7 +186,7 @@ async def put_grouplist(request: web.Request) -> web.Response:
 
 
 async def add_group(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     name = check_user_name(request.match_info["user"])
     group = (await GROUP_REF.read(request)).groupname
     await _missing_groups(request, [group])
@@ -195,7 +195,7 @@ async def add_group(request: web.Request) -> web.Response:
 
 
 async def remove_group(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     name = check_user_name(request.match_info["user"])
     group = (await GROUP_REF.read(request)).groupname
     await request.app[DEPS].users.join(name, group, leave=True)
@@ -232,7 +232,7 @@ async def get_group(request: web.Request) -> web.Response:
 
 
 async def create_group(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     asked = await GROUP_CREATE.read(request)
     group = Group(name=asked.groupname, description=asked.description, external_name=asked.external_name,
                   extension=asked.extension)
@@ -243,7 +243,7 @@ async def create_group(request: web.Request) -> web.Response:
 
 
 async def update_group(request: web.Request) -> web.Response:
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     asked = await GROUP_UPDATE.read(request)
     data, groups = asked.data, Groups(request.app[DEPS].store)
     group = await groups.get(data.groupname)
@@ -264,7 +264,7 @@ async def update_group(request: web.Request) -> web.Response:
 
 async def delete_group(request: web.Request) -> web.Response:
     """An admin removes a group; its users leave it (their own accounts stay)."""
-    principal = await admin_person(request)
+    principal = await require_admin(request)
     name = _group_name(request)
     if not await Groups(request.app[DEPS].store).delete(name):
         raise ApiError("NoGroupError", f"Group {name} is not found.")
@@ -274,7 +274,7 @@ async def delete_group(request: web.Request) -> web.Response:
 
 
 async def group_users(request: web.Request) -> web.Response:
-    await admin_person(request)
+    await require_admin(request)
     name = _group_name(request)
     if await Groups(request.app[DEPS].store).get(name) is None:
         raise ApiError("NoGroupError", f"Group {name} is not found.")
@@ -290,38 +290,38 @@ _BODY = (400, 401, 403, 408, 413)
 
 ROUTES = (
     Route("GET", "/api/v2/users", list_users, "admin: every user, by name (OpenPAI v1.8's user shape)",
-          {200: Reply("", V2UserList)}, _ADMIN, auth="token"),
+          {200: Reply("", V2UserList)}, _ADMIN, auth="person"),
     Route("POST", "/api/v2/users", create_user, "admin: create a user (virtualCluster: the VCs that admit them)",
-          {201: Reply("created", Message)}, (*_BODY, 409), also={400: ("NoVirtualClusterError",)}, auth="token",
+          {201: Reply("created", Message)}, (*_BODY, 409), also={400: ("NoVirtualClusterError",)}, auth="person",
           body=USER_CREATE),
     Route("PUT", "/api/v2/users", update_user, "admin: change a user (password, admin, email, extension, "
           "virtualCluster)", {201: Reply("changed", Message)}, (*_BODY, 404), also={400: ("NoVirtualClusterError",)},
-          auth="token", body=USER_UPDATE),
+          auth="person", body=USER_UPDATE),
     Route("GET", "/api/v2/users/me", get_me, "the caller's own profile", {200: Reply("", V2User)}, (401, 404),
           auth="token"),
     Route("GET", "/api/v2/users/{user}", get_user, "a user's profile: one's own, or anyone's for an admin",
           {200: Reply("", V2User)}, (400, 401, 403, 404), auth="token", params=(USER_PARAM,)),
     Route("DELETE", "/api/v2/users/{user}", delete_user, "admin: remove a user who is not an admin",
-          {200: Reply("removed", Message)}, (400, 401, 403, 404), auth="token", params=(USER_PARAM,)),
+          {200: Reply("removed", Message)}, (400, 401, 403, 404), auth="person", params=(USER_PARAM,)),
     Route("PUT", "/api/v2/users/{user}/grouplist", put_grouplist, "admin: a user's groups, all of them",
-          {201: Reply("changed", Message)}, (*_BODY, 404), also=_NO_GROUP, auth="token", params=(USER_PARAM,),
+          {201: Reply("changed", Message)}, (*_BODY, 404), also=_NO_GROUP, auth="person", params=(USER_PARAM,),
           body=GROUPLIST),
     Route("PUT", "/api/v2/users/{user}/group", add_group, "admin: put a user in a group",
-          {201: Reply("changed", Message)}, (*_BODY, 404), also=_NO_GROUP, auth="token", params=(USER_PARAM,),
+          {201: Reply("changed", Message)}, (*_BODY, 404), also=_NO_GROUP, auth="person", params=(USER_PARAM,),
           body=GROUP_REF),
     Route("DELETE", "/api/v2/users/{user}/group", remove_group, "admin: take a user out of a group",
-          {201: Reply("changed", Message)}, (*_BODY, 404), auth="token", params=(USER_PARAM,), body=GROUP_REF),
+          {201: Reply("changed", Message)}, (*_BODY, 404), auth="person", params=(USER_PARAM,), body=GROUP_REF),
     Route("GET", "/api/v2/groups", list_groups, "every group, by name", {200: Reply("", V2GroupList)}, (401,),
           auth="token"),
     Route("POST", "/api/v2/groups", create_group, "admin: create a group", {201: Reply("created", Message)},
-          (*_BODY, 409), also={409: ("ConflictGroupError",)}, auth="token", body=GROUP_CREATE),
+          (*_BODY, 409), also={409: ("ConflictGroupError",)}, auth="person", body=GROUP_CREATE),
     Route("PUT", "/api/v2/groups", update_group, "admin: change a group (patch: only what data gives; 400 "
           "NoGroupError for an unknown one, as OpenPAI)", {201: Reply("changed", Message)}, _BODY,
-          also={400: ("NoGroupError",)}, auth="token", body=GROUP_UPDATE),
+          also={400: ("NoGroupError",)}, auth="person", body=GROUP_UPDATE),
     Route("GET", "/api/v2/groups/{group}", get_group, "one group", {200: Reply("", V2Group)}, (401, 404),
           also=_NO_GROUP, auth="token", params=(_GROUP,)),
     Route("DELETE", "/api/v2/groups/{group}", delete_group, "admin: remove a group (its users leave it)",
-          {200: Reply("removed", Message)}, (401, 403, 404), also=_NO_GROUP, auth="token", params=(_GROUP,)),
+          {200: Reply("removed", Message)}, (401, 403, 404), also=_NO_GROUP, auth="person", params=(_GROUP,)),
     Route("GET", "/api/v2/groups/{group}/userlist", group_users, "admin: a group's users",
-          {200: Reply("", GroupMembers)}, (401, 403, 404), also=_NO_GROUP, auth="token", params=(_GROUP,)),
+          {200: Reply("", GroupMembers)}, (401, 403, 404), also=_NO_GROUP, auth="person", params=(_GROUP,)),
 )
