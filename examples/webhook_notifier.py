@@ -5,7 +5,7 @@ does: declare a queue of its own, bind it to the routing keys it wants on the `p
 exchange, and acknowledge a message once it has been handled.
 
     python examples/webhook_notifier.py --url https://hooks.example/paiq --secret-env WEBHOOK_SECRET \\
-        --amqp-url amqp://guest:guest@127.0.0.1:5672/ --events job.completed job.retrying
+        --amqp-url amqp://paiq:PASSWORD@127.0.0.1:5672/ --events job.completed job.retrying
 
 Each POST carries the CloudEvent as its body (`Content-Type: application/cloudevents+json`) and
 `X-Paiq-Signature: sha256=<hex HMAC-SHA256 of the body with the shared secret>`; the receiver
@@ -81,7 +81,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="the webhook to POST events to")
     p.add_argument("--secret-env", default="WEBHOOK_SECRET", help="environment variable holding the HMAC secret")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--exchange", default=os.environ.get("PAIQ_EXCHANGE", "paiq.events"))
     p.add_argument("--queue", default="webhook-notifier", help="this consumer's own durable queue")
     p.add_argument("--events", nargs="+", default=["job.completed"], help="routing keys to forward")

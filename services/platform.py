@@ -1,7 +1,8 @@
 """The composition root: run several (or all) services in one process, as ``paiq up`` does.
 
 This is the only module that knows every service. Alone on a machine it needs nothing but a Docker
-engine: MongoDB is an embedded SecantusDB unless PAIQ_MONGODB_URI is set, and the bus is in-process
+engine: MongoDB is an embedded SecantusDB (its login made once in the data directory, ``db-login.json``,
+mode 0600) unless PAIQ_MONGODB_URI is set, and the bus is in-process
 unless PAIQ_AMQP_URL is set. The local engine is the one node. Jobs' secrets are sealed with
 PAIQ_SECRETS_KEY, else with a key made once in the data directory (``secrets.key``, mode 0600).
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 import structlog
 
 from services import launcher, notify, scheduler, status, submit
-from shared.db.embedded import embedded_mongo
+from shared.db.embedded import embedded_mongo, local_login
 from shared.db.store import Store, open_store
 from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
 from shared.jobconfig.sealing import key_problem, new_key
@@ -68,6 +69,14 @@ def with_secrets_key(settings: Settings) -> Settings:
     return settings.model_copy(update={"secrets_key": local_secrets_key(settings.data_dir)})
 
 
+def private_data_dir(data_dir: Path) -> None:
+    """The data directory is its owner's alone (0700): the database, its login, the secrets key and the saved
+    token are in it. Only the top is closed: the default file system (``fs``) below it is the operator's to
+    open to the users who put code there."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)
+
+
 @asynccontextmanager
 async def running_platform(settings: Settings, vitals: Vitals,
                            names: Sequence[str] = tuple(SERVICES)) -> AsyncIterator[Store]:
@@ -78,10 +87,11 @@ async def running_platform(settings: Settings, vitals: Vitals,
     async with AsyncExitStack() as stack:
         uri = settings.mongodb_uri
         if uri is None:
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            private_data_dir(settings.data_dir)
             uri = await stack.enter_async_context(
-                embedded_mongo(settings.data_dir / "db", log_file=settings.data_dir / "db.log",
-                               cache_size=settings.embedded_db_cache, on_exit=vitals.fail))
+                embedded_mongo(settings.data_dir / "db", login=local_login(settings.data_dir),
+                               log_file=settings.data_dir / "db.log", cache_size=settings.embedded_db_cache,
+                               on_exit=vitals.fail))
             log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"))
         store = await stack.enter_async_context(open_store(uri, settings.database, settings.mongodb_timeout_seconds))
         bus = await stack.enter_async_context(open_bus(settings))

@@ -33,9 +33,12 @@ async def mongo_uri() -> AsyncIterator[str]:
 
 @pytest.fixture(scope="session")
 def amqp_url() -> str:
-    """PAIQ_TEST_AMQP_URL (tests/run.sh starts a node of its own and sets it), else the machine's broker.
-    A broker whose AMQP port does not accept connections fails the tests that need it, saying so."""
-    url = os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+    """PAIQ_TEST_AMQP_URL (tests/run.sh starts a node of its own, with a user of its own, and sets it).
+    Unset, or a broker whose AMQP port does not accept connections, fails the tests that need it, saying so."""
+    url = os.environ.get("PAIQ_TEST_AMQP_URL")
+    if not url:
+        pytest.fail("PAIQ_TEST_AMQP_URL is not set; run the tests with tests/run.sh, which starts a broker of its "
+                    "own (paiq never logs in as RabbitMQ's guest)", pytrace=False)
     parts = urllib.parse.urlsplit(url)
     try:
         socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout=5).close()

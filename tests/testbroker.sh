@@ -10,6 +10,7 @@
 # in vhost recovery, 0% CPU, no AMQP listener, while `rabbitmq-diagnostics ping` answered). So the
 # suite never relies on the machine's own node: a node of its own, empty, every run, and "started"
 # means its AMQP port accepts connections, not that the Erlang VM answers.
+# Its one user is paiq-test, with a password made at start (RabbitMQ's guest is deleted).
 # Exports PAIQ_TEST_AMQP_URL (read by tests/conftest.py), PAIQ_TEST_RABBITMQ_NODE and
 # PAIQ_TEST_RABBITMQ_DIR (for tests that call rabbitmqctl: tests/infra.py rabbitmqctl()).
 
@@ -89,7 +90,13 @@ PY
     tail -n 40 "$dir"/log/*.log "$dir/start.log" >&2 2>/dev/null || true
     exit 1
   fi
-  export PAIQ_TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:$port/"
+  # paiq never logs in as guest (shared.settings.syntax.check_amqp_url): a user of the run's own, and no guest
+  local password
+  password=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
+  test_broker_ctl -q add_user paiq-test "$password" >/dev/null
+  test_broker_ctl -q set_permissions -p / paiq-test '.*' '.*' '.*' >/dev/null
+  test_broker_ctl -q delete_user guest >/dev/null
+  export PAIQ_TEST_AMQP_URL="amqp://paiq-test:$password@127.0.0.1:$port/"
 }
 
 stop_test_broker() {

@@ -36,6 +36,12 @@ class LauncherDeps:
         return self.settings.node
 
     @property
+    def address(self) -> str:
+        """Where this node's tasks are reached: PAIQ_NODE_IP, else as :func:`services.launcher.tasknetwork.
+        with_address` resolved it at start (the task network's gateway), else loopback (host networking)."""
+        return self.settings.node.ip or "127.0.0.1"
+
+    @property
     def options(self) -> LauncherSettings:
         return self.settings.launcher
 

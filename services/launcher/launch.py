@@ -139,7 +139,7 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
         command = command_to_run(job.config, spec.command, deps.settings.secrets_key)
         container_id = await deps.driver.run(container_spec(
             spec.model_copy(update={"command": command}), name=name, node_id=node_id, code_dir=code_dir,
-            settings=deps.options, job_env=job_env, ssh=ssh, plugins=plugins))
+            settings=deps.options, job_env=job_env, ssh=ssh, plugins=plugins, node_ip=deps.address))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once

@@ -20,6 +20,7 @@ from services.launcher.profiling.gpureader import GpuReader
 from services.launcher.profiling.sampling import Sampler
 from services.launcher.reconcile import launch_of, reconcile
 from services.launcher.stopping import stop_job_containers
+from services.launcher.tasknetwork import with_address
 from shared.bus.base import Router, consume
 from shared.events import (
     CloudEvent,
@@ -135,16 +136,18 @@ def node_record(node: NodeSettings, gpus: tuple[GpuInfo, ...] | None = None) -> 
     """The node as it registers: its settings, and its GPUs as discovered (shared.scheduling.gpuinventory.choose), else
     as declared."""
     return NodeRecord(
-        id=node.node_id, ip=node.ip, cpus=node.cpus, memory_mb=node.memory_mb,
+        id=node.node_id, ip=node.ip or "127.0.0.1", cpus=node.cpus, memory_mb=node.memory_mb,
         gpus=gpus if gpus is not None else tuple(GpuInfo(index=i, type=t) for i, t in node.gpus),
         port_range=node.port_range, heartbeat_ms=now_ms(),
     )
 
 
 async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vitals,
-                         gpu_reader: GpuReader | None = None, gpus: tuple[GpuInfo, ...] | None = None) -> None:
+                         gpu_reader: GpuReader | None = None, gpus: tuple[GpuInfo, ...] | None = None) -> LauncherDeps:
     """``gpu_reader``: the node's GPUs read for profiling (None: not measured); ``gpus``: the inventory it
-    registers (None: PAIQ_NODE_GPUS as declared)."""
+    registers (None: PAIQ_NODE_GPUS as declared). The deps it runs with: ``deps`` with the node's address
+    settled (:mod:`services.launcher.tasknetwork`)."""
+    deps = await with_address(deps)
     node_id = deps.node.node_id
     count_launch_failures_from_zero(node_id)
     stack.push_async_callback(deps.work.close)
@@ -173,6 +176,7 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     if deps.options.profile_seconds > 0:
         sampler = Sampler(deps, gpu_reader, deps.profiles)
         vitals.periodic(stack, f"launcher-sampling-{node_id}", deps.options.profile_seconds, sampler.round)
-    log.info("launcher started", node=node_id, ip=deps.node.ip, cpus=deps.node.cpus,
+    log.info("launcher started", node=node_id, ip=deps.address, cpus=deps.node.cpus,
              memory_mb=deps.node.memory_mb, gpus=len(gpus) if gpus is not None else len(deps.node.gpus),
              network=deps.options.network, profile_seconds=deps.options.profile_seconds)
+    return deps

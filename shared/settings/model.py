@@ -27,6 +27,9 @@ from shared.settings.credentials import credentials_path
 from shared.settings.refusals import settings_error
 from shared.settings.source import MappingSource, ReadAs
 from shared.settings.syntax import (
+    check_amqp_url,
+    check_mongodb_uri,
+    check_network_name,
     check_node_id,
     check_port_or_unset,
     node_id_of_host,
@@ -123,7 +126,10 @@ class NodeSettings(EnvModel):
     """What a launcher agent declares about its node."""
 
     node_id: Annotated[str, AfterValidator(check_node_id)] = Field(default_factory=_host_node_id, alias="PAIQ_NODE_ID")
-    ip: str = Field("127.0.0.1", alias="PAIQ_NODE_IP")
+    # Where the node's tasks are reached (every PAI_*_IP of its tasks, and where bridge networking publishes
+    # their ports). Unset: 127.0.0.1 on the host network; on the bridge, the task network's gateway (an
+    # address of this host that its tasks reach too). See ``LauncherSettings.network``.
+    ip: str | None = Field(None, alias="PAIQ_NODE_IP")
     cpus: Integer = Field(default_factory=lambda: os.cpu_count() or 1, alias="PAIQ_NODE_CPUS")
     memory_mb: Integer = Field(default_factory=_total_memory_mb, alias="PAIQ_NODE_MEMORY_MB")
     gpus: Annotated[tuple[tuple[int, str], ...], _text(parse_gpus)] = Field((), alias="PAIQ_NODE_GPUS")
@@ -136,8 +142,20 @@ class LauncherSettings(EnvModel):
 
     # Re-pull images tagged `latest` (or untagged) at each launch.
     pull_latest: Annotated[bool, _text(parse_switch)] = Field(True, alias="PAIQ_PULL_LATEST")
-    # Or "bridge": each task port published 1:1 on the host.
-    network: Annotated[str, _text(parse_network)] = Field("host", alias="PAIQ_NODE_NETWORK")
+    # "bridge": tasks on the task network (task_network), isolated from the host's own services and from one
+    # another but for their declared ports, each published 1:1 on the node's address. "host": tasks on the
+    # host's network, reaching everything the host listens on (the operator's explicit choice, for jobs that
+    # need the host's interfaces, e.g. InfiniBand).
+    network: Annotated[str, _text(parse_network)] = Field("bridge", alias="PAIQ_NODE_NETWORK")
+    # The Docker network of bridged tasks, made by the launcher when missing (no traffic between its
+    # containers but through published ports).
+    task_network: Annotated[str, _text(check_network_name)] = Field("paiq-tasks", alias="PAIQ_TASK_NETWORK")
+    # A task's processes and threads at most (a fork bomb stays in its container); 0: no limit.
+    pids_limit: Integer = Field(4096, alias="PAIQ_TASK_PIDS_LIMIT", ge=0, le=4_194_304)
+    # What a task may write to its container's own file system (not its mounts), in MiB; past it the task
+    # is stopped and fails saying so. Checked every disk_check_seconds. 0: no limit.
+    disk_limit_mb: Integer = Field(51200, alias="PAIQ_TASK_DISK_MB", ge=0)
+    disk_check_seconds: Integer = Field(30, alias="PAIQ_TASK_DISK_CHECK_SECONDS", ge=1, le=3600)
     # "nvidia": a task's GPUs are passed to its container (Docker device requests, NVIDIA's runtime);
     # "none": they are only counted and named in its environment (test clusters of declared GPUs).
     gpu_devices: Annotated[str, _text(parse_gpu_devices)] = Field("nvidia", alias="PAIQ_GPU_DEVICES")
@@ -203,11 +221,12 @@ class Settings(EnvModel):
     which wrong variables are found (the first is named)."""
 
     # Where the services meet: database, broker, API, files, container engine.
-    mongodb_uri: Text = Field(None, alias="PAIQ_MONGODB_URI")
+    # Both always log in: a user of their own (never an open mongod, never RabbitMQ's guest).
+    mongodb_uri: Annotated[str | None, _text(check_mongodb_uri)] = Field(None, alias="PAIQ_MONGODB_URI", repr=False)
     database: str = Field("paiq", alias="PAIQ_MONGODB_DATABASE")
     # Every database call's deadline (the driver's timeoutMS).
     mongodb_timeout_seconds: Integer = Field(30, alias="PAIQ_MONGODB_TIMEOUT_SECONDS", ge=1, le=3600)
-    amqp_url: Text = Field(None, alias="PAIQ_AMQP_URL")
+    amqp_url: Annotated[str | None, _text(check_amqp_url)] = Field(None, alias="PAIQ_AMQP_URL", repr=False)
     exchange: str = Field("paiq.events", alias="PAIQ_EXCHANGE")
     queue_prefix: str = Field("paiq", alias="PAIQ_QUEUE_PREFIX")
     api_host: str = Field("127.0.0.1", alias="PAIQ_API_HOST")

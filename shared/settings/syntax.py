@@ -79,6 +79,20 @@ def parse_network(raw: str) -> str:
     return raw
 
 
+_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def check_network_name(raw: str) -> str:
+    """A Docker network's name: letters, digits, ``_``, ``.``, ``-``, at most 63, not ``host``, ``bridge``
+    or ``none`` (Docker's own, which isolate nothing)."""
+    text = raw.strip()
+    if not _NETWORK_NAME.fullmatch(text):
+        raise ValueError(f"must be a Docker network name (letters, digits, _ . -, at most 63), got {quoted(raw)}")
+    if text in {"host", "bridge", "none", "default"}:
+        raise ValueError(f"must be a network of paiq's own, not Docker's {quoted(raw)}")
+    return text
+
+
 def parse_gpu_devices(raw: str) -> str:
     if raw not in {"nvidia", "none"}:
         raise ValueError(f"must be nvidia or none, got {quoted(raw)}")
@@ -128,3 +142,43 @@ def check_port_or_unset(port: int) -> int:
     if not 0 <= port < 65536:
         raise ValueError(f"must be a port number 1-65535 (0: not set), got {port}")
     return port
+
+
+def check_mongodb_uri(raw: str) -> str:
+    """A MongoDB connection string that logs in: a user in it (``mongodb://user:password@host/...``), or
+    ``authMechanism=MONGODB-X509`` (a client certificate). paiq never talks to a server that lets anyone
+    in: whatever reaches it (a task, another user of the host) could read every job's keys and make itself
+    an administrator."""
+    text = raw.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme not in ("mongodb", "mongodb+srv"):
+        raise ValueError(f"must be a mongodb:// or mongodb+srv:// connection string, got {_scheme_only(raw)}")
+    authority, _, query = rest.partition("?")
+    user = authority.split("/", 1)[0].rpartition("@")[0].partition(":")[0]
+    if not user and "authmechanism=mongodb-x509" not in query.lower():
+        raise ValueError("must log in: paiq never uses a MongoDB without authentication (anything that reaches "
+                         "it could read every job's keys and make itself an administrator); create a user and "
+                         "put it in the string, mongodb://USER:PASSWORD@HOST:27017/?authSource=admin, or use "
+                         "authMechanism=MONGODB-X509")
+    return text
+
+
+def check_amqp_url(raw: str) -> str:
+    """A RabbitMQ URL with a user of paiq's own: never none (aio-pika then logs in as ``guest``) nor
+    ``guest``, the account every RabbitMQ is installed with and every reader of its manual knows."""
+    text = raw.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme not in ("amqp", "amqps"):
+        raise ValueError(f"must be an amqp:// or amqps:// URL, got {_scheme_only(raw)}")
+    user = rest.split("/", 1)[0].rpartition("@")[0].partition(":")[0]
+    if user in ("", "guest"):
+        raise ValueError("must log in as a user of paiq's own, not RabbitMQ's guest account "
+                         f"({'none given' if not user else 'guest given'}): rabbitmqctl add_user paiq PASSWORD; "
+                         'rabbitmqctl set_permissions paiq ".*" ".*" ".*"; then amqp://paiq:PASSWORD@HOST:5672/')
+    return text
+
+
+def _scheme_only(raw: str) -> str:
+    """What a refusal may quote of a connection string: never its password (only up to ``://``)."""
+    scheme, sep, _ = raw.strip().partition("://")
+    return quoted(scheme + sep + "...") if sep else "a value without a scheme"

@@ -62,7 +62,7 @@ class Options:
 def parse(argv: list[str] | None = None) -> Options:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="250,500,1000,2000,4000", help="tasks per job, comma-separated")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one job's launches")

@@ -87,7 +87,7 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--singles", type=int, default=30, help="single jobs submitted one at a time")
     p.add_argument("--concurrency", type=int, default=32, help="POSTs in flight during a burst")
     p.add_argument("--reconcile-seconds", type=int, default=10, help="PAIQ_RECONCILE_SECONDS of the services")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a burst's job.scheduled")

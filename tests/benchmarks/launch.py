@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="rounds run first and not counted (default 2)")
     p.add_argument("--tasks", type=int, default=1, help="containers per round and per launch command (default 1)")
     p.add_argument("--bus", choices=["rabbitmq", "memory"], default="rabbitmq")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--mongodb-uri", help="default: a private in-memory SecantusDB")
     p.add_argument("--image", default=BENCH_IMAGE)
     p.add_argument("--pause", type=float, default=0.3, help="seconds between rounds (default 0.3)")

@@ -82,7 +82,7 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--sample-seconds", type=float, default=60.0, help="one CPU sample every so many seconds")
     p.add_argument("--reconcile-seconds", type=int, default=10, help="PAIQ_RECONCILE_SECONDS")
     p.add_argument("--node-timeout-seconds", type=int, default=40, help="PAIQ_NODE_TIMEOUT_SECONDS")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")

@@ -74,7 +74,7 @@ def parse(argv: list[str] | None = None) -> Options:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32, help="POSTs in flight at once")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
     p.add_argument("--with-launches", action="store_true", help="let the launcher start the containers meanwhile")

@@ -110,7 +110,7 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--linger", type=float, default=2.0,
                    help="seconds the reads go on being timed after a burst's last answer (its bodies stored)")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"which bodies, comma-separated (of {', '.join(KINDS)})")
-    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    p.add_argument("--amqp-url", default=os.environ.get("PAIQ_TEST_AMQP_URL", "amqp://paiq:PASSWORD@127.0.0.1:5672/"))
     p.add_argument("--mongo-uri", default=os.environ.get("PAIQ_TEST_MONGODB_URI"),
                    help="default: a private in-memory SecantusDB")
     p.add_argument("--keep", action="store_true", help="keep the work directory (service logs)")

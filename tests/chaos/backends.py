@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -26,6 +27,8 @@ from shared.db.embedded import free_port
 
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 START_LIMIT_S = 60.0
+BROKER_USER = "paiq-chaos"  # the private broker's one user (no guest)
+DB_USER = "paiq-chaos"  # the disk database's one user
 
 
 def port_open(port: int) -> bool:
@@ -79,26 +82,41 @@ class DiskDatabase:
         self.port = free_port()
         self.binary = binary
         self.proc: subprocess.Popen[bytes] | None = None
+        self.password = secrets.token_urlsafe(16)
+        self.login_made = False
 
     @property
     def uri(self) -> str:
-        return f"mongodb://127.0.0.1:{self.port}/?directConnection=true&retryWrites=false"
+        return (f"mongodb://{DB_USER}:{self.password}@127.0.0.1:{self.port}/"
+                "?directConnection=true&retryWrites=false&authSource=admin")
 
     def start(self) -> None:
-        """Start the server (again) and return once it answers ``ping``."""
+        """Start the server (again), with authentication as paiq's services require, and return once it
+        answers ``ping``. The first start makes its user first (served for that moment without --auth)."""
         self.storage.mkdir(parents=True, exist_ok=True)
+        if not self.login_made:
+            self._spawn(auth=False)
+            open_uri = f"mongodb://127.0.0.1:{self.port}/?directConnection=true"
+            self._wait_ready(open_uri)
+            with MongoClient(open_uri) as client:
+                client.admin.command("createUser", DB_USER, pwd=self.password, roles=["root"])
+            self.stop()
+            self.login_made = True
+        self._spawn(auth=True)
+        self._wait_ready(self.uri)
+
+    def _spawn(self, *, auth: bool) -> None:
         with self.log.open("ab") as out:
             out.write(f"\n=== chaos harness: starting secantusd-py at {time.strftime('%X')} ===\n".encode())
             out.flush()
             self.proc = subprocess.Popen(
                 [self.binary, "--host", "127.0.0.1", "--port", str(self.port), "--storage-path", str(self.storage),
-                 "--cache-size", "256M", "--sync-on-commit"], stdout=out, stderr=out)
-        self._wait_ready()
+                 "--cache-size", "256M", "--sync-on-commit", *(["--auth"] if auth else [])], stdout=out, stderr=out)
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, uri: str) -> None:
         assert self.proc is not None
         deadline = time.monotonic() + START_LIMIT_S
-        client: MongoClient[dict[str, object]] = MongoClient(self.uri, serverSelectionTimeoutMS=500)
+        client: MongoClient[dict[str, object]] = MongoClient(uri, serverSelectionTimeoutMS=500)
         try:
             while True:
                 if self.proc.poll() is not None:
@@ -135,10 +153,12 @@ class PrivateBroker:
         self.dist_port = _free_port_below(30000)  # the CLI's own ports are this + 10000..10010
         self.log = root / "rabbitmq-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.password = secrets.token_urlsafe(16)
+        self.login_made = False
 
     @property
     def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        return f"amqp://{BROKER_USER}:{self.password}@127.0.0.1:{self.port}/"
 
     def _env(self) -> dict[str, str]:
         r = self.root
@@ -164,6 +184,11 @@ class PrivateBroker:
                                          stdout=out, stderr=out)
         self._wait_listening()
         self.ctl("await_startup", "--timeout", "60")
+        if not self.login_made:  # paiq never logs in as guest: a user of its own, made once (kept across restarts)
+            self.ctl("add_user", BROKER_USER, self.password)
+            self.ctl("set_permissions", "-p", "/", BROKER_USER, ".*", ".*", ".*")
+            self.ctl("delete_user", "guest")
+            self.login_made = True
 
     def _wait_listening(self) -> None:
         assert self.proc is not None

@@ -124,8 +124,7 @@ async def running_launcher(settings: Settings, store: Store, bus: MemoryBus, dri
         stack.push_async_callback(driver.close)
         deps = LauncherDeps(settings=settings, store=store, bus=bus, driver=driver,
                             logs=LogStore(store.jobs.database))
-        await start_launcher(stack, deps, Vitals(), gpu_reader)
-        yield deps
+        yield await start_launcher(stack, deps, Vitals(), gpu_reader)
 
 
 @asynccontextmanager

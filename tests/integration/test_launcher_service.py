@@ -310,22 +310,25 @@ async def test_a_placed_task_without_a_container_is_launched_by_reconcile_once(
         assert len(h.of(TaskExited, job.id)) >= 2, "the exit is reported again while the job has not taken it"
 
 
-async def test_bridge_networking_publishes_task_ports_one_to_one(
+async def test_bridge_networking_publishes_task_ports_one_to_one_on_the_nodes_address(
         tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) -> None:
     port = free_port()
-    async with harness(tmp_path, mongo_uri, docker_client, PAIQ_NODE_NETWORK="bridge") as h, \
-            running_launcher(h.settings, h.store, h.bus):
+    async with harness(tmp_path, mongo_uri, docker_client) as h, \
+            running_launcher(h.settings, h.store, h.bus) as deps:
         job, specs = await h.job("bridged", roles=[{
             "name": "main", "memoryMB": 128, "portList": [{"label": "http", "beginAt": port, "portNumber": 1}],
             "command": "echo hello-from-bridge | nc -l -p $PAI_CONTAINER_HOST_http_PORT_LIST"}])
         await h.launch(job, specs)
         started = await h.wait_for(TaskStarted, lambda e: e.subject == job.id)
         attrs = docker_client.api.inspect_container(started.data.container_id)
-        assert attrs["HostConfig"]["NetworkMode"] == "bridge"
+        assert attrs["HostConfig"]["NetworkMode"] == "paiq-tasks"  # bridge networking is the default
+        gateway = docker_client.api.inspect_network("paiq-tasks")["IPAM"]["Config"][0]["Gateway"]
+        assert deps.address == gateway, "the node's address is the task network's gateway when none is given"
+        assert attrs["HostConfig"]["PortBindings"][f"{port}/tcp"] == [{"HostIp": gateway, "HostPort": str(port)}]
         received = b""
         for _ in range(50):
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                reader, writer = await asyncio.open_connection(gateway, port)
                 received = await asyncio.wait_for(reader.read(), 5)
                 writer.close()
                 if received:

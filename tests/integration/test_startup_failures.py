@@ -53,8 +53,8 @@ async def run_service(name: str, tmp: Path, limit_s: float = 30, **env: str) -> 
 # step's pymongo.timeout() block PyMongo's server selection lasted that whole deadline); the store now
 # reaches the server within a call's bounds first (shared/db/store.py ensure_indexes).
 async def test_every_service_exits_non_zero_when_the_database_is_unreachable_at_start(tmp_path: Path) -> None:
-    uri = f"mongodb://127.0.0.1:{closed_port()}/?directConnection=true"
-    amqp = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    uri = f"mongodb://paiq:secret@127.0.0.1:{closed_port()}/?directConnection=true"
+    amqp = f"amqp://paiq:secret@127.0.0.1:{closed_port()}/"
     results = await asyncio.gather(*(run_service(name, tmp_path, 40, PAIQ_MONGODB_URI=uri, PAIQ_AMQP_URL=amqp,
                                                  PAIQ_MONGODB_TIMEOUT_SECONDS="2") for name in SERVICES))
     for name, (code, out) in zip(SERVICES, results, strict=True):
@@ -64,14 +64,14 @@ async def test_every_service_exits_non_zero_when_the_database_is_unreachable_at_
 
 async def test_every_service_exits_non_zero_when_the_broker_is_unreachable_at_start(tmp_path: Path,
                                                                                     mongo_uri: str) -> None:
-    amqp = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    amqp = f"amqp://paiq:broker-secret@127.0.0.1:{closed_port()}/"
     results = await asyncio.gather(*(run_service(name, tmp_path, PAIQ_MONGODB_URI=mongo_uri, PAIQ_AMQP_URL=amqp,
                                                  PAIQ_MONGODB_DATABASE=f"startfail_{name}")
                                      for name in SERVICES))
     for name, (code, out) in zip(SERVICES, results, strict=True):
         assert code != 0, f"{name} exited 0 without its broker:\n{out}"
         assert f"paiq {name}: cannot connect to RabbitMQ at" in out, f"{name} must say what it could not reach:\n{out}"
-        assert "guest:***@" in out and "guest:guest@" not in out, "the broker's password is never printed"
+        assert "paiq:***@" in out and "broker-secret" not in out, "the broker's password is never printed"
 
 
 async def test_submit_and_the_launcher_exit_at_start_on_a_bad_storage_config(tmp_path: Path, mongo_uri: str,

@@ -14,7 +14,14 @@ from services.launcher.container.spec import (
     parse_debug_marker,
     wants_pull,
 )
-from services.launcher.engine.docker_driver import create_args, engine_time_ns, start_failure
+from services.launcher.engine.docker_driver import (
+    ICC_OPTION,
+    create_args,
+    engine_time_ns,
+    network_gateway,
+    start_failure,
+)
+from shared.errors import DriverError
 from shared.records import TaskSpec
 from shared.settings.model import LauncherSettings
 
@@ -60,24 +67,55 @@ def test_labels_name_the_task() -> None:
         "paiq.gpus": ",".join(str(g) for g in make_spec().gpus)}
 
 
-def test_a_plain_task_runs_its_command_under_sh_with_host_networking() -> None:
+def test_a_plain_task_runs_its_command_under_sh_on_the_task_network_with_its_limits() -> None:
     spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="/fs/code",
-                          settings=LauncherSettings())
+                          settings=LauncherSettings(), node_ip="172.18.0.1")
     args = create_args(spec)
     assert args["entrypoint"] == ["/bin/sh", "-c"] and args["command"] == ["python train.py"]
-    assert args["network_mode"] == "host" and "ports" not in args
-    assert args["privileged"] is False and args["init"] is True
+    assert args["network_mode"] == "paiq-tasks"
+    assert args["privileged"] is False and args["init"] is True and args["cap_drop"] == ["NET_RAW"]
+    assert args["pids_limit"] == 4096
     assert args["volumes"] == {"/fs/code": {"bind": "/pai/code", "mode": "ro"}}
     assert (args["mem_limit"], args["memswap_limit"], args["shm_size"]) == ("512m", "512m", "64m")
     assert args["log_config"]["Config"] == {"max-size": str(4 * 1024 * 1024), "max-file": "2"}
 
 
-def test_bridge_networking_publishes_every_task_port_one_to_one() -> None:
-    spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="",
-                          settings=LauncherSettings.from_env({"PAIQ_NODE_NETWORK": "bridge"}))
+def test_bridge_networking_publishes_every_task_port_one_to_one_on_the_nodes_address() -> None:
+    spec = container_spec(make_spec(), name="c1", node_id="n1", code_dir="", settings=LauncherSettings(),
+                          node_ip="10.0.0.5")
     args = create_args(spec)
-    assert args["network_mode"] == "bridge"
-    assert args["ports"] == {f"{p}/{proto}": p for p in (20001, 20002, 20003) for proto in ("tcp", "udp")}
+    assert args["network_mode"] == "paiq-tasks"
+    assert args["ports"] == {f"{p}/{proto}": ("10.0.0.5", p) for p in (20001, 20002, 20003) for proto in ("tcp", "udp")}
+
+
+def test_host_networking_is_the_operators_choice_and_publishes_nothing() -> None:
+    settings = LauncherSettings.from_env({"PAIQ_NODE_NETWORK": "host", "PAIQ_TASK_NETWORK": "mine",
+                                          "PAIQ_TASK_PIDS_LIMIT": "0"})
+    args = create_args(container_spec(make_spec(), name="c1", node_id="n1", code_dir="", settings=settings,
+                                      node_ip="127.0.0.1"))
+    assert args["network_mode"] == "host" and "ports" not in args and "pids_limit" not in args
+
+
+@pytest.mark.parametrize(("attrs", "gateway"), [
+    ({"Driver": "bridge", "Options": {ICC_OPTION: "false"}, "IPAM": {"Config": [{"Gateway": "172.18.0.1"}]}},
+     "172.18.0.1"),
+    ({"Driver": "bridge", "Options": {ICC_OPTION: "false"},
+      "IPAM": {"Config": [{"Gateway": "fd00::1"}, {"Gateway": "172.19.0.1"}]}}, "172.19.0.1"),
+    ({"Driver": "bridge", "Options": {}, "IPAM": {"Config": [{"Gateway": "172.18.0.1"}]}},
+     "reach one another's every port"),
+    ({"Driver": "bridge", "Options": {ICC_OPTION: "true"}, "IPAM": {"Config": [{"Gateway": "172.18.0.1"}]}},
+     "reach one another's every port"),
+    ({"Driver": "macvlan", "Options": {ICC_OPTION: "false"}, "IPAM": {"Config": []}}, "not a bridge"),
+    ({"Driver": "bridge", "Options": {ICC_OPTION: "false"}, "IPAM": {"Config": [{"Gateway": "fd00::1"}]}},
+     "no IPv4 gateway"),
+])
+def test_a_task_network_is_taken_only_when_it_isolates_its_containers(attrs: dict[str, Any], gateway: str) -> None:
+    if "." in gateway:
+        assert network_gateway("paiq-tasks", attrs) == gateway
+        return
+    with pytest.raises(DriverError) as refused:
+        network_gateway("paiq-tasks", attrs)
+    assert gateway in refused.value.reason and "docker network rm paiq-tasks" in refused.value.reason
 
 
 def test_an_isdebug_task_runs_under_the_keeping_wrapper() -> None:

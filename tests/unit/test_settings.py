@@ -36,7 +36,9 @@ def test_defaults() -> None:
     assert s.default_fs_uri == "file:///var/lib/paiq/fs"
     assert (s.log_level, s.log_format, s.reconcile_seconds, s.stop_grace_seconds) == ("info", "console", 10, 10)
     node = s.node
-    assert (node.node_id, node.ip, node.cpus, node.memory_mb) == ("n1", "127.0.0.1", 8, 16384)
+    assert (node.node_id, node.ip, node.cpus, node.memory_mb) == ("n1", None, 8, 16384)  # resolved by the launcher
+    assert (s.launcher.network, s.launcher.task_network, s.launcher.pids_limit) == ("bridge", "paiq-tasks", 4096)
+    assert (s.launcher.disk_limit_mb, s.launcher.disk_check_seconds) == (51200, 30)
     assert node.gpus == ()
     assert node.port_range == (20000, 29999)
     assert s.body_timeout_seconds == 30
@@ -57,7 +59,7 @@ def test_empty_values_mean_the_default() -> None:
 
 def test_values_are_read() -> None:
     s = from_env(
-        PAIQ_MONGODB_URI="mongodb://db:27017", PAIQ_MONGODB_DATABASE="pq", PAIQ_AMQP_URL="amqp://mq/",
+        PAIQ_MONGODB_URI="mongodb://paiq:pw@db:27017", PAIQ_MONGODB_DATABASE="pq", PAIQ_AMQP_URL="amqp://paiq:pw@mq/",
         PAIQ_EXCHANGE="x", PAIQ_QUEUE_PREFIX="qp", PAIQ_API_HOST="0.0.0.0", PAIQ_API_PORT="8080",
         PAIQ_DEFAULT_FS_URI="hdfs://nn:9000", PAIQ_NODE_IP="10.0.0.5", PAIQ_NODE_GPUS="0:V100,1:K80",
         PAIQ_NODE_PORT_RANGE="30000-30100", PAIQ_LOG_LEVEL="DEBUG", PAIQ_LOG_FORMAT="json",
@@ -65,7 +67,7 @@ def test_values_are_read() -> None:
         PAIQ_BODY_TIMEOUT_SECONDS="5",
     )
     assert (s.mongodb_uri, s.database, s.amqp_url, s.exchange, s.queue_prefix) == (
-        "mongodb://db:27017", "pq", "amqp://mq/", "x", "qp")
+        "mongodb://paiq:pw@db:27017", "pq", "amqp://paiq:pw@mq/", "x", "qp")
     assert s.api_url == "http://0.0.0.0:8080"
     assert s.default_fs_uri == "hdfs://nn:9000"
     assert (s.node.ip, s.node.gpus, s.node.port_range) == ("10.0.0.5", ((0, "V100"), (1, "K80")), (30000, 30100))
@@ -299,7 +301,7 @@ def test_pull_latest_refuses_other_words(raw: str) -> None:
     assert (error.name, error.rule) == ("PAIQ_PULL_LATEST", f"must be 1, 0, true or false, got {raw!r}")
 
 
-@pytest.mark.parametrize(("raw", "network"), [("host", "host"), ("bridge", "bridge"), ("", "host")])
+@pytest.mark.parametrize(("raw", "network"), [("host", "host"), ("bridge", "bridge"), ("", "bridge")])
 def test_the_node_network_is_host_or_bridge(raw: str, network: str) -> None:
     assert from_env(PAIQ_NODE_NETWORK=raw).launcher.network == network
 
@@ -307,6 +309,44 @@ def test_the_node_network_is_host_or_bridge(raw: str, network: str) -> None:
 @pytest.mark.parametrize("raw", ["Host", "nat", " bridge", "none"])
 def test_another_node_network_is_refused(raw: str) -> None:
     assert refusal(PAIQ_NODE_NETWORK=raw).rule == f"must be host or bridge, got {raw!r}"
+
+
+@pytest.mark.parametrize(("raw", "rule"), [
+    ("bridge", "must be a network of paiq's own, not Docker's 'bridge'"),
+    ("host", "must be a network of paiq's own, not Docker's 'host'"),
+    ("a b", "must be a Docker network name (letters, digits, _ . -, at most 63), got 'a b'"),
+    ("-x", "must be a Docker network name (letters, digits, _ . -, at most 63), got '-x'"),
+])
+def test_the_task_network_is_one_of_paiqs_own(raw: str, rule: str) -> None:
+    assert refusal(PAIQ_TASK_NETWORK=raw).rule == rule
+
+
+@pytest.mark.parametrize(("var", "raw", "said"), [
+    ("PAIQ_MONGODB_URI", "mongodb://db:27017/?replicaSet=rs0", "must log in"),
+    ("PAIQ_MONGODB_URI", "mongodb://@db:27017", "must log in"),
+    ("PAIQ_MONGODB_URI", "mongodb+srv://cluster.example.net/", "must log in"),
+    ("PAIQ_MONGODB_URI", "postgres://u:secretpw@db/", "must be a mongodb:// or mongodb+srv:// connection string, got "
+                                                      "'postgres://...'"),
+    ("PAIQ_AMQP_URL", "amqp://mq:5672/", "must log in as a user of paiq's own, not RabbitMQ's guest account (none "
+                                         "given)"),
+    ("PAIQ_AMQP_URL", "amqp://guest:guest@mq:5672/", "(guest given)"),
+    ("PAIQ_AMQP_URL", "amqp://guest@mq:5672/", "(guest given)"),
+    ("PAIQ_AMQP_URL", "http://u:secretpw@mq/", "must be an amqp:// or amqps:// URL, got 'http://...'"),
+])
+def test_the_database_and_the_broker_are_never_used_without_a_login(var: str, raw: str, said: str) -> None:
+    error = refusal(**{var: raw})
+    assert error.name == var and said in error.rule and "secretpw" not in str(error), str(error)
+
+
+@pytest.mark.parametrize(("var", "raw"), [
+    ("PAIQ_MONGODB_URI", "mongodb://paiq:pw@db:27017/?authSource=admin"),
+    ("PAIQ_MONGODB_URI", "mongodb://paiq@db1,db2/?authMechanism=MONGODB-AWS"),
+    ("PAIQ_MONGODB_URI", "mongodb://db:27017/?tls=true&authMechanism=MONGODB-X509"),
+    ("PAIQ_MONGODB_URI", "mongodb+srv://paiq:pw@cluster.example.net/"),
+    ("PAIQ_AMQP_URL", "amqps://paiq:pw@mq:5671/vhost"),
+])
+def test_a_login_is_enough(var: str, raw: str) -> None:
+    assert getattr(from_env(**{var: raw}), var.removeprefix("PAIQ_").lower()) == raw
 
 
 @pytest.mark.parametrize(("raw", "written"), [("1", True), ("", False), ("0", False), ("true", False)])
@@ -383,21 +423,21 @@ def test_names_are_case_sensitive() -> None:
 def test_only_the_given_mapping_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PAIQ_API_PORT", "1111")
     monkeypatch.setenv("PAIQ_EXCHANGE", "from-os-environ")
-    for var, value in (("PAIQ_NODE_IP", "10.9.9.9"), ("PAIQ_NODE_NETWORK", "bridge"), ("PAIQ_MAX_JOB_TASKS", "3"),
+    for var, value in (("PAIQ_NODE_IP", "10.9.9.9"), ("PAIQ_NODE_NETWORK", "host"), ("PAIQ_MAX_JOB_TASKS", "3"),
                        ("PAIQ_API", "http://elsewhere"), ("PAIQ_TOKEN", "t")):
         monkeypatch.setenv(var, value)
     (tmp_path / ".env").write_text("PAIQ_QUEUE_PREFIX=from-dotenv\nPAIQ_LEASE_SECONDS=1\nPAIQ_NODE_CPUS=1\n")
     monkeypatch.chdir(tmp_path)
     s = from_env()
     assert (s.api_port, s.exchange, s.queue_prefix, s.lease_seconds) == (9186, "paiq.events", "paiq", 15)
-    assert (s.node.ip, s.node.cpus, s.launcher.network, s.job_limits.max_job_tasks) == ("127.0.0.1", 8, "host", 5000)
+    assert (s.node.ip, s.node.cpus, s.launcher.network, s.job_limits.max_job_tasks) == (None, 8, "bridge", 5000)
     assert (CliSettings.from_env({}).api, CliSettings.from_env({}).token) == (None, None)
 
 
 def test_a_part_is_read_from_its_variables_only() -> None:
     # The parts' field names and the parts' own names are no variables (only PAIQ_NODE_IP sets node.ip).
-    s = from_env(ip="10.0.0.1", network="bridge", max_job_tasks="3", node="{}", launcher="x", job_limits="[]")
-    assert (s.node.ip, s.launcher.network, s.job_limits.max_job_tasks) == ("127.0.0.1", "host", 5000)
+    s = from_env(ip="10.0.0.1", network="host", max_job_tasks="3", node="{}", launcher="x", job_limits="[]")
+    assert (s.node.ip, s.launcher.network, s.job_limits.max_job_tasks) == (None, "bridge", 5000)
 
 
 def test_a_wrong_host_name_as_the_default_node_id_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

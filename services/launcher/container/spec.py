@@ -58,8 +58,10 @@ def parse_debug_marker(line: str) -> tuple[int, int] | None:
 
 def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, settings: LauncherSettings,
                    job_env: Mapping[str, str] = NO_JOB_ENV, ssh: JobKey | None = None,
-                   plugins: TaskPlugins = NO_PLUGINS) -> ContainerSpec:
+                   plugins: TaskPlugins = NO_PLUGINS, node_ip: str = "") -> ContainerSpec:
     """The container of one task; its environment is the launch's ``job_env`` with the task's own over it.
+    On the bridge (the default) it joins the task network and its ports are published on ``node_ip``, the
+    address its peers (and its own ``PAI_*_IP`` variables) name.
     With the job's key pair (``ssh``), the container gets its SSH files and starts sshd first
     (:mod:`services.launcher.container.sshsetup`); the job's runtime plugins (``plugins``,
     :mod:`shared.tasks.plugins`) put their lines around the command, their keys and their mounts in."""
@@ -75,8 +77,10 @@ def container_spec(spec: TaskSpec, *, name: str, node_id: str, code_dir: str, se
     return ContainerSpec(
         name=name, image=spec.image, command=command, command_args=args, env=task_environment(job_env, spec.env),
         labels=labels(spec, node_id), cpus=spec.cpus, memory_mb=spec.memory_mb, shm_mb=spec.shm_mb,
-        gpus=spec.gpus if settings.gpu_devices == "nvidia" else (), code_dir=code_dir, network_mode=settings.network,
+        gpus=spec.gpus if settings.gpu_devices == "nvidia" else (), code_dir=code_dir,
+        network_mode=settings.task_network if bridge else "host",
         published_ports=tuple(sorted({p for ps in spec.ports.values() for p in ps})) if bridge else (),
+        publish_ip=node_ip if bridge else "", pids_limit=settings.pids_limit,
         log_max_bytes=max(settings.task_log_max_bytes, 1024 * 1024),
         files=ssh_files(ssh) if ssh is not None else (),
         binds=tuple((m.host_path, m.container_path, m.read_only) for m in plugins.mounts),

@@ -90,6 +90,30 @@ class DockerDriver:
             reason, refused = _pull_reason(image, e, auth)
             raise PullError(f"pull of {image} failed", reason=reason, login_refused=refused) from None
 
+    async def ensure_network(self, name: str) -> str:
+        """The gateway address of the task network ``name``, made when missing: a bridge whose containers
+        reach one another only through published ports (inter-container traffic off). One made otherwise
+        (by hand, or by another program) is refused: its tasks would reach each other's every port."""
+        def ensure() -> dict[str, Any]:
+            try:
+                return dict(self._client.api.inspect_network(name))
+            except docker.errors.NotFound:
+                pass
+            try:
+                self._client.api.create_network(name, driver="bridge", check_duplicate=True, options={
+                    ICC_OPTION: "false"}, labels={NETWORK_LABEL: "tasks"})
+            except docker.errors.APIError as e:
+                if e.status_code != 409:  # another launcher of this engine made it meanwhile
+                    raise
+            return dict(self._client.api.inspect_network(name))
+
+        try:
+            attrs = await asyncio.to_thread(ensure)
+        except docker.errors.APIError as e:
+            raise DriverError(f"task network {name} unavailable", exit_code=EXIT_ENGINE_FAILURE,
+                              reason=f"the engine refused the task network {name}: {_explain(e)}") from e
+        return network_gateway(name, attrs)
+
     async def run(self, spec: ContainerSpec) -> str:
         kwargs = create_args(spec)
         try:
@@ -300,6 +324,9 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
         "environment": spec.env,
         "labels": spec.labels,
         "network_mode": spec.network_mode,
+        # Raw sockets let a task forge packets on the task network (ARP, spoofed sources); ping works
+        # without them (Docker allows ICMP echo sockets to every group of a container).
+        "cap_drop": ["NET_RAW"],
         "nano_cpus": spec.cpus * 1_000_000_000,
         "mem_limit": f"{spec.memory_mb}m",
         "memswap_limit": f"{spec.memory_mb}m",
@@ -314,8 +341,11 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
     if spec.binds:  # a bind of a missing host directory fails the start (never created empty)
         kwargs["mounts"] = [Mount(target=inside, source=host, type="bind", read_only=ro)
                             for host, inside, ro in spec.binds]
+    if spec.pids_limit:
+        kwargs["pids_limit"] = spec.pids_limit
     if spec.published_ports:
-        kwargs["ports"] = {f"{p}/{proto}": p for p in spec.published_ports for proto in ("tcp", "udp")}
+        kwargs["ports"] = {f"{p}/{proto}": (spec.publish_ip, p) if spec.publish_ip else p
+                           for p in spec.published_ports for proto in ("tcp", "udp")}
     if spec.log_max_bytes:
         kwargs["log_config"] = LogConfig(type="json-file",
                                          config={"max-size": str(spec.log_max_bytes), "max-file": "2"})
@@ -323,6 +353,28 @@ def create_args(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["device_requests"] = [DeviceRequest(
             driver="nvidia", device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
     return kwargs
+
+
+ICC_OPTION = "com.docker.network.bridge.enable_icc"
+NETWORK_LABEL = "paiq.network"
+
+
+def network_gateway(name: str, attrs: dict[str, Any]) -> str:
+    """The IPv4 gateway of a task network as the engine describes it (pure); DriverError when the network
+    is not one paiq may put tasks on (not a bridge, inter-container traffic on, or no IPv4 gateway)."""
+    gateways = [str(c.get("Gateway") or "") for c in (attrs.get("IPAM") or {}).get("Config") or []]
+    gateway = next((g for g in gateways if g and ":" not in g), "")
+    if attrs.get("Driver") != "bridge":
+        problem = f"is a {attrs.get('Driver')} network, not a bridge"
+    elif str((attrs.get("Options") or {}).get(ICC_OPTION, "true")).lower() != "false":
+        problem = "lets its containers reach one another's every port (inter-container traffic on)"
+    elif not gateway:
+        problem = "has no IPv4 gateway"
+    else:
+        return gateway
+    raise DriverError(f"task network {name} refused", exit_code=EXIT_ENGINE_FAILURE,
+                      reason=f"the Docker network {name} {problem}: remove it (docker network rm {name}) and the "
+                             "launcher makes it as tasks need it, or name another with PAIQ_TASK_NETWORK")
 
 
 def files_archive(files: tuple[ContainerFile, ...]) -> bytes:

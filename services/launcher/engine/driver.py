@@ -52,8 +52,10 @@ class ContainerSpec(BaseModel):
     gpus: tuple[int, ...] = ()
     code_dir: str = ""
     working_dir: str = "/pai"
-    network_mode: str = "host"
+    network_mode: str = "host"  # or the task network's name
     published_ports: tuple[int, ...] = ()  # bridge networking: each published 1:1 (tcp and udp)
+    publish_ip: str = ""  # where they are published (the node's address); "": every address of the host
+    pids_limit: int = 0  # processes and threads at most (0: no limit)
     log_max_bytes: int = 0  # the engine's own log file of the container (0: the engine's default)
     files: tuple[ContainerFile, ...] = ()
     # Host directories bound into the container: (host path, container path, read only).
@@ -90,6 +92,10 @@ class LogLine(BaseModel):
 
 class ContainerDriver(Protocol):
     async def has_image(self, image: str) -> bool: ...
+
+    async def ensure_network(self, name: str) -> str:
+        """The gateway address of the task network ``name`` (made when missing; DriverError when one of that
+        name exists that does not isolate its containers)."""
 
     async def pull(self, image: str, auth: RegistryAuth | None) -> None:
         """Pull ``image``; raises DriverError (exit code 254) when it cannot."""
