@@ -24,6 +24,7 @@ from services.submit.contract.errors import ApiError, shown
 from shared.db.retry import idempotent
 from shared.db.store import Store
 from shared.records import now_ms
+from shared.scheduling.vclusters import VirtualCluster
 
 log = structlog.get_logger("paiq.submit.users")
 
@@ -41,6 +42,13 @@ class Principal:
     admin: bool
     groups: tuple[str, ...] = ()
     application: bool = False  # an application token's: it may not manage users or tokens (OpenPAI v1.8)
+
+
+def may_use(vc: VirtualCluster, user: str, groups: tuple[str, ...], *, admin: bool) -> bool:
+    """Whether a user may submit into ``vc``, and so whether the users answers (v1 and v2) list it as theirs: an
+    administrator every VC (as OpenPAI: admins have access to all VCs), another user one that names them or one
+    of their groups, or everyone (``*``). A stopped VC stays one they may use; it refuses new jobs for that."""
+    return admin or vc.admits(user, groups)
 
 
 class UserInfo(BaseModel):

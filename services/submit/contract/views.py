@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from services.submit.contract import answers
-from services.submit.users import UserInfo
+from services.submit.users import UserInfo, may_use
 from shared.db.lists.paging import JobSummary
 from shared.records import AttemptRecord, JobRecord, SubState, TaskRecord
 from shared.scheduling.queueing import shown_reason
@@ -15,9 +15,9 @@ from shared.scheduling.vclusters import VirtualCluster
 
 def user_view(user: UserInfo, vcs: Iterable[VirtualCluster]) -> answers.User:
     """A user as OpenPAI v0.14 answered ``GET /api/v1/user/:username`` (its v2 user model, password
-    removed): ``virtualCluster`` lists the virtual clusters the user may submit to, by name or group;
-    paiq keeps no e-mail address, so ``email`` is empty as it was in OpenPAI for a user without one."""
-    allowed = tuple(vc.name for vc in vcs if vc.admits(user.name, user.groups))
+    removed): ``virtualCluster`` lists the virtual clusters the user may submit to (by name or group; an
+    administrator, every one); ``email`` is empty here, as it was in OpenPAI for a user without one."""
+    allowed = tuple(vc.name for vc in vcs if may_use(vc, user.name, user.groups, admin=user.admin))
     return answers.User(username=user.name, email="", grouplist=user.groups,
                         extension=answers.UserExtension(virtual_cluster=allowed), admin=user.admin,
                         virtual_cluster=allowed)

@@ -27,7 +27,7 @@ from services.submit.routes.access import optional_principal, principal_of
 from services.submit.routes.listing import positions
 from services.submit.routes.profiles import job_usage_of
 from services.submit.routes.ssh import new_job_key, requested_user_keys
-from services.submit.users import Principal
+from services.submit.users import Principal, may_use
 from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
 from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
 from shared.db.store import EncodedJob, Store, encoded_job
@@ -225,9 +225,9 @@ def _admit_storages(settings: Settings, principal: Principal, config: JobConfig)
 
 
 def _admit(vc: VirtualCluster, principal: Principal, config: JobConfig) -> None:
-    """The VC admits the user and is not stopped (PUT /api/v2/virtual-clusters/{vc}/status); crit only from an
-    administrator."""
-    if not vc.admits(principal.user, principal.groups):
+    """The user may use the VC (an administrator any: :func:`services.submit.users.may_use`) and it is not
+    stopped (PUT /api/v2/virtual-clusters/{vc}/status); crit only from an administrator."""
+    if not may_use(vc, principal.user, principal.groups, admin=principal.admin):
         raise ApiError("ForbiddenUserError", f"user {principal.user} may not use virtual cluster {vc.name}")
     if vc.stopped:  # after access, as YARN checked a queue's state after its ACL; its words for a stopped queue
         raise ApiError("ForbiddenUserError", f"Virtual cluster {vc.name} is STOPPED. Cannot accept submission of "

@@ -41,19 +41,12 @@ from services.submit.contract.v2.users import (
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.notify import subscriptions_changed
-from services.submit.users import Principal, UserInfo, check_user_name
+from services.submit.users import UserInfo, check_user_name, may_use
 from shared.db.groups import GROUP_PATTERN, Group, Groups
 from shared.scheduling.vclusters import DEFAULT_VC, VirtualCluster, with_default
 from shared.storageconfig import StorageConfigs, load_storage_configs
 
 log = structlog.get_logger("paiq.submit.v2.users")
-
-
-async def admin_person(request: web.Request) -> Principal:
-    principal = await principal_of(request)
-    if not principal.admin:
-        raise ApiError("ForbiddenUserError", f"user {principal.user} is not an administrator")
-    return principal
 
 
 async def storages(request: web.Request) -> StorageConfigs:
@@ -62,7 +55,7 @@ async def storages(request: web.Request) -> StorageConfigs:
 
 
 def user_v2(user: UserInfo, vcs: dict[str, VirtualCluster], configs: StorageConfigs) -> V2User:
-    allowed = tuple(n for n, vc in vcs.items() if user.admin or vc.admits(user.name, user.groups))
+    allowed = tuple(n for n, vc in vcs.items() if may_use(vc, user.name, user.groups, admin=user.admin))
     return V2User(username=user.name, grouplist=user.groups, email=user.email, extension=user.extension,
                   admin=user.admin, virtual_cluster=allowed,
                   storage_config=tuple(s.name for s in configs.usable_by(user.name, user.groups)))
