@@ -16,6 +16,7 @@ match the document.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,6 +32,7 @@ from services.submit.contract.v2.jobs import v2_job_schemas
 from services.submit.contract.v2.users import V2_ANSWERS, V2_REQUESTS
 from services.submit.routes.clusters import QUOTA, VC_CHANGE
 from services.submit.routes.table import ROUTES
+from shared.errors import PaiqError
 
 
 def _model_schemas() -> dict[str, Any]:
@@ -45,16 +47,37 @@ def _model_schemas() -> dict[str, Any]:
     return schemas
 
 
+class SchemaNameTakenError(PaiqError):
+    """Two different schemas registered under one component name: one of them would describe the other's routes."""
+
+    def __init__(self, name: str, first: str, second: str) -> None:
+        super().__init__(f"the component name {name!r} is given to two different schemas, both {first} and {second}")
+        self.name = name
+
+
+def named_schemas(*parts: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The components of each part (what gives them, their schemas by name), merged; a name one part gives a
+    schema another part gives differently is :class:`SchemaNameTakenError` (a dict's merge would let the last win,
+    silently: a route read one model and was documented with another's schema)."""
+    out: dict[str, Any] = {}
+    given_by: dict[str, str] = {}
+    for source, schemas in parts:
+        for name, schema in schemas.items():
+            if name in out and out[name] != schema:
+                raise SchemaNameTakenError(name, given_by[name], source)
+            out[name] = schema
+            given_by.setdefault(name, source)
+    return out
+
+
 _job_schemas = job_config_schemas()
 
-SCHEMAS: dict[str, Any] = {
-    **_model_schemas(),
-    **v2_job_schemas(),
-    "Quota": QUOTA,
-    "VirtualClusterChange": VC_CHANGE,
-    **_job_schemas,
-    "JobConfigNamedByPath": named_by_path(_job_schemas["JobConfig"]),
-}
+SCHEMAS: dict[str, Any] = named_schemas(
+    ("the answer and request models", _model_schemas()),
+    ("the protocol v2 job", v2_job_schemas()),
+    ("the virtual cluster's body (routes/clusters.py)", {"Quota": QUOTA, "VirtualClusterChange": VC_CHANGE}),
+    ("the job config", {**_job_schemas, "JobConfigNamedByPath": named_by_path(_job_schemas["JobConfig"])}),
+)
 
 # What any request may be answered, whatever its route: not statuses of one operation.
 _EVERY_ROUTE = (

@@ -265,7 +265,10 @@ class AdminChange(V2Request):
     admin: bool
 
 
-class VirtualClusterChange(V2Request):
+class UserVirtualClusters(V2Request):
+    """``PUT /api/v2/users/:username/virtualcluster``: the VCs that name the user (not a VC's own body, which is
+    the document's ``VirtualClusterChange``)."""
+
     virtual_cluster: list[str] = Field(alias="virtualCluster", max_length=1000)
 
 
@@ -343,6 +346,6 @@ V2_ANSWERS: tuple[type[BaseModel], ...] = (Info, Login, V2User, V2UserList, V2Gr
                                            Tokens, TokenCheck, ApplicationToken, Storages, Storage, SkuTypes,
                                            V2VirtualCluster, V2VirtualClusters, VcDone)
 V2_REQUESTS: tuple[type[BaseModel], ...] = (UserCreate, UserUpdate, MeUpdate, PasswordChange, EmailChange, AdminChange,
-                                            VirtualClusterChange, ExtensionChange, GroupRef, Grouplist, GroupCreate,
+                                            UserVirtualClusters, ExtensionChange, GroupRef, Grouplist, GroupCreate,
                                             GroupUpdate, GroupExtensionChange, GroupDescriptionChange,
                                             GroupExternalNameChange, GroupExtensionValue, VcStatusChange)

@@ -19,7 +19,7 @@ from services.submit.contract.v2.users import (
     ExtensionChange,
     MeUpdate,
     PasswordChange,
-    VirtualClusterChange,
+    UserVirtualClusters,
     v2_answer,
 )
 from services.submit.deps import DEPS
@@ -34,7 +34,7 @@ ME_UPDATE = ModelBody(MeUpdate)
 PASSWORD = ModelBody(PasswordChange)
 EMAIL = ModelBody(EmailChange)
 ADMIN = ModelBody(AdminChange)
-VIRTUAL_CLUSTERS = ModelBody(VirtualClusterChange)
+VIRTUAL_CLUSTERS = ModelBody(UserVirtualClusters)
 EXTENSION = ModelBody(ExtensionChange)
 
 
