@@ -18,7 +18,7 @@ import structlog
 from services.launcher.container.authfile import read_auth_file
 from services.launcher.container.codedir import CodeDir, resolve_code_dir
 from services.launcher.container.gitclone import CloneError, clone_all, clones_folder
-from services.launcher.container.jobsecrets import command_to_run, plugin_refs, registry_login
+from services.launcher.container.jobsecrets import command_to_run, plugin_refs, registry_login, ssh_key
 from services.launcher.container.spec import container_spec, wants_pull
 from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
@@ -32,7 +32,7 @@ from shared.lifecycle import exitcodes
 from shared.lifecycle.taskretry import relaunch_delay_ms
 from shared.records import JobRecord, TaskSpec, TaskSubState
 from shared.runtime.metrics import LAUNCH, count_launch_failure
-from shared.tasks.jobkeys import JobKey
+from shared.tasks.jobkeys import StoredJobKey
 from shared.tasks.launchspec import ref_container_name
 from shared.tasks.plugins import PluginRefError, TaskPlugins, task_plugins
 from shared.tasks.ref import TaskRef
@@ -96,7 +96,7 @@ async def _launch(deps: LauncherDeps, spec: TaskSpec, name: str, job_env: Mappin
 
 
 async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, began: float,
-                             job_env: Mapping[str, str], ssh: JobKey | None, job: JobRecord) -> list[CloudEvent]:
+                             job_env: Mapping[str, str], ssh: StoredJobKey | None, job: JobRecord) -> list[CloudEvent]:
     code_dir = ""
     if spec.code_dir:
         found = await asyncio.to_thread(resolve_code_dir, spec.code_dir, deps.settings.default_fs_uri,
@@ -122,10 +122,11 @@ async def _prepare_and_start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, n
 
 
 async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, code_dir: str, began: float,
-                 job_env: Mapping[str, str], ssh: JobKey | None, job: JobRecord,
+                 job_env: Mapping[str, str], ssh: StoredJobKey | None, job: JobRecord,
                  plugins: TaskPlugins) -> list[CloudEvent]:
     """Pull if needed, then create and start the container, unless the job no longer wants it. A v2
-    job's sealed registry credentials and secrets are opened here (:mod:`services.launcher.container.jobsecrets`)."""
+    job's sealed registry credentials and secrets, and the job's SSH private key, are opened here
+    (:mod:`services.launcher.container.jobsecrets`)."""
     node_id = deps.node.node_id
     try:
         await ensure_image(deps, spec, key, registry_login(job.config, spec.role, deps.settings.secrets_key))
@@ -139,7 +140,8 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
         command = command_to_run(job.config, spec.command, deps.settings.secrets_key)
         container_id = await deps.driver.run(container_spec(
             spec.model_copy(update={"command": command}), name=name, node_id=node_id, code_dir=code_dir,
-            settings=deps.options, job_env=job_env, ssh=ssh, plugins=plugins, node_ip=deps.address))
+            settings=deps.options, job_env=job_env, ssh=ssh_key(ssh, deps.settings.secrets_key), plugins=plugins,
+            node_ip=deps.address))
     except DriverError as e:
         return await _fail(deps, key, e.exit_code, e.reason)
     watch(deps, key, container_id, is_debug=spec.is_debug)  # before any await: it may end at once

@@ -14,6 +14,7 @@ import sys
 from contextlib import AsyncExitStack
 
 from services.submit.app import start_submit
+from services.submit.atrest import seal_at_rest
 from shared.bus.base import Bus
 from shared.db.store import Store
 from shared.runtime.vitals import Vitals
@@ -28,5 +29,6 @@ SWITCH_INTERVAL_S = 0.001
 
 async def start(stack: AsyncExitStack, settings: Settings, store: Store, bus: Bus, vitals: Vitals) -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # the process's (paiq up: every service's, all of them loops)
+    await seal_at_rest(store, settings.secrets_key)  # before the API: job keys in clear sealed, a new key's pass
     runner = await start_submit(settings, store, bus, vitals)
     stack.push_async_callback(runner.cleanup)

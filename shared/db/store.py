@@ -56,7 +56,7 @@ from shared.records import (
 from shared.runtime.vitals import CHECK_SECONDS
 from shared.scheduling.queueing import Share
 from shared.scheduling.vclusters import VirtualCluster
-from shared.tasks.jobkeys import JobKey
+from shared.tasks.jobkeys import StoredJobKey
 
 Doc = dict[str, Any]
 log = structlog.get_logger("paiq.store")
@@ -133,9 +133,10 @@ class Store(JobReads):
         except DuplicateKeyError as e:
             raise JobExistsError(job.id) from e
 
-    async def submit_job(self, job: JobRecord, document: EncodedJob, key: JobKey,
+    async def submit_job(self, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
                          idempotency: IdempotencyRecord | None = None) -> Submitted:
-        """Store a new job with its SSH key and idempotency record as one step (:mod:`shared.db.submission`)."""
+        """Store a new job with its SSH key (sealed; None: the job has none) and idempotency record as one step
+        (:mod:`shared.db.submission`)."""
         return await submit_job(self, job, document, key, idempotency)
 
     async def idempotent_submission(self, user: str, key: str) -> IdempotencyRecord | None:
@@ -351,14 +352,15 @@ class Store(JobReads):
         await self.job_configs.delete_one({"_id": job_id})
         return deleted
 
-    async def put_job_key(self, key: JobKey) -> None:
+    async def put_job_key(self, key: StoredJobKey) -> None:
         await idempotent(lambda: self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True),
                          "store a job's key")
 
-    async def job_key(self, job_id: str) -> JobKey | None:
-        """The job's SSH key pair; None for a job submitted before paiq made them."""
+    async def job_key(self, job_id: str) -> StoredJobKey | None:
+        """The job's SSH key pair as stored, its private key sealed (:meth:`StoredJobKey.opened` where it is
+        used); None for a job submitted before paiq made them, or while the platform had no PAIQ_SECRETS_KEY."""
         doc = await self.job_keys.find_one({"_id": job_id})
-        return JobKey.from_document(doc) if doc else None
+        return StoredJobKey.from_document(doc) if doc else None
 
     async def delete_job_key(self, job_id: str) -> None:
         await idempotent(lambda: self.job_keys.delete_one({"_id": job_id}), "delete a job's key")

@@ -24,7 +24,7 @@ from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.retry import WINDOW_SECONDS, idempotent
 from shared.errors import JobExistsError, SubmitOutcomeUnknownError
 from shared.records import JobRecord
-from shared.tasks.jobkeys import JobKey
+from shared.tasks.jobkeys import StoredJobKey
 
 if TYPE_CHECKING:
     from shared.db.store import EncodedJob, Store
@@ -40,7 +40,7 @@ def _outcome_unknown(error: PyMongoError) -> bool:
             or error.has_error_label("UnknownTransactionCommitResult"))
 
 
-async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: JobKey,
+async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
                      idempotency: IdempotencyRecord | None = None) -> Submitted:
     """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
     or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
@@ -76,10 +76,11 @@ async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: Jo
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: JobKey,
+async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
                        idempotency: IdempotencyRecord | None) -> None:
     if not await store.supports_transactions():  # a standalone mongod: key, configs, job, then the record
-        await store.put_job_key(key)
+        if key is not None:
+            await store.put_job_key(key)
         if (configs := document.configs) is not None:
             await idempotent(lambda: store.job_configs.replace_one({"_id": job.id}, configs, upsert=True),
                              "store a job's configs")
@@ -96,7 +97,8 @@ async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: 
         return
     async with store.start_session() as session, await session.start_transaction():
         # an insert: a job id is new (its random suffix), and an insert costs the server less than an upsert
-        await store.job_keys.insert_one(key.to_document(), session=session)
+        if key is not None:
+            await store.job_keys.insert_one(key.to_document(), session=session)
         if idempotency is not None:
             await store.idempotency.insert_one(idempotency.to_document(), session=session)
         if document.configs is not None:

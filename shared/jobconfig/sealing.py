@@ -13,15 +13,21 @@ The sealed forms (what a stored :class:`~shared.jobconfig.model.JobConfig` holds
 - each :class:`~shared.jobconfig.model.RegistryAuth`'s ``username`` and ``password``: ``"$sealed:<token>"``
   (empty values stay empty; ``registryuri`` stays readable: it says where, not who).
 
+Other credentials at rest (a job's SSH private key, :mod:`shared.tasks.jobkeys`) are sealed as one text
+each: :func:`seal_text` and :func:`open_text`.
+
 The key is one or more Fernet keys separated by commas (:func:`new_key` makes one): the first seals,
-every one opens, so a key is rotated by putting the new one first and dropping the old once no stored
-job needs it. Pure: no I/O.
+every one opens, so a key is rotated by putting the new one first and dropping the old once nothing
+stored needs it: :func:`reseal_text` and :func:`reseal_config` seal again under the first key what any
+of them sealed, and :func:`key_fingerprint` says which first key that was (a digest, never the key).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from typing import Any
 
@@ -85,6 +91,54 @@ def _fernet(key: str) -> MultiFernet:
     if problem is not None:
         raise SealingError(f"{SETTING} {problem}")
     return MultiFernet([Fernet(part.strip().encode("ascii")) for part in key.split(",")])
+
+
+def key_fingerprint(key: str) -> str:
+    """What names the key's first (sealing) part without telling it: a digest, as ``meta`` may record it."""
+    first = key.split(",")[0].strip()
+    return "sha256:" + hashlib.sha256(first.encode("ascii", "replace")).hexdigest()[:16]
+
+
+def seal_text(text: str, key: str) -> str:
+    """``text`` sealed under the key's first part: a Fernet token (URL-safe base64; nothing of the text)."""
+    return _fernet(key).encrypt(text.encode("utf-8")).decode("ascii")
+
+
+def open_text(token: str, key: str | None, what: str) -> str:
+    """The text :func:`seal_text` sealed as ``token``; ``what`` names it in an error (never its value)."""
+    if not key:
+        raise SealingError(f"the {what} is sealed at rest and {SETTING} is not set here: the operator sets it "
+                           "to the platform's key (the one the submit service seals with)")
+    try:
+        return _fernet(key).decrypt(token.encode("ascii")).decode("utf-8")
+    except (InvalidToken, UnicodeError) as e:
+        raise SealedValueError(what) from e
+
+
+def reseal_text(token: str, key: str, what: str) -> str:
+    """``token`` sealed again under the key's first part (opened with any of them)."""
+    try:
+        return _fernet(key).rotate(token.encode("ascii")).decode("ascii")
+    except (InvalidToken, UnicodeError) as e:
+        raise SealedValueError(what) from e
+
+
+def reseal_config(config: JobConfig, key: str) -> JobConfig:
+    """A stored config with its sealed secrets and registry credentials sealed again under the key's first
+    part (values in clear, which a stored config never holds, are sealed too)."""
+    if not needs_key(config):
+        return config
+    fernet = _fernet(key)
+    secrets = config.secrets
+    if secrets:
+        token = secrets.get(SEALED_KEY)
+        secrets = ({SEALED_KEY: reseal_text(token, key, f"secrets of job {config.job_name}")}
+                   if set(secrets) == {SEALED_KEY} and isinstance(token, str)
+                   else {SEALED_KEY: fernet.encrypt(_json(secrets)).decode("ascii")})
+    roles = tuple(r.model_copy(update={"registry_auth": _reseal_auth(r.registry_auth, fernet)})
+                  for r in config.task_roles)
+    return config.model_copy(update={"secrets": secrets, "task_roles": roles,
+                                     "registry_auth": _reseal_auth(config.registry_auth, fernet)})
 
 
 def needs_key(config: JobConfig) -> bool:
@@ -162,6 +216,22 @@ def _seal(value: str, fernet: MultiFernet) -> str:
     if not value or _sealed(value):
         return value
     return SEALED_PREFIX + fernet.encrypt(value.encode("utf-8")).decode("ascii")
+
+
+def _reseal_auth(auth: RegistryAuth | None, fernet: MultiFernet) -> RegistryAuth | None:
+    if auth is None:
+        return None
+    return auth.model_copy(update={"username": _reseal(auth.username, fernet, "registry username"),
+                                   "password": _reseal(auth.password, fernet, "registry password")})
+
+
+def _reseal(value: str, fernet: MultiFernet, what: str) -> str:
+    if not _sealed(value):
+        return _seal(value, fernet)
+    try:
+        return SEALED_PREFIX + fernet.rotate(value[len(SEALED_PREFIX):].encode("ascii")).decode("ascii")
+    except InvalidToken as e:
+        raise SealedValueError(what) from e
 
 
 def _open(value: str, fernet: MultiFernet, what: str) -> str:

@@ -3,6 +3,15 @@
 log line. The submit service makes it; the launcher puts it in every container of the job; only the
 job's owner or an admin can download the private key.
 
+At rest the private key is sealed (issue 35): :class:`JobKey` is the pair in memory, made at submit
+and opened where it is used; :meth:`JobKey.sealed` makes the :class:`StoredJobKey` that is stored, whose
+``sealed_private_key`` is a Fernet token under ``PAIQ_SECRETS_KEY`` (:func:`shared.jobconfig.sealing.seal_text`),
+and :meth:`StoredJobKey.opened` gives the pair back (the launcher, just before it writes a container's
+files; the submit service, just before it answers the download). A field of its own, not a ``$sealed:``
+prefix on ``private_key``: a query tells the documents an earlier paiq wrote in clear (``private_key``)
+from sealed ones without reading them, which the sealing pass at the submit service's start relies on
+(:mod:`shared.db.resealing`), and a reader knows which form it holds by the field, not by its text.
+
 The key files are named after OpenPAI's framework name, ``user~jobName`` (seed 000:
 ``ssh -i userName~jobName -p ssh_port root@container_ip``), bounded so that both files fit the kernel's
 limit on a file name (:mod:`shared.tasks.filenames`): the longest user and job names the protocol accepts make
@@ -16,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from shared.jobconfig.sealing import open_text, reseal_text, seal_text
 from shared.tasks.filenames import NAME_MAX, fitted
 
 # The environment variable of jobEnvs with the user's own public key(s), admitted beside the job's.
@@ -54,14 +64,17 @@ def user_keys(text: str) -> tuple[str, ...] | str:
     return tuple(lines)
 
 
-class JobKey(BaseModel):
-    """One job's key pair and the user's own keys admitted with it."""
+SEALED_FIELD = "sealed_private_key"  # a stored key's private key, sealed (a Fernet token)
+CLEAR_FIELD = "private_key"  # the private key in clear: only in documents an earlier paiq wrote
+
+
+class _KeyPair(BaseModel):
+    """What a job's key pair is besides its private key."""
 
     model_config = ConfigDict(frozen=True)
     job_id: str
     user: str
     job_name: str
-    private_key: SecretStr
     public_key: str
     user_keys: tuple[str, ...] = ()
     created_ms: int = 0
@@ -75,14 +88,69 @@ class JobKey(BaseModel):
         """``authorized_keys`` of every container: the job's key, then the user's own."""
         return "".join(f"{k}\n" for k in (self.public_key, *self.user_keys))
 
+    @property
+    def what(self) -> str:
+        """How an error names the private key (never its value)."""
+        return f"SSH private key of job {self.job_name} of {self.user}"
+
+
+class JobKey(_KeyPair):
+    """One job's key pair, its private key opened (in memory only), and the user's own keys admitted with it."""
+
+    private_key: SecretStr
+
+    def sealed(self, secrets_key: str) -> StoredJobKey:
+        """The pair as it is stored: its private key sealed under the first part of ``secrets_key``."""
+        return StoredJobKey(**self.model_dump(exclude={"private_key"}),
+                            sealed_private_key=seal_text(self.private_key.get_secret_value(), secrets_key))
+
+    def to_document(self, secrets_key: str) -> dict[str, Any]:
+        return self.sealed(secrets_key).to_document()
+
+
+class StoredJobKey(_KeyPair):
+    """A job's key pair as stored: its private key sealed, or (a document an earlier paiq wrote) in clear."""
+
+    sealed_private_key: str = ""
+    clear_private_key: SecretStr | None = None
+
+    def opened(self, secrets_key: str | None) -> JobKey:
+        """The pair with its private key opened; :class:`~shared.jobconfig.sealing.SealingError` naming
+        ``PAIQ_SECRETS_KEY`` when this service has no key, or not the one that sealed it."""
+        private = (self.clear_private_key if self.clear_private_key is not None
+                   else SecretStr(open_text(self.sealed_private_key, secrets_key, self.what)))
+        return JobKey(**self.model_dump(exclude={"sealed_private_key", "clear_private_key"}), private_key=private)
+
     def to_document(self) -> dict[str, Any]:
-        return {"_id": self.job_id, "user": self.user, "job_name": self.job_name,
-                "private_key": self.private_key.get_secret_value(), "public_key": self.public_key,
-                "user_keys": list(self.user_keys), "created_ms": self.created_ms}
+        doc: dict[str, Any] = {"_id": self.job_id, "user": self.user, "job_name": self.job_name,
+                               "public_key": self.public_key, "user_keys": list(self.user_keys),
+                               "created_ms": self.created_ms}
+        if self.clear_private_key is not None:
+            doc[CLEAR_FIELD] = self.clear_private_key.get_secret_value()
+        else:
+            doc[SEALED_FIELD] = self.sealed_private_key
+        return doc
 
     @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> JobKey:
+    def from_document(cls, doc: dict[str, Any]) -> StoredJobKey:
+        clear = doc.get(CLEAR_FIELD)
         return cls(job_id=str(doc["_id"]), user=str(doc["user"]), job_name=str(doc["job_name"]),
-                   private_key=SecretStr(str(doc["private_key"])), public_key=str(doc["public_key"]),
-                   user_keys=tuple(str(k) for k in doc.get("user_keys") or ()),
-                   created_ms=int(doc.get("created_ms") or 0))
+                   public_key=str(doc["public_key"]), user_keys=tuple(str(k) for k in doc.get("user_keys") or ()),
+                   created_ms=int(doc.get("created_ms") or 0), sealed_private_key=str(doc.get(SEALED_FIELD) or ""),
+                   clear_private_key=None if clear is None else SecretStr(str(clear)))
+
+
+def resealed(doc: dict[str, Any], secrets_key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The write that seals a stored key document under the first part of ``secrets_key``, as a filter
+    and an update (each matching only the document as it was read), or None when it holds no private key.
+    A key in clear is sealed and its clear field removed; a sealed one is sealed again (opened with any
+    part of the key)."""
+    found = StoredJobKey.from_document(doc)
+    if found.clear_private_key is not None:
+        token = seal_text(found.clear_private_key.get_secret_value(), secrets_key)
+        return ({"_id": doc["_id"], CLEAR_FIELD: {"$exists": True}},
+                {"$set": {SEALED_FIELD: token}, "$unset": {CLEAR_FIELD: ""}})
+    if not found.sealed_private_key:
+        return None
+    token = reseal_text(found.sealed_private_key, secrets_key, found.what)
+    return {"_id": doc["_id"], SEALED_FIELD: found.sealed_private_key}, {"$set": {SEALED_FIELD: token}}

@@ -72,7 +72,8 @@ def new_job(name: str) -> JobRecord:
 
 def key_of(job: JobRecord) -> Any:
     from services.submit.routes.ssh import new_job_key
-    return new_job_key(job, ())
+    from shared.jobconfig.sealing import new_key
+    return new_job_key(job, ()).sealed(new_key())
 
 
 async def test_pooled_connections_never_outlive_the_servers_idle_limit(store: Store) -> None:

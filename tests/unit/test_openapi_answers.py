@@ -31,6 +31,7 @@ from shared.bus.memory import MemoryBus
 from shared.db.idempotency import Submitted
 from shared.db.lists.paging import JobPage, JobSummary
 from shared.db.profiles import TaskProfile
+from shared.jobconfig.sealing import new_key
 from shared.profiling.idle import IdleState
 from shared.profiling.series import add
 from shared.profiling.usage import Usage
@@ -38,13 +39,14 @@ from shared.records import AttemptRecord, JobRecord, JobState, NodeRecord, SubSt
 from shared.scheduling.queueing import QueueEntry, Share, entry_of
 from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
-from shared.tasks.jobkeys import JobKey
+from shared.tasks.jobkeys import StoredJobKey
 from shared.tasks.ref import TaskRef
 from tests.unit.factories import config_dict, make_config, make_job, make_node, make_task, port_dict, role_dict
 
 pytestmark = pytest.mark.unit
 
 DOC = document()
+KEYS_KEY = new_key()  # what the fake store's job keys are sealed with (PAIQ_SECRETS_KEY)
 SCHEMAS: dict[str, Any] = DOC["components"]["schemas"]
 TOKENS = {"admin-token": Principal("admin", True), "alice-token": Principal("alice", False, ("team",)),
           "bob-token": Principal("bob", False)}
@@ -107,7 +109,7 @@ class FakeStore:
     """What the handlers read of the store, held in memory."""
 
     jobs: list[JobRecord] = field(default_factory=lambda: [queued_job(), failed_job(), running_job()])
-    keys: dict[str, JobKey] = field(default_factory=dict)
+    keys: dict[str, StoredJobKey] = field(default_factory=dict)
     nodes: list[NodeRecord] = field(default_factory=lambda: [make_node(gpus=["V100", "V100"])])
     vcs: list[VirtualCluster] = field(default_factory=lambda: [
         VirtualCluster(name="research", quota=Quota(cpus=25, memory=25, gpus=50), groups=("team",))])
@@ -115,7 +117,7 @@ class FakeStore:
     profiles: FakeProfiles = field(default_factory=lambda: FakeProfiles([]))
 
     def __post_init__(self) -> None:
-        self.keys = {j.id: new_job_key(j, ()) for j in self.jobs}
+        self.keys = {j.id: new_job_key(j, ()).sealed(KEYS_KEY) for j in self.jobs}
         self.profiles = FakeProfiles([sampled(j) for j in self.jobs if j.name == "running"])
 
     async def list_jobs(self, *, user: str | None = None, state: str | None = None, limit: int = 1000,
@@ -139,17 +141,19 @@ class FakeStore:
     async def attempts_of(self, job_id: str) -> list[AttemptRecord]:
         return [ATTEMPT]
 
-    async def job_key(self, job_id: str) -> JobKey | None:
+    async def job_key(self, job_id: str) -> StoredJobKey | None:
         return self.keys.get(job_id)
 
-    async def put_job_key(self, key: JobKey) -> None:
+    async def put_job_key(self, key: StoredJobKey) -> None:
         self.keys[key.job_id] = key
 
     async def insert_job(self, job: JobRecord, document: object = None) -> None:
         self.jobs.append(job)
 
-    async def submit_job(self, job: JobRecord, document: object, key: JobKey, idempotency: object = None) -> Submitted:
-        await self.put_job_key(key)
+    async def submit_job(self, job: JobRecord, document: object, key: StoredJobKey | None,
+                         idempotency: object = None) -> Submitted:
+        if key is not None:
+            await self.put_job_key(key)
         await self.insert_job(job)
         return Submitted.STORED
 

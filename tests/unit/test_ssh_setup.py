@@ -11,8 +11,9 @@ from pydantic import SecretStr
 from services.launcher.container.spec import DEBUG_WRAPPER, container_spec
 from services.launcher.container.sshsetup import COMMAND_PREFIX, SCRIPT, SSHD_PATHS, ssh_files, ssh_script
 from services.launcher.engine.docker_driver import create_args, files_archive
+from shared.jobconfig.sealing import new_key
 from shared.settings.model import LauncherSettings
-from shared.tasks.jobkeys import MAX_USER_KEYS, JobKey, key_name, user_keys
+from shared.tasks.jobkeys import MAX_USER_KEYS, JobKey, StoredJobKey, key_name, user_keys
 from tests.unit.test_launcher_container import make_spec
 
 pytestmark = pytest.mark.unit
@@ -49,13 +50,14 @@ def test_user_keys_refused(text: str, problem: str) -> None:
     assert isinstance(found, str) and found.startswith(problem), found
 
 
-def test_the_key_record_round_trips_and_never_shows_its_private_key() -> None:
-    assert JobKey.from_document(KEY.to_document()) == KEY
+def test_the_key_record_round_trips_sealed_and_never_shows_its_private_key() -> None:
+    sealing = new_key()
+    doc = KEY.to_document(sealing)
+    assert StoredJobKey.from_document(doc).opened(sealing) == KEY
     assert KEY.name == key_name("alice", "job1") == "alice~job1"
-    assert "secret" not in repr(KEY) and "secret" not in str(KEY)
+    assert "secret" not in repr(KEY) and "secret" not in str(KEY) and "secret" not in repr(doc)
     assert KEY.authorized_keys == f"{ED} paiq:alice~job1\n{RSA}\n"
-    assert set(KEY.to_document()) == {"_id", "user", "job_name", "private_key", "public_key", "user_keys",
-                                      "created_ms"}
+    assert set(doc) == {"_id", "user", "job_name", "sealed_private_key", "public_key", "user_keys", "created_ms"}
 
 
 def test_the_containers_files_and_their_modes() -> None:

@@ -8,7 +8,9 @@ registry credentials are sealed (:mod:`shared.jobconfig.sealing`), and opens the
 - :func:`registry_login`: the credentials of the role's image, given inline (a ``dockerimage``
   prerequisite's ``auth``): the role's own, else the job's when the role runs the job's image;
 - :func:`command_to_run`: the command with its ``$secrets`` rendered as OpenPAI's runtime did
-  (:func:`shared.jobconfig.v2.render.render_secrets`): what the container runs, never stored or logged.
+  (:func:`shared.jobconfig.v2.render.render_secrets`): what the container runs, never stored or logged;
+- :func:`ssh_key`: the job's SSH key pair, its private key opened (:mod:`shared.tasks.jobkeys`) just before
+  the container's files are written.
 
 A value that cannot be opened (no key on this node, another key sealed it) fails the task with a reason
 naming the setting, never the value.
@@ -27,6 +29,7 @@ from shared.jobconfig.model import JobConfig
 from shared.jobconfig.sealing import SealingError, open_registry_auth, open_secrets
 from shared.jobconfig.v2.render import render_secrets
 from shared.lifecycle import exitcodes
+from shared.tasks.jobkeys import JobKey, StoredJobKey
 from shared.tasks.plugins import PLUGIN_KEY
 
 INLINE = "the dockerimage's auth"  # where the credentials came from, as a refusal names it
@@ -74,3 +77,14 @@ def plugin_refs(config: JobConfig, key: str | None) -> dict[str, Any]:
             raise DriverError("secrets sealed", exit_code=exitcodes.CONFIG_ERROR,
                               reason=f"the job's secrets cannot be given to its runtime plugins: {e}") from None
     return refs
+
+
+def ssh_key(stored: StoredJobKey | None, key: str | None) -> JobKey | None:
+    """The job's key pair with its private key opened, for the container's files (None: the job has none)."""
+    if stored is None:
+        return None
+    try:
+        return stored.opened(key)
+    except SealingError as e:
+        raise DriverError("ssh key sealed", exit_code=exitcodes.CONFIG_ERROR,
+                          reason=f"the job's SSH key cannot be put in its container: {e}") from None

@@ -26,7 +26,7 @@ from services.submit.deps import DEPS
 from services.submit.routes.access import optional_principal, principal_of
 from services.submit.routes.listing import positions
 from services.submit.routes.profiles import job_usage_of
-from services.submit.routes.ssh import new_job_key, requested_user_keys
+from services.submit.routes.ssh import requested_user_keys, stored_job_key
 from services.submit.users import Principal, may_use
 from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
 from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
@@ -195,7 +195,8 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
         return repeated
     # The job, its key and the idempotency record in one step: a 503 means none of them is stored.
     try:
-        stored = await deps.store.submit_job(job, prepared.document, new_job_key(job, admitted),
+        stored = await deps.store.submit_job(job, prepared.document,
+                                             stored_job_key(job, admitted, deps.settings.secrets_key),
                                              idem.record if idem else None)
     except JobExistsError as e:
         raise refusals.taken(user, config.job_name) from e

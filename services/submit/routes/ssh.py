@@ -1,7 +1,9 @@
 """SSH into a job's tasks, as OpenPAI offered it: a key pair made for each job at submit, the job's
 SSH info (``GET .../ssh``, OpenPAI's shape), and the key files (``GET .../ssh/{file}``: the private
 key only for the job's owner or an admin). The private key is never logged, never in an event, a job
-document or a list answer (:mod:`shared.tasks.jobkeys`).
+document or a list answer, and sealed at rest with ``PAIQ_SECRETS_KEY`` (:mod:`shared.tasks.jobkeys`):
+opened here only to answer its download. A platform without that key makes no key pairs: its jobs run,
+and their SSH answers say why they have none.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from services.submit.contract.route import Param, Reply, Route, text
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from shared.jobconfig.model import JobConfig
+from shared.jobconfig.sealing import SETTING, SealingError
 from shared.records import JobRecord, TaskState, now_ms
-from shared.tasks.jobkeys import USER_KEY_VARIABLE, JobKey, user_keys
+from shared.tasks.jobkeys import USER_KEY_VARIABLE, JobKey, StoredJobKey, user_keys
 from shared.tasks.launchspec import container_name
 
 
@@ -48,11 +51,16 @@ def new_job_key(job: JobRecord, admitted: tuple[str, ...]) -> JobKey:
     return key.model_copy(update={"public_key": f"{public} paiq:{key.name}"})
 
 
+def stored_job_key(job: JobRecord, admitted: tuple[str, ...], secrets_key: str | None) -> StoredJobKey | None:
+    """The key pair a new job is stored with, sealed; None without ``PAIQ_SECRETS_KEY`` (never in clear)."""
+    return new_job_key(job, admitted).sealed(secrets_key) if secrets_key else None
+
+
 def key_folder(api_url: str, job: JobRecord) -> str:
     return f"{api_url.rstrip('/')}/api/v1/user/{quote(job.user)}/jobs/{quote(job.name)}/ssh/"
 
 
-def ssh_info(job: JobRecord, key: JobKey, api_url: str) -> SshInfo:
+def ssh_info(job: JobRecord, key: StoredJobKey, api_url: str) -> SshInfo:
     """OpenPAI's answer of ``GET .../ssh``: a container for every running task that has an ssh port
     (``id`` is its ``PAI_CONTAINER_ID``; paiq adds the task's role and index), and where the keys are."""
     containers = tuple(
@@ -66,13 +74,24 @@ def ssh_info(job: JobRecord, key: JobKey, api_url: str) -> SshInfo:
         private_key_direct_download_link=folder + quote(key.name)))
 
 
-async def _job_and_key(request: web.Request) -> tuple[JobRecord, JobKey]:
+async def _job_and_key(request: web.Request) -> tuple[JobRecord, StoredJobKey]:
     job = await job_or_404(request)
-    key = await request.app[DEPS].store.job_key(job.id)
+    deps = request.app[DEPS]
+    key = await deps.store.job_key(job.id)
     if key is None:
-        raise ApiError("NoJobSshInfoError",
-                       f"job {job.name} has no SSH information: it was submitted before paiq made key pairs")
+        why = (f"this platform keeps jobs' SSH private keys sealed with {SETTING}, which its operator has not set, "
+               "so its jobs get no key pair" if not deps.settings.secrets_key else
+               f"it was submitted before paiq made key pairs, or while the platform had no {SETTING}")
+        raise ApiError("NoJobSshInfoError", f"job {job.name} has no SSH information: {why}")
     return job, key
+
+
+def _private_key(job: JobRecord, key: StoredJobKey, secrets_key: str | None) -> str:
+    """The private key opened for its download: 503 naming PAIQ_SECRETS_KEY when this service cannot."""
+    try:
+        return key.opened(secrets_key).private_key.get_secret_value()
+    except SealingError as e:
+        raise ApiError("ServiceUnavailableError", f"the private key of job {job.name} cannot be given: {e}") from None
 
 
 async def get_job_ssh(request: web.Request) -> web.Response:
@@ -92,7 +111,7 @@ async def get_key_file(request: web.Request) -> web.Response:
         if principal.user != job.user and not principal.admin:
             raise ApiError("ForbiddenUserError",
                            f"user {principal.user} may not read the private key of job {job.name} of {job.user}")
-        text = key.private_key.get_secret_value()
+        text = _private_key(job, key, request.app[DEPS].settings.secrets_key)
     else:
         raise ApiError("NoJobSshInfoError",
                        f"job {job.name} has no key file {shown(wanted)}; its files are {key.name} and {key.name}.pub")
@@ -106,5 +125,5 @@ ROUTES = (
           params=JOB_PARAMS),
     Route("GET", "/api/v1/user/{user}/jobs/{job}/ssh/{file}", get_key_file, "a key file of the job: <user>~<job>.pub "
           "to anyone, the private key <user>~<job> to the job's owner or an admin", {200: text("the key file")},
-          (400, 401, 403, 404), auth="optional", params=(*JOB_PARAMS, Param("file", "path"))),
+          (400, 401, 403, 404, 503), auth="optional", params=(*JOB_PARAMS, Param("file", "path"))),
 )
