@@ -44,6 +44,7 @@ log = structlog.get_logger("paiq.store")
 META_ID = "sealing"  # meta's document: the fingerprint everything is sealed under, and a pass's progress
 LEASE = "sealing"
 LEASE_MS = 60_000
+NAMED = 10  # of the values no key opens, how many the log line names
 CHUNK = 200  # documents read, sealed again and written at a time (a job's whole configs: up to ~3 MB each)
 Doc = dict[str, Any]
 
@@ -60,7 +61,13 @@ class Progress:
     clear_keys: int = 0
     jobs: int = 0
     hooks: int = 0
-    unopened: list[str] = field(default_factory=list)  # what no key of PAIQ_SECRETS_KEY opens (left as it is)
+    unopened: list[str] = field(default_factory=list)  # the first of what no key of PAIQ_SECRETS_KEY opens
+    unopened_count: int = 0  # all of them (left as they are)
+
+    def cannot_open(self, what: str) -> None:
+        self.unopened_count += 1
+        if len(self.unopened) < NAMED:
+            self.unopened.append(what)
 
     @classmethod
     def resumed(cls, doc: Any, fingerprint: str) -> Progress:
@@ -90,9 +97,10 @@ class Sealed:
             line = f"re-sealed {what} under the new first key of {SETTING}; the old key may now be removed"
         else:
             line = f"sealed {what} under the first key of {SETTING}; nothing stored is in clear"
-        if p.unopened:
-            line += (f"; {len(p.unopened)} could not be opened with any key of {SETTING} and were left as they "
-                     f"are (sealed with a key since removed): {', '.join(p.unopened[:10])}")
+        if p.unopened_count:
+            line += (f"; {p.unopened_count} could not be opened with any key of {SETTING} and were left as they "
+                     f"are (sealed with a key since removed): {', '.join(p.unopened)}"
+                     f"{', ...' if p.unopened_count > len(p.unopened) else ''}")
         return line
 
 
@@ -124,7 +132,7 @@ async def seal_stored(store: Store, secrets_key: str, holder: str) -> Sealed | N
     finally:
         await store.release_lease(LEASE, holder)
     sealed = Sealed(previous=str(previous) if previous else None, progress=progress)
-    said = log.warning if sealed.rotated or progress.keys or progress.jobs or progress.unopened else log.info
+    said = log.warning if sealed.rotated or progress.keys or progress.jobs or progress.unopened_count else log.info
     said(sealed.sentence(), keys=progress.keys, clear_keys=progress.clear_keys, jobs=progress.jobs,
          hooks=progress.hooks, fingerprint=fingerprint, previous=previous)
     return sealed
@@ -162,7 +170,7 @@ class _Walk:
                 try:
                     write = resealed(doc, self.key)
                 except SealingError:
-                    p.unopened.append(f"the SSH key of job {doc['_id']}")
+                    p.cannot_open(f"the SSH key of job {doc['_id']}")
                     continue
                 if write is not None:
                     ops.append(UpdateOne(*write))
@@ -188,7 +196,7 @@ class _Walk:
                 try:
                     write = resealed_configs(doc, self.key, apart=apart)
                 except SealingError:
-                    p.unopened.append(f"the secrets of job {job_id}")
+                    p.cannot_open(f"the secrets of job {job_id}")
                     continue
                 if write is not None:
                     (configs if apart else jobs).append(UpdateOne({"_id": job_id}, write))
@@ -212,7 +220,7 @@ class _Walk:
                 try:
                     new = reseal_text(token, self.key, "webhook signing key")
                 except SealingError:
-                    p.unopened.append(f"the signing key of webhook {doc['_id']}")
+                    p.cannot_open(f"the signing key of webhook {doc['_id']}")
                     continue
                 ops.append(UpdateOne({"_id": doc["_id"], "sealed_secret": token}, {"$set": {"sealed_secret": new}}))
             if ops:

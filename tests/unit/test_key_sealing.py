@@ -8,9 +8,11 @@ import json
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 from pydantic import SecretStr
 
 from services.launcher.container.jobsecrets import ssh_key
+from services.submit.app import create_app
 from services.submit.routes.ssh import new_job_key, stored_job_key
 from shared.db.resealing import Progress, Sealed, resealed_configs
 from shared.errors import DriverError
@@ -31,8 +33,9 @@ from shared.jobconfig.sealing import (
 from shared.lifecycle import exitcodes
 from shared.records import CONFIGS_APART, PACKED_CONFIG, JobRecord
 from shared.tasks.jobkeys import CLEAR_FIELD, SEALED_FIELD, JobKey, StoredJobKey, resealed
-from tests.unit.factories import make_job
+from tests.unit.factories import config_dict, make_job
 from tests.unit.test_sealing import SECRET, v2_config
+from tests.unit.test_v2_submit_api import ALICE, make_client
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -184,6 +187,43 @@ def test_the_operators_line_after_a_rotation() -> None:
     assert done.sentence() == ("re-sealed 3 job keys (1 of them stored in clear by an earlier paiq), 2 jobs' "
                                "secrets and 1 webhooks' signing keys under the new first key of PAIQ_SECRETS_KEY; "
                                "the old key may now be removed")
-    first = Sealed(previous=None, progress=Progress(to="sha256:4567", keys=5, clear_keys=5, unopened=["x"]))
+    first = Sealed(previous=None, progress=Progress(to="sha256:4567", keys=5, clear_keys=5, unopened=["x"],
+                                                      unopened_count=1))
     assert first.sentence().startswith("sealed 5 job keys (5 of them stored in clear by an earlier paiq)")
     assert "1 could not be opened with any key of PAIQ_SECRETS_KEY" in first.sentence()
+
+
+async def test_the_api_without_a_key_makes_no_key_pair_and_says_why_and_a_key_it_cannot_open_is_a_503() -> None:
+    deps, store = make_client({})
+    async with TestClient(TestServer(create_app(deps))) as http:
+        accepted = await http.post("/api/v1/user/alice/jobs", json=config_dict(jobName="k"), headers=ALICE)
+        assert accepted.status == 202, await accepted.text()
+        job = await store.find_job("alice", "k")
+        assert job is not None and job.id not in store.keys
+        resp = await http.get("/api/v1/user/alice/jobs/k/ssh", headers=ALICE)
+        answer = await resp.json()
+        assert resp.status == 404 and answer["code"] == "NoJobSshInfoError"
+        assert "PAIQ_SECRETS_KEY, which its operator has not set" in answer["message"]
+        # a key sealed by a platform with a key this service lacks: 503 naming the setting, never a 500
+        store.keys[job.id] = KEY.model_copy(update={"job_id": job.id, "job_name": "k"}).sealed(A)
+        resp = await http.get("/api/v1/user/alice/jobs/k/ssh/alice~k", headers=ALICE)
+        answer = await resp.json()
+        assert resp.status == 503 and answer["code"] == "ServiceUnavailableError", answer
+        assert "PAIQ_SECRETS_KEY is not set here" in answer["message"] and BODY not in answer["message"]
+    deps.cpu.shutdown()
+
+
+async def test_the_download_opens_the_sealed_key_with_the_services_key() -> None:
+    deps, store = make_client({"PAIQ_SECRETS_KEY": f"{B},{A}"})
+    async with TestClient(TestServer(create_app(deps))) as http:
+        assert (await http.post("/api/v1/user/alice/jobs", json=config_dict(jobName="k"), headers=ALICE)).status == 202
+        job = await store.find_job("alice", "k")
+        assert job is not None
+        stored = store.keys[job.id]
+        assert stored.clear_private_key is None and stored.opened(B) == stored.opened(f"{B},{A}")  # sealed under B
+        resp = await http.get("/api/v1/user/alice/jobs/k/ssh/alice~k", headers=ALICE)
+        assert resp.status == 200 and await resp.text() == stored.opened(B).private_key.get_secret_value()
+        store.keys[job.id] = KEY.model_copy(update={"job_id": job.id, "job_name": "k"}).sealed(A)  # the old key's
+        resp = await http.get("/api/v1/user/alice/jobs/k/ssh/alice~k", headers=ALICE)
+        assert resp.status == 200 and await resp.text() == PEM
+    deps.cpu.shutdown()
