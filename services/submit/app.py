@@ -18,6 +18,7 @@ from services.submit.contract.route import add_routes
 from services.submit.deps import DEPS, SubmitDeps
 from services.submit.routes.feed import add_feed
 from services.submit.routes.pages import add_portal
+from services.submit.routes.passwords import login_guard
 from services.submit.routes.table import DOCUMENT, ROUTES
 from services.submit.throttle import heavy_read_budget
 from services.submit.users import Users
@@ -87,6 +88,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
     app.cleanup_ctx.append(heavy_read_budget)  # anonymous heavy reads (services.submit.throttle)
+    app.cleanup_ctx.append(login_guard)  # wrong passwords (services.submit.loginguard)
     add_feed(app)
     add_portal(app)
     add_routes(app, ROUTES)  # every route is one of the table's, which the document describes

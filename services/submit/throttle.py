@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError
+from services.submit.contract.errors import TooManyRequestsError
 from services.submit.deps import DEPS
 from services.submit.routes.access import optional_principal
 
@@ -35,17 +35,13 @@ def is_heavy_page(limit: int, offset: int) -> bool:
     return offset > 0 or limit > LIGHT_JOBS
 
 
-class TooManyRequestsError(ApiError):
-    """429 with the seconds to wait, which the answer carries as ``Retry-After``."""
+class HeavyReadsSpentError(TooManyRequestsError):
+    """429 with the seconds to wait (``Retry-After``): the anonymous callers' budget is spent."""
 
     def __init__(self, wait_s: int, rate: float) -> None:
-        super().__init__("TooManyRequestsError", f"without a token, everyone together may make {rate:g} heavy reads "
-                         f"a second (a list page past the first {LIGHT_JOBS} jobs, a job's whole profile); try again "
-                         f"in {wait_s} s, or send a token (POST /api/v1/token)")
-        self.wait_s = wait_s
-
-    def response(self, headers: Mapping[str, str] | None = None) -> web.Response:
-        return super().response({**(headers or {}), "Retry-After": str(self.wait_s)})
+        super().__init__(f"without a token, everyone together may make {rate:g} heavy reads a second (a list page "
+                         f"past the first {LIGHT_JOBS} jobs, a job's whole profile); try again in {wait_s} s, or send "
+                         "a token (POST /api/v1/token)", wait_s)
 
 
 @dataclass
@@ -104,7 +100,7 @@ async def heavy_read(request: web.Request) -> AsyncIterator[None]:
     budget = request.app[HEAVY_READS]
     wait = budget.take()
     if wait is not None:
-        raise TooManyRequestsError(wait, budget.rate)
+        raise HeavyReadsSpentError(wait, budget.rate)
     try:
         yield
     finally:

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Whole packages are pure (every module of them, and all they import): the folders are the map.
 PURE = ["shared.jobconfig", "shared.scheduling", "shared.scheduling.placement", "shared.scheduling.preemption",
         "shared.lifecycle", "shared.tasks", "shared.profiling", "shared.notify", "shared.usage",
-        "services.launcher.exits", "services.launcher.decide", "services.launcher.engine.tasklabels"]
+        "services.launcher.exits", "services.launcher.decide", "services.launcher.engine.tasklabels",
+        "services.submit.loginguard"]
 IO = {"asyncio", "aio_pika", "aiormq", "pymongo", "bson", "docker", "aiohttp", "socket", "subprocess",
       "threading", "requests", "urllib.request"}
 

@@ -55,7 +55,8 @@ STATUS_OF: dict[ErrorCode, int] = {
     "RequestTimeoutError": 408,
     # Not one of OpenPAI's codes: its Node.js server answered oversized headers with a bare 431.
     "RequestHeaderFieldsTooLargeError": 431,
-    # Not one of OpenPAI's codes: an anonymous heavy read beyond its budget (services.submit.throttle).
+    # Not one of OpenPAI's codes: an anonymous heavy read beyond its budget (services.submit.throttle), a password
+    # tried during a window that wrong ones opened (services.submit.loginguard).
     "TooManyRequestsError": 429,
     "UnknownError": 500,
     # Not one of OpenPAI's codes: the database or the broker unreachable (an outage, not a bug).
@@ -79,8 +80,9 @@ MEANING_OF_STATUS = {
     413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
     503: "the platform cannot take this now: its database or broker is unreachable, or it lacks a setting the "
          "request needs (the message names it)",
-    429: "a heavy read without a valid token, beyond what anonymous callers may ask together "
-         "(PAIQ_ANONYMOUS_HEAVY_READS a second); Retry-After says when to try again, or send a token",
+    429: "too many requests: a heavy read without a valid token, beyond what anonymous callers may ask together "
+         "(PAIQ_ANONYMOUS_HEAVY_READS a second; or send a token), or a password tried again after repeated wrong "
+         "ones for that user or from that address; Retry-After says when to try again",
 }
 # Headers an error of a status carries, as the OpenAPI document says them.
 HEADERS_OF_STATUS = {
@@ -123,6 +125,17 @@ class ApiError(PaiqError):
     def response(self, headers: Mapping[str, str] | None = None) -> web.Response:
         return web.json_response(Error(code=self.code, message=self.message).model_dump(mode="json"),
                                  status=self.status, headers=headers)
+
+
+class TooManyRequestsError(ApiError):
+    """429 TooManyRequestsError with the whole seconds to wait, which the answer carries as ``Retry-After``."""
+
+    def __init__(self, message: str, wait_s: int) -> None:
+        super().__init__("TooManyRequestsError", message)
+        self.wait_s = wait_s
+
+    def response(self, headers: Mapping[str, str] | None = None) -> web.Response:
+        return super().response({**(headers or {}), "Retry-After": str(self.wait_s)})
 
 
 def for_status(status: int, message: str) -> ApiError:

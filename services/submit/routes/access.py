@@ -15,6 +15,7 @@ from services.submit.contract.requests import TokenRequest, UserChange, UserRemo
 from services.submit.contract.route import ModelBody, Reply, Route, route_of
 from services.submit.contract.views import user_view
 from services.submit.deps import DEPS
+from services.submit.routes.passwords import password_login
 from services.submit.users import Principal, check_user_name
 from shared.scheduling.vclusters import with_default
 
@@ -96,7 +97,7 @@ USER_REMOVAL = ModelBody(UserRemoval)
 
 async def create_token(request: web.Request) -> web.Response:
     asked = await TOKEN_BODY.read(request)
-    token, admin = await request.app[DEPS].users.login(asked.username, asked.password, asked.expiration)
+    token, admin = await password_login(request, asked)
     return answer(Token(user=asked.username, token=token, admin=admin))
 
 
@@ -148,7 +149,8 @@ async def delete_user(request: web.Request) -> web.Response:
 
 ROUTES = (
     Route("POST", "/api/v1/token", create_token, "log in: a bearer token (JSON or form body: username, password, "
-          "expiration seconds)", {200: Reply("a new token", Token)}, (400, 401, 408, 413), body=TOKEN_BODY),
+          "expiration seconds); 429 with Retry-After after repeated wrong passwords for the user or from the address",
+          {200: Reply("a new token", Token)}, (400, 401, 408, 413, 429), body=TOKEN_BODY),
     Route("PUT", "/api/v1/user", put_user, "admin: create a user (modify false) or change one (modify true)",
           {200: Reply("changed", Message), 201: Reply("created", Message)}, (400, 401, 403, 404, 408, 409, 413),
           auth="person", body=USER_CHANGE),

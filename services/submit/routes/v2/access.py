@@ -14,6 +14,7 @@ from services.submit.contract.route import Param, Reply, Route
 from services.submit.contract.v2.users import ApplicationToken, Info, Login, TokenCheck, Tokens, v2_answer
 from services.submit.deps import DEPS
 from services.submit.routes.access import TOKEN_BODY, principal_of
+from services.submit.routes.passwords import password_login
 from services.submit.users import MAX_TOKEN_SECONDS
 
 log = structlog.get_logger("paiq.submit.v2.access")
@@ -35,7 +36,7 @@ def _bearer(request: web.Request) -> str:
 
 async def login(request: web.Request) -> web.Response:
     asked = await TOKEN_BODY.read(request)
-    token, admin = await request.app[DEPS].users.login(asked.username, asked.password, asked.expiration)
+    token, admin = await password_login(request, asked)
     return v2_answer(Login(user=asked.username, token=token, admin=admin, has_git_hub_pat=False))
 
 
@@ -85,7 +86,8 @@ ROUTES = (
     Route("GET", "/api/v2/info", info, "what this REST server is (OpenPAI v1.8's name, version, launcher, "
           "authentication method)", {200: Reply("", Info)}),
     Route("POST", "/api/v2/authn/basic/login", login, "log in: a bearer token (username, password, expiration "
-          "seconds; JSON or form)", {200: Reply("a new token", Login)}, (400, 401, 408, 413), body=TOKEN_BODY),
+          "seconds; JSON or form); 429 with Retry-After after repeated wrong passwords for the user or from the "
+          "address", {200: Reply("a new token", Login)}, (400, 401, 408, 413, 429), body=TOKEN_BODY),
     Route("DELETE", "/api/v2/authn/basic/logout", logout, "log out: the token sent ends",
           {200: Reply("ended", Message)}, _PERSON, auth="person"),
     Route("GET", "/api/v2/tokens", list_tokens, "the caller's live tokens, by id", {200: Reply("", Tokens)},

@@ -25,6 +25,7 @@ from services.submit.contract.v2.users import (
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.notify import subscriptions_changed
+from services.submit.routes.passwords import password_tried
 from services.submit.routes.v2.users import grant_vcs
 from services.submit.users import Principal, check_user_name
 
@@ -39,8 +40,16 @@ EXTENSION = ModelBody(ExtensionChange)
 
 
 async def _wrong_password(request: web.Request, user: str, old: str | None) -> None:
-    if old is None or not await request.app[DEPS].users.check_password(user, old):
+    """403 unless ``old`` is ``user``'s password; checked as a login is (429 in a window of wrong ones)."""
+    if old is None:
         raise ApiError("ForbiddenUserError", "Pls input the correct password.")
+    users = request.app[DEPS].users
+
+    async def check() -> None:
+        if not await users.check_password(user, old):
+            raise ApiError("ForbiddenUserError", "Pls input the correct password.")
+
+    await password_tried(request, user, check, wrong="ForbiddenUserError")
 
 
 async def update_me(request: web.Request) -> web.Response:
@@ -107,13 +116,15 @@ async def put_virtual_clusters(request: web.Request) -> web.Response:
 
 _CHANGED = {201: Reply("changed", Message)}
 _BODY = (400, 401, 403, 404, 408, 413)
+_OLD_PASSWORD = (*_BODY, 429)  # an oldPassword is checked as a login is
 _VC_400: dict[int, tuple[ErrorCode, ...]] = {400: ("NoVirtualClusterError",)}
 
 ROUTES = (
     Route("PUT", "/api/v2/users/me", update_me, "change one's own e-mail, password (newPassword with oldPassword; "
-          "403 for a wrong one) or extension (its keys merged in)", _CHANGED, _BODY, auth="person", body=ME_UPDATE),
+          "403 for a wrong one) or extension (its keys merged in)", _CHANGED, _OLD_PASSWORD, auth="person",
+          body=ME_UPDATE),
     Route("PUT", "/api/v2/users/{user}/password", put_password, "a user's password: oneself (with oldPassword) or "
-          "an admin", _CHANGED, _BODY, auth="person", params=(USER_PARAM,), body=PASSWORD),
+          "an admin", _CHANGED, _OLD_PASSWORD, auth="person", params=(USER_PARAM,), body=PASSWORD),
     Route("PUT", "/api/v2/users/{user}/email", put_email, "a user's e-mail: oneself or an admin", _CHANGED, _BODY,
           auth="person", params=(USER_PARAM,), body=EMAIL),
     Route("PUT", "/api/v2/users/{user}/extension", put_extension, "a user's extension, its keys merged in: "
