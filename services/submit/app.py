@@ -12,9 +12,10 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.errors import ApiError, for_status, shown
+from services.submit.contract.headers import stamp
 from services.submit.contract.httpparser import ApiRunner
 from services.submit.contract.openapi import document
-from services.submit.contract.route import add_routes
+from services.submit.contract.route import add_routes, route_of
 from services.submit.deps import DEPS, SubmitDeps
 from services.submit.routes.feed import add_feed
 from services.submit.routes.pages import add_portal
@@ -84,6 +85,13 @@ def _failure(request: web.Request, error: Exception) -> web.Response:
     return ApiError("UnknownError", "internal error; the submit service log has the details").response()
 
 
+async def api_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer of the app, as it is prepared (streams, refusals, 404 and 405 too): nosniff, and no-store where
+    its route hands out a secret (:mod:`services.submit.contract.headers`)."""
+    route = route_of(request)
+    stamp(response, secret=route is not None and route.secret)
+
+
 def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
@@ -92,6 +100,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     add_feed(app)
     add_portal(app)
     add_routes(app, ROUTES)  # every route is one of the table's, which the document describes
+    app.on_response_prepare.append(api_headers)
     app[DOCUMENT] = document()
     return app
 

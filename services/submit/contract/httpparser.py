@@ -34,6 +34,7 @@ from aiohttp.http_exceptions import (
 from aiohttp.web_protocol import RequestHandler
 
 from services.submit.contract.errors import ApiError, for_status
+from services.submit.contract.headers import stamp
 
 log = structlog.get_logger("paiq.submit.protocol")
 
@@ -110,6 +111,7 @@ class ApiRequestHandler(RequestHandler):
             log.info("request refused by the HTTP parser", status=answer.status, refusal=type(exc).__name__,
                      remote=request.remote)
         response = answer.response()
+        stamp(response, secret=False)
         response.force_close()
         return response
 
@@ -119,6 +121,7 @@ class ApiRequestHandler(RequestHandler):
             # raised before the middleware ran (which answers every other); its text may quote the request
             about = _ABOUT_STATUS.get(resp.status, f"{resp.status} {resp.reason}")
             resp = for_status(resp.status, about).response()
+            stamp(resp, secret=False)
         return await super().finish_response(request, resp, start_time)
 
 

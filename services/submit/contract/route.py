@@ -37,6 +37,8 @@ STRING: Schema = {"type": "string"}
 _SECURITY: dict[Auth, list[dict[str, list[str]]]] = {"token": [{"bearer": []}], "person": [{"bearer": []}],
                                                      "optional": [{}, {"bearer": []}]}
 PERSON_ONLY = "not with an application token (403 ForbiddenUserError)"
+_NO_STORE = {"Cache-Control": {"description": "no-store: the answer holds a secret no cache may keep",
+                               "schema": {"type": "string", "const": "no-store"}}}
 R = TypeVar("R", bound=Request)
 _FORM_MEDIA = ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -159,6 +161,9 @@ class Route:
     auth: Auth = "none"
     params: tuple[Param, ...] = ()
     body: Body | ModelBody[Any] | None = None
+    # Its success answers hand out a secret (a token, a private key, a signing key): every answer of it says
+    # Cache-Control: no-store (services.submit.contract.headers).
+    secret: bool = False
 
     def __post_init__(self) -> None:
         if self.auth == "person" and not {401, 403} <= set(self.errors):
@@ -180,8 +185,11 @@ class Route:
                 media = _FORM_MEDIA if self.body.form else ("application/json",)
                 content = {m: {"schema": ref(self.body.schema)} for m in media}
             op["requestBody"] = {"required": True, "content": content}
-        op["responses"] = {**{str(s): r.described() for s, r in self.replies.items()},
-                           **error_responses(*self.errors, also=self.also)}
+        replies = {str(s): r.described() for s, r in self.replies.items()}
+        if self.secret:
+            for reply in replies.values():
+                reply["headers"] = {**reply.get("headers", {}), **_NO_STORE}
+        op["responses"] = {**replies, **error_responses(*self.errors, also=self.also)}
         return op
 
 

@@ -150,7 +150,7 @@ async def delete_user(request: web.Request) -> web.Response:
 ROUTES = (
     Route("POST", "/api/v1/token", create_token, "log in: a bearer token (JSON or form body: username, password, "
           "expiration seconds); 429 with Retry-After after repeated wrong passwords for the user or from the address",
-          {200: Reply("a new token", Token)}, (400, 401, 408, 413, 429), body=TOKEN_BODY),
+          {200: Reply("a new token", Token)}, (400, 401, 408, 413, 429), body=TOKEN_BODY, secret=True),
     Route("PUT", "/api/v1/user", put_user, "admin: create a user (modify false) or change one (modify true)",
           {200: Reply("changed", Message), 201: Reply("created", Message)}, (400, 401, 403, 404, 408, 409, 413),
           auth="person", body=USER_CHANGE),

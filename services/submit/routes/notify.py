@@ -184,7 +184,7 @@ ROUTES = (
     Route("POST", _SUBS, add_subscription, "subscribe: e-mail, or a webhook (its signing key answered this once); "
           "platform: true for an administrator's webhook told of every user's jobs",
           {201: Reply("subscribed", NewSubscriptionAnswer)}, (400, 401, 403, 413, 503), auth="person",
-          body=NEW_SUBSCRIPTION),
+          body=NEW_SUBSCRIPTION, secret=True),
     Route("DELETE", _SUBS + "/{id}", delete_subscription, "unsubscribe (?platform=true: a platform webhook)",
           {200: Reply("deleted", Message)}, (400, 401, 403, 404), also={404: ("NoSubscriptionError",)}, auth="person",
           params=(Param("id", "path"), PLATFORM_PARAM)),

@@ -26,11 +26,11 @@ log = structlog.get_logger("paiq.submit")
 
 PORTAL_DIR = Path(__file__).parents[1] / "portal"  # services/submit/portal
 CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
-# Only the portal's own files may load or be fetched; no inline script, no other origin, no framing.
+# Only the portal's own files may load or be fetched; no inline script, no other origin, no framing (nosniff, as
+# on every answer: services.submit.contract.headers).
 SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                                 "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
-    "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }

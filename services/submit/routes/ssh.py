@@ -116,7 +116,7 @@ async def get_key_file(request: web.Request) -> web.Response:
         raise ApiError("NoJobSshInfoError",
                        f"job {job.name} has no key file {shown(wanted)}; its files are {key.name} and {key.name}.pub")
     return web.Response(text=text, content_type="text/plain", headers={
-        "Content-Disposition": f'attachment; filename="{wanted}"', "Cache-Control": "no-store"})
+        "Content-Disposition": f'attachment; filename="{wanted}"'})  # no-store: the route is secret
 
 
 ROUTES = (
@@ -125,5 +125,5 @@ ROUTES = (
           params=JOB_PARAMS),
     Route("GET", "/api/v1/user/{user}/jobs/{job}/ssh/{file}", get_key_file, "a key file of the job: <user>~<job>.pub "
           "to anyone, the private key <user>~<job> to the job's owner or an admin", {200: text("the key file")},
-          (400, 401, 403, 404, 503), auth="optional", params=(*JOB_PARAMS, Param("file", "path"))),
+          (400, 401, 403, 404, 503), auth="optional", params=(*JOB_PARAMS, Param("file", "path")), secret=True),
 )

@@ -87,15 +87,16 @@ ROUTES = (
           "authentication method)", {200: Reply("", Info)}),
     Route("POST", "/api/v2/authn/basic/login", login, "log in: a bearer token (username, password, expiration "
           "seconds; JSON or form); 429 with Retry-After after repeated wrong passwords for the user or from the "
-          "address", {200: Reply("a new token", Login)}, (400, 401, 408, 413, 429), body=TOKEN_BODY),
+          "address", {200: Reply("a new token", Login)}, (400, 401, 408, 413, 429), body=TOKEN_BODY, secret=True),
     Route("DELETE", "/api/v2/authn/basic/logout", logout, "log out: the token sent ends",
           {200: Reply("ended", Message)}, _PERSON, auth="person"),
     Route("GET", "/api/v2/tokens", list_tokens, "the caller's live tokens, by id", {200: Reply("", Tokens)},
-          _PERSON, auth="person"),
+          _PERSON, auth="person", secret=True),
     Route("GET", "/api/v2/tokens/check", check_token, "whose token this is (any token, an application's too)",
           {200: Reply("", TokenCheck)}, (401,), auth="token"),
     Route("POST", "/api/v2/tokens/application", application_token, "a long-lived application token (it may not "
-          "manage users or tokens)", {200: Reply("a new token", ApplicationToken)}, _PERSON, auth="person"),
+          "manage users or tokens)", {200: Reply("a new token", ApplicationToken)}, _PERSON, auth="person",
+          secret=True),
     Route("DELETE", "/api/v2/tokens/{token}", revoke_token, "revoke one of the caller's tokens (403 for one they "
           "do not hold)", {200: Reply("revoked", Message)}, _PERSON, auth="person", params=(_TOKEN,)),
 )
