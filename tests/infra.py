@@ -273,6 +273,26 @@ def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
     stop_orphaned_databases(platform.workdir)
 
 
+def embedded_database_uri(platform: Platform) -> str:
+    """The URI, with its login, of a ``paiq up``'s own SecantusDB: its child process's ``--port``, the login
+    paiq up keeps in its data directory."""
+    parent = platform.procs[0].pid
+    login = json.loads((Path(platform.env["PAIQ_DATA_DIR"]) / "db-login.json").read_text())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != parent:
+                continue
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"--port" in argv:
+            port = argv[argv.index(b"--port") + 1].decode()
+            return (f"mongodb://{login['user']}:{login['password']}@127.0.0.1:{port}/"
+                    "?directConnection=true&authSource=admin")
+    raise AssertionError("paiq up's embedded database was not found among its child processes")
+
+
 def stop_orphaned_databases(workdir: Path) -> None:
     """Kill the embedded SecantusDB of a ``paiq up`` that a test killed -9: it runs in a session of its own
     (shared.db.embedded), so it outlives its parent, its data in ``workdir``."""
@@ -309,14 +329,16 @@ async def wait_final(client: Any, user: str, name: str, limit_s: float = 90) -> 
 
 
 class HostListener:
-    """A TCP listener on the host's loopback that tasks (host networking) reach with busybox ``nc``."""
+    """A TCP listener of the host that tasks reach with busybox ``nc $PAI_CONTAINER_HOST_IP PORT``: on every
+    address, since a bridged task reaches the host at its node's address (the task network's gateway), a
+    task on the host network at loopback."""
 
     def __init__(self) -> None:
         self.port = 0
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> Self:
-        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._on_conn, "0.0.0.0", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -330,7 +352,7 @@ class HostListener:
 
 
 class EnvSink(HostListener):
-    """Collects what tasks send it: their environment (``env | nc 127.0.0.1 PORT``)."""
+    """Collects what tasks send it: their environment (``env | nc $PAI_CONTAINER_HOST_IP PORT``)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -9,6 +9,7 @@ what happened                               code    reason
 exited 0                                    0       (none)
 stopped because its user stopped the job    -210    stopped by user
 killed by the kernel for its memory limit   -1200   out of memory (limit N MB)
+stopped for writing past PAIQ_TASK_DISK_MB  -1206   stopped: it wrote N MiB to its container's ...
 ``sh`` exited 127 (command not found)       -1203   command not found: <last stderr line>
 ``sh`` exited 126 (found, not executable)   -1202   command not executable: <last stderr line>
 killed by signal S (code 128+S)             128+S   killed by SIGKILL / terminated by SIGTERM / ...
@@ -51,11 +52,14 @@ def _last_line(text: str) -> str:
 
 
 def classify_exit(*, exit_code: int, oom_killed: bool, memory_mb: int, stopped_by_user: bool,
-                  stderr_tail: str = "") -> ExitVerdict:
+                  stderr_tail: str = "", stopped_for: str = "") -> ExitVerdict:
+    """``stopped_for``: why the launcher stopped the task itself (a limit it passed), "" when it did not."""
     if exit_code == 0:
         return ExitVerdict(code=0, reason="")
     if stopped_by_user:
         return ExitVerdict(code=exitcodes.STOPPED_BY_USER, reason="stopped by user")
+    if stopped_for:
+        return ExitVerdict(code=exitcodes.DISK_LIMIT_EXCEEDED, reason=stopped_for)
     if oom_killed:
         return ExitVerdict(code=exitcodes.OUT_OF_MEMORY, reason=f"out of memory (limit {memory_mb} MB)")
     last = _last_line(stderr_tail)
@@ -70,6 +74,15 @@ def classify_exit(*, exit_code: int, oom_killed: bool, memory_mb: int, stopped_b
         verb = "terminated by" if name in {"SIGTERM", "SIGINT", "SIGHUP"} else "killed by"
         return ExitVerdict(code=exit_code, reason=f"{verb} {name} (exit code {exit_code})")
     return ExitVerdict(code=exit_code, reason=f"command exited with code {exit_code}")
+
+
+def over_disk_limit(written_bytes: int, limit_mb: int) -> str:
+    """Why a task that wrote ``written_bytes`` to its container's file system is stopped ("" while it may go
+    on; a limit of 0 is none)."""
+    if limit_mb <= 0 or written_bytes <= limit_mb * MIB:
+        return ""
+    return (f"stopped: it wrote {written_bytes / MIB:,.0f} MiB to its container's own file system, over this node's "
+            f"limit of {limit_mb:,} MiB a task (PAIQ_TASK_DISK_MB); write large outputs to a storage mount")
 
 
 def memory_before_oom(points: list[Usage], memory_mb: int) -> str:

@@ -154,9 +154,11 @@ async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: Con
         log.warning("could not save the end of a task's log; reporting its exit anyway", job_id=key.job_id,
                     role=key.role, index=key.index, error=repr(e))
     stderr = await deps.driver.logs_tail(ended.id, DIAGNOSTIC_LINES, stderr_only=True)
+    run = await deps.logs.get_run(key)
     verdict = classify_exit(
         exit_code=ended.exit_code if ended.exit_code is not None else -1, oom_killed=ended.oom_killed,
-        memory_mb=task.memory_mb, stopped_by_user=by_user, stderr_tail=stderr)
+        memory_mb=task.memory_mb, stopped_by_user=by_user, stderr_tail=stderr,
+        stopped_for=run.stopped_for if run is not None else "")
     diagnostics = stderr[-4000:]
     if verdict.code == exitcodes.OUT_OF_MEMORY:
         curve = memory_before_oom(await deps.profiles.recent(key, OOM_CURVE_POINTS), task.memory_mb)

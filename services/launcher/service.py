@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack
 import structlog
 
 from services.launcher.deps import LauncherDeps
+from services.launcher.diskwatch import check_disks
 from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.finish import finish
 from services.launcher.launch import launch_and_report
@@ -173,6 +174,11 @@ async def start_launcher(stack: AsyncExitStack, deps: LauncherDeps, vitals: Vita
     # Apart from reconcile, so a slow engine never makes a live node look lost.
     vitals.periodic(stack, f"launcher-heartbeat-{node_id}", deps.settings.node_timeout_seconds / 4, heartbeat)
     vitals.periodic(stack, f"launcher-reconcile-{node_id}", deps.settings.reconcile_seconds, reconcile_round)
+    if deps.options.disk_limit_mb > 0:
+        async def disk_round() -> None:
+            await check_disks(deps)
+
+        vitals.periodic(stack, f"launcher-disks-{node_id}", deps.options.disk_check_seconds, disk_round)
     if deps.options.profile_seconds > 0:
         sampler = Sampler(deps, gpu_reader, deps.profiles)
         vitals.periodic(stack, f"launcher-sampling-{node_id}", deps.options.profile_seconds, sampler.round)

@@ -56,6 +56,7 @@ class TaskRun(TaskRef):
     diagnostics: str = ""
     log_truncated: bool = False
     log_complete: bool = False
+    stopped_for: str = ""  # why its launcher stopped it (a limit it passed); kept if the launcher restarts meanwhile
 
 
 class LogLineRecord(BaseModel):
@@ -124,6 +125,11 @@ class LogStore:
         else:
             changes["log_complete"] = True  # never ran: there is no log to wait for
         await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}}, {"$set": changes})
+
+    async def set_stopped_for(self, key: TaskRef, reason: str) -> None:
+        """Its launcher stops the run for ``reason``: its exit, whenever it is reported, says so."""
+        await self.runs.update_one({"_id": key.id, "phase": {"$ne": RunPhase.ENDED.value}},
+                                   {"$set": {"stopped_for": reason}})
 
     async def set_log_state(self, key: TaskRef, *, truncated: bool | None = None, complete: bool | None = None) -> None:
         changes: Doc = {}

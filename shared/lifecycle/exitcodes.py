@@ -11,3 +11,4 @@ IMAGE_PULL_FAILED = 254
 ENGINE_FAILURE = 125
 COMMAND_NOT_EXECUTABLE = -1202  # /bin/sh -c exited 126
 COMMAND_NOT_FOUND = -1203  # /bin/sh -c exited 127
+DISK_LIMIT_EXCEEDED = -1206  # stopped by its launcher: it wrote more than PAIQ_TASK_DISK_MB to its container

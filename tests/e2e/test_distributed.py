@@ -20,7 +20,8 @@ WORKER = ("got=''; for host in $(echo $PAI_TASK_ROLE_ps_server_HOST_LIST | tr , 
           "  for i in $(seq 150); do r=$(wget -qO- http://$host/ 2>/dev/null) && break; sleep 0.2; done; "
           "  got=\"$got $r\"; "
           "done; "
-          "(echo WORKER=$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX; echo GOT=$got; env) | nc 127.0.0.1 SINK; "
+          "(echo WORKER=$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX; echo GOT=$got; env) "
+          "| nc $PAI_CONTAINER_HOST_IP SINK; "
           "test \"$got\" = ' ps-0 ps-1'")
 
 

@@ -157,7 +157,8 @@ async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why
         shown = await cells(page, f"#tasks tr[data-task='main/{task['taskIndex']}']")
         ports = task["containerPorts"]  # every role has an http and an ssh port, as in OpenPAI
         assert shown[:9] == [str(task["taskIndex"]), task["taskState"], task["subState"] or "\u2014",
-                             platform.node_id, "127.0.0.1", f"http: {ports['http']}; ssh: {ports['ssh']}", "\u2014",
+                             platform.node_id, task["containerIp"], f"http: {ports['http']}; ssh: {ports['ssh']}",
+                             "\u2014",
                              str(task["containerExitCode"]), task["containerExitReason"]], shown
         assert shown[10] == "Log"
     trigger = status["appExitTriggerTaskIndex"]

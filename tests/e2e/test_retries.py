@@ -32,7 +32,7 @@ class AttemptCounter(HostListener):
 async def test_a_task_that_fails_twice_then_succeeds_ends_succeeded_after_two_retries(
         api: PaiqClient, user: str) -> None:
     async with AttemptCounter() as counter:
-        command = (f"n=$(nc 127.0.0.1 {counter.port} </dev/null); echo attempt $n; "
+        command = (f"n=$(nc $PAI_CONTAINER_HOST_IP {counter.port} </dev/null); echo attempt $n; "
                    "if [ \"$n\" -lt 3 ]; then exit 3; fi")
         await api.submit(user, json.dumps(job_config("flaky", command=command, retryCount=2)).encode())
         seen_reasons: list[str] = []
@@ -87,7 +87,7 @@ async def test_a_retry_count_minus_2_job_starts_again_after_success_until_its_us
     """retryCount -2 (frameworklauncher's normal policy, unlimited): a service. Its command exits 0, and
     the job starts it again, attempt after attempt, until the user stops the job."""
     async with AttemptCounter() as counter:
-        command = f"nc 127.0.0.1 {counter.port} </dev/null; exit 0"
+        command = f"nc $PAI_CONTAINER_HOST_IP {counter.port} </dev/null; exit 0"
         await api.submit(user, json.dumps(job_config("service", command=command, retryCount=-2)).encode())
         status: dict[str, object] = {}
         for _ in range(600):

@@ -75,7 +75,7 @@ def v2_job(name: str, roles: dict[str, list[str]], plugins: list[dict[str, Any]]
 
 
 def sent(sink: EnvSink, *pairs: str) -> str:
-    return "(" + "; ".join(f'echo "{p}"' for p in pairs) + f") | nc 127.0.0.1 {sink.port}"
+    return "(" + "; ".join(f'echo "{p}"' for p in pairs) + f") | nc $PAI_CONTAINER_HOST_IP {sink.port}"
 
 
 def only_task(detail: dict[str, Any], role: str = "main") -> dict[str, Any]:

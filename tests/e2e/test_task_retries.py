@@ -33,7 +33,7 @@ def job(name: str, commands: list[str], *, task_retry_count: int, gang: bool = F
 
 
 def report(sink: EnvSink) -> str:
-    return f"env | nc 127.0.0.1 {sink.port}"
+    return f"env | nc $PAI_CONTAINER_HOST_IP {sink.port}"
 
 
 async def test_a_task_that_fails_twice_then_succeeds_ends_succeeded_with_two_retries(

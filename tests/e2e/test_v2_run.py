@@ -41,7 +41,7 @@ def v2_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
 def report(sink: EnvSink, *extra: str) -> str:
     """A task's line sending its environment (and ``extra`` NAME=value lines) to the test."""
     lines = "; ".join(f"echo {e}" for e in extra)
-    return f"({lines}{'; ' if lines else ''}env) | nc 127.0.0.1 {sink.port}"
+    return f"({lines}{'; ' if lines else ''}env) | nc $PAI_CONTAINER_HOST_IP {sink.port}"
 
 
 def md5(text: str) -> str:

@@ -19,7 +19,7 @@ from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config, raw
 from tests.e2e.feedwatch import connected_feed
 from tests.e2e.test_cli import paiq
-from tests.infra import Platform, unique, wait_final
+from tests.infra import Platform, embedded_database_uri, unique, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -45,27 +45,10 @@ taskRoles:
 """
 
 
-def embedded_db_uri(platform: Platform) -> str:
-    """paiq up's own SecantusDB: its child process's ``--port``."""
-    parent = platform.procs[0].pid
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) != parent:
-                continue
-            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if b"--port" in argv:
-            port = argv[argv.index(b"--port") + 1].decode()
-            return f"mongodb://127.0.0.1:{port}/?directConnection=true"
-    raise AssertionError("paiq up's embedded database was not found among its child processes")
-
-
 async def stored_documents(platform: Platform) -> str:
     """Every document of every collection of the platform's database, as extended JSON."""
     if platform.shape == "all-in-one":
-        uri, database = embedded_db_uri(platform), "paiq"
+        uri, database = embedded_database_uri(platform), "paiq"
     else:
         uri, database = platform.env["PAIQ_MONGODB_URI"], platform.env["PAIQ_MONGODB_DATABASE"]
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)

@@ -16,10 +16,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 async def test_hello_world_runs_in_a_container_that_sees_its_environment(api: PaiqClient, user: str) -> None:
     async with EnvSink() as sink:
-        config = job_config("hello", command=f"env | nc 127.0.0.1 {sink.port} && sleep 2", roles=[{
+        config = job_config("hello", command=f"env | nc $PAI_CONTAINER_HOST_IP {sink.port} && sleep 2", roles=[{
             "name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128,
             "portList": [{"label": "http", "beginAt": 0, "portNumber": 2}],
-            "command": f"env | nc 127.0.0.1 {sink.port} && sleep 2"}])
+            "command": f"env | nc $PAI_CONTAINER_HOST_IP {sink.port} && sleep 2"}])
         _, headers = await api.submit(user, json.dumps(config).encode())
         assert headers["Location"] == f"/api/v1/user/{user}/jobs/hello"
         detail, states = await wait_final(api, user, "hello")
@@ -45,7 +45,7 @@ async def test_hello_world_runs_in_a_container_that_sees_its_environment(api: Pa
 async def test_two_roles_run_four_containers(api: PaiqClient, user: str) -> None:
     roles = [{"name": name, "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128,
               "portList": [{"label": "port", "beginAt": 0, "portNumber": 1}],
-              "command": "env | nc 127.0.0.1 SINK"} for name in ("ps", "worker")]
+              "command": "env | nc $PAI_CONTAINER_HOST_IP SINK"} for name in ("ps", "worker")]
     async with EnvSink() as sink:
         for role in roles:
             role["command"] = str(role["command"]).replace("SINK", str(sink.port))

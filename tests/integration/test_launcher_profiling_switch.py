@@ -41,6 +41,12 @@ class EmptyEngine:
     async def list_running(self, node_id: str) -> list[ContainerInfo]:
         return []
 
+    async def ensure_network(self, name: str) -> str:
+        return "172.31.0.1"
+
+    async def written(self, node_id: str) -> dict[str, int]:
+        return {}
+
     async def exits(self) -> AsyncIterator[ContainerExit]:
         await asyncio.Event().wait()
         yield  # type: ignore[misc]
@@ -79,3 +85,14 @@ async def test_the_sampling_loop_runs_at_its_setting_and_not_at_all_at_0(
     assert {"launcher-heartbeat-NODE", "launcher-reconcile-NODE", "launcher-exits-NODE"} <= loops.keys(), loops
     if sampling is None:
         assert not [name for name in loops if "sampl" in name or "profil" in name], loops
+
+
+@pytest.mark.parametrize(("env", "period"), [
+    ({}, 30),
+    ({"PAIQ_TASK_DISK_CHECK_SECONDS": "2"}, 2),
+    ({"PAIQ_TASK_DISK_MB": "0"}, None),
+])
+async def test_the_disk_check_runs_at_its_setting_and_not_at_all_without_a_limit(
+        store: Store, tmp_path: Path, env: dict[str, str], period: int | None) -> None:
+    loops = await loops_of(store, tmp_path, **env)
+    assert loops.get("launcher-disks-NODE") == period, loops

@@ -201,6 +201,12 @@ class DockerDriver:
                               labels={k: v for k, v in (s.get("Labels") or {}).items() if TaskLabels.is_ours(k)})
                 for s in summaries]
 
+    async def written(self, node_id: str) -> dict[str, int]:
+        summaries = await asyncio.to_thread(
+            self._client.api.containers, size=True,
+            filters={"label": TaskLabels.selector("node", node_id), "status": "running"})
+        return {str(s["Id"]): int(s.get("SizeRw") or 0) for s in summaries}
+
     async def counters(self, container_id: str) -> Counters | None:
         # The engine answers a stats request on its collector's next tick (about a second), so the calls
         # of a sampling round wait side by side in a pool of their own, never in the default executor.

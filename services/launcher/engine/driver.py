@@ -115,6 +115,10 @@ class ContainerDriver(Protocol):
     async def list_running(self, node_id: str) -> list[ContainerInfo]:
         """The node's paiq containers running now (one listing, nothing inspected)."""
 
+    async def written(self, node_id: str) -> dict[str, int]:
+        """Bytes each running container of the node has written to its own file system (its writable
+        layer; not its mounts, not its logs), by container id: one listing, the engine measuring each."""
+
     async def counters(self, container_id: str) -> Counters | None:
         """The container's counters now (CPU time, memory, network, block I/O); None when it is not
         running or gone."""
