@@ -2,8 +2,9 @@
 
 app.py wires it (deps.py: what the handlers are given); the routes are in routes/, one module per
 resource; what they promise (the Route type, bodies, answers, errors, the OpenAPI document and the job
-config's schema in it) in contract/; users.py keeps the users and tokens, throttle.py the anonymous
-callers' budget of heavy reads.
+config's schema in it, the headers every answer carries) in contract/; users.py keeps the users and tokens,
+throttle.py the anonymous callers' budget of heavy reads, loginguard.py the policy that slows guessed passwords
+(used at the routes by routes/passwords.py).
 
 ``start`` wires the service into a running process (its own, or ``paiq up``).
 """
