@@ -203,3 +203,38 @@ def test_the_launcher_runs_on_gpu_nodes_with_the_host_network_and_docker_socket(
     assert not container["securityContext"].get("privileged", False)
     others = [d for d in workloads(docs) if d is not launcher]
     assert all(pod_spec(d)["securityContext"]["runAsNonRoot"] for d in others), "only the launcher runs as root"
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels and matchExpressions In / NotIn / Exists) against a pod's labels."""
+    if not _selects(selector.get("matchLabels", {}), labels):
+        return False
+    for e in selector.get("matchExpressions", []):
+        value = labels.get(e["key"])
+        ok = {"In": value in e.get("values", []), "NotIn": value not in e.get("values", []),
+              "Exists": value is not None, "DoesNotExist": value is None}[e["operator"]]
+        if not ok:
+            return False
+    return True
+
+
+def test_only_paiqs_services_and_the_launcher_nodes_reach_the_database_and_the_broker(docs: list[Doc]) -> None:
+    """README, Security: every pod of the namespace is isolated for ingress; MongoDB's and RabbitMQ's ports
+    admit paiq's own pods, each other, and the launcher nodes' range; no rule admits every source."""
+    policies = [d for d in docs if d.kind == "NetworkPolicy"]
+    pods = {str(d): d.body["spec"]["template"]["metadata"]["labels"] for d in workloads(docs)}
+    deny = [p for p in policies if p.body["spec"]["podSelector"] == {} and "ingress" not in p.body["spec"]]
+    assert deny and deny[0].body["spec"]["policyTypes"] == ["Ingress"], "no default deny of ingress"
+    for target in ("mongodb", "rabbitmq"):
+        [workload] = [w for w, labels in pods.items() if labels.get("app.kubernetes.io/name") == target]
+        rules = [rule for p in policies if _matches(p.body["spec"]["podSelector"], pods[workload])
+                 for rule in p.body["spec"].get("ingress", [])]
+        assert rules, f"no policy admits anything to {target}"
+        for rule in rules:
+            assert rule.get("from"), f"a rule admits every source to {target}: {rule}"
+            for source in rule["from"]:
+                if "podSelector" in source:
+                    allowed = [w for w, labels in pods.items() if _matches(source["podSelector"], labels)]
+                    assert all(("paiq" in w or "mongodb" in w or "rabbitmq" in w) for w in allowed), allowed
+                else:
+                    assert source["ipBlock"]["cidr"] != "0.0.0.0/0", f"{target} open to every address"

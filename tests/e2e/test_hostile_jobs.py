@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -92,10 +93,11 @@ def _speaks_mongo(port: int) -> bool:
     from tests.hostile import op_msg
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-            s.sendall(op_msg({"ping": 1, "$db": "admin"}))
-            return len(s.recv(4096)) > 16
+            s.sendall(op_msg({"ping": 1, "$db": "admin"}, request_id=77))
+            reply = s.recv(4096)
     except OSError:
         return False
+    return len(reply) > 16 and struct.unpack("<iiii", reply[:16])[2:] == (77, 2013)  # an OP_MSG answering ours
 
 
 async def test_a_job_reaches_nothing_of_the_platform_nor_of_its_neighbour(
@@ -257,3 +259,38 @@ async def test_a_task_that_ignores_sigterm_is_killed_after_the_grace(platform: P
     await _removed(docker_client, task["containerId"], grace + 15)
     took = time.monotonic() - began
     assert took >= grace, f"the container was gone {took:.1f} s after the stop, within its grace of {grace} s"
+
+
+async def test_on_the_host_network_a_job_reaches_the_embedded_database_but_is_refused(
+        tmp_path: Path, docker_client: docker.DockerClient) -> None:
+    """host networking is the operator's choice, and exposes the host's loopback to tasks (README, Security):
+    the embedded database's login is then what keeps every job's keys and the tokens out of a task's reach."""
+    p = start_platform("all-in-one", tmp_path, PAIQ_NODE_NETWORK="host")
+    try:
+        from services.cli.client import paiq_client
+        from tests.infra import ADMIN_PASSWORD, ADMIN_USER
+        async with paiq_client(p.api) as anonymous:
+            admin = anonymous.with_token((await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"])
+            bob = unique("bob")
+            api = await logged_in(admin, bob)
+            await api.submit(bob, json.dumps(job_config("keyholder", command="sleep 60")).encode())
+            databases = {port for port in listening_ports(proc.pid for proc in p.procs) if _speaks_mongo(port)}
+            write_probe(Path(p.env["PAIQ_DATA_DIR"]) / "fs" / "probes" / bob, "paiq")
+            env = {"TARGETS": " ".join(f"127.0.0.1:{port}" for port in databases),
+                   "DATABASES": " ".join(f"127.0.0.1:{port}" for port in databases),
+                   "DATA_DIR": p.env["PAIQ_DATA_DIR"], "NEIGHBOUR_IP": "127.0.0.1", "NODE_IP": "127.0.0.1",
+                   "NEIGHBOUR_PORT": "1"}
+            await api.submit(bob, json.dumps(job_config(
+                "probe", command="sh /pai/code/probe.sh", codeDir=f"$PAI_DEFAULT_FS_URI/probes/{bob}",
+                jobEnvs=env)).encode())
+            detail, _ = await wait_final(api, bob, "probe", 120)
+            assert detail["jobStatus"]["state"] == "SUCCEEDED", json.dumps(detail)[:2000]
+            seen = results(await log_of(api, bob, "probe"))
+        [port] = databases
+        assert seen[f"port-127.0.0.1:{port}"] == "open", "the premise: on the host network the port is reached"
+        for what in ("find", "insert"):
+            said = answer(seen[f"{what}-127.0.0.1:{port}"])
+            assert said is not None and said.get("ok") == 0 and said.get("code") == 13, f"{what}: {said}"
+        assert not await _forged_token(p, "", "paiq")
+    finally:
+        stop_platform(p, docker_client)
