@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from services.submit.contract.route import Param, Route, text
+from services.submit.contract.streams import open_stream
 from services.submit.deps import DEPS
 from shared.bus.base import Bus, Router
 from shared.eventdocs import event_classes, event_type
@@ -74,7 +75,8 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     user, job = request.query.get("user"), request.query.get("job")
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
-    await response.prepare(request)
+    if not await open_stream(request, response):
+        return response
     queue: asyncio.Queue[CloudEvent | None] = asyncio.Queue(maxsize=CLIENT_BUFFER)
     feed.clients.add(queue)
     try:

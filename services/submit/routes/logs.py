@@ -26,6 +26,7 @@ from aiohttp import web
 
 from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.route import Param, Route, text
+from services.submit.contract.streams import open_stream
 from services.submit.deps import DEPS
 from services.submit.routes.access import principal_of
 from services.submit.users import check_user_name
@@ -143,7 +144,8 @@ async def get_task_log(request: web.Request) -> web.StreamResponse:
     logs = log_store(request)
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",  # nosniff: every answer's
                                            TASK_ATTEMPT_HEADER: str(key.task_attempt)})
-    await response.prepare(request)
+    if not await open_stream(request, response):
+        return response
     last_seq = -1
     if tail is not None:
         lines, last_seq = await logs.tail(key, tail, streams)
