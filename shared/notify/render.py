@@ -81,10 +81,15 @@ def digest(subjects: Sequence[str], total: int, window_s: int) -> Message:
 
 
 def cloudevent_body(delivery_id: str, msg: Message, job_id: str, at_ms: int) -> bytes:
-    """The webhook's CloudEvent: its ``id`` is the delivery's (the idempotency key: the same on every try)."""
-    event = {"specversion": "1.0", "id": delivery_id, "source": "paiq/notify", "type": NOTIFICATION_TYPE,
-             "subject": job_id, "time": _when(at_ms), "datacontenttype": "application/json",
-             "data": {**msg.data, "text": msg.text}}
+    """The webhook's CloudEvent (1.0, structured JSON): its ``id`` is the delivery's (the idempotency key: the
+    same on every try), its ``subject`` the job's id. A digest is about no one job (``job_id`` ""): it has no
+    ``subject`` at all, since the spec forbids an empty optional attribute (the official SDK refuses the
+    event: "Attribute 'subject' must not be empty")."""
+    event: dict[str, Any] = {"specversion": "1.0", "id": delivery_id, "source": "paiq/notify",
+                             "type": NOTIFICATION_TYPE}
+    if job_id:
+        event["subject"] = job_id
+    event.update(time=_when(at_ms), datacontenttype="application/json", data={**msg.data, "text": msg.text})
     return json.dumps(event, separators=(",", ":")).encode()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import socket
 import time
 import uuid
@@ -37,6 +38,7 @@ from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
 from shared.records import JobState, now_ms
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
+from tests.cloudeventspec import checked
 from tests.infra import unique
 from tests.notifyharness import Hooks, SmtpServer, wait_until
 from tests.unit.factories import make_config, make_job
@@ -169,6 +171,8 @@ async def test_email_and_webhooks_get_each_change_once_signed_with_exit_code_and
             assert len({r.headers["X-Paiq-Delivery"] for r in got}) == 2
         kinds = sorted(r.body["data"]["kind"] for r in hooks.received["ce"])
         assert kinds == ["failed", "running"]
+        for r in hooks.received["ce"]:  # valid CloudEvents, as the official SDK reads them
+            assert checked(json.dumps(r.body).encode(), r.headers["Content-Type"]).get_subject() == job_id
         fail_event = next(r.body for r in hooks.received["ce"] if r.body["data"]["kind"] == "failed")
         assert fail_event["data"]["exitCode"] == 3 and fail_event["data"]["reason"] == "the command exited with 3"
         assert fail_event["id"] == next(r.headers["X-Paiq-Delivery"] for r in hooks.received["ce"]
@@ -245,6 +249,9 @@ async def test_the_rate_limit_coalesces_a_crash_loop_into_a_digest(mongo_uri: st
         digests = [r for r in hooks.received["r"] if r.body["data"].get("kind") == "digest"]
         assert kinds.count("retried") == 2 and len(digests) == 1  # seven changes: two messages, one digest of five
         assert digests[0].body["data"]["count"] == 5 and digests[0].signed
+        for r in hooks.received["r"]:  # the digest too is a valid CloudEvent (about no one job: no subject)
+            checked(json.dumps(r.body).encode(), r.headers["Content-Type"])
+        assert "subject" not in digests[0].body
         assert sum(1 for m in smtp.box.mails if "(digest)" in m.message["Subject"]) >= 1
         await recorded(n, user, lambda ds: [d["state"] for d in ds].count("digested") == 10)
 
