@@ -13,6 +13,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from shared.notify.admission import Reply
 from shared.notify.destinations import Destinations
 from shared.notify.schedule import retryable_status
 from shared.notify.signing import SIGNATURE_HEADER, signature
@@ -23,15 +24,17 @@ MAX_ERROR = 300  # characters of an error kept on the delivery (the user sees it
 @dataclass(frozen=True)
 class Outcome:
     sent: bool
+    reply: Reply  # what the endpoint said: answered, silent, or nothing was sent (its standing: admission)
     retry: bool = False
     error: str = ""
 
     @classmethod
-    def failed(cls, error: str, *, retry: bool) -> Outcome:
-        return cls(sent=False, retry=retry, error=error[:MAX_ERROR])
+    def failed(cls, error: str, *, retry: bool, reply: Reply) -> Outcome:
+        return cls(sent=False, reply=reply, retry=retry, error=error[:MAX_ERROR])
 
 
-SENT = Outcome(sent=True)
+SENT = Outcome(sent=True, reply=Reply.ANSWERED)
+NOTHING_TO_SEND = Outcome(sent=True, reply=Reply.UNTRIED)  # done without a message (a digest with nothing held)
 
 
 class RefusedDestinationError(OSError):
@@ -63,7 +66,7 @@ async def post_webhook(session: aiohttp.ClientSession, url: str, body: bytes, *,
                        delivery_id: str, event_id: str, timeout_s: float, destinations: Destinations) -> Outcome:
     refusal = destinations.url_refusal(url)
     if refusal is not None:
-        return Outcome.failed(f"refused: {refusal}", retry=False)
+        return Outcome.failed(f"refused: {refusal}", retry=False, reply=Reply.UNTRIED)
     headers = {"Content-Type": content_type, SIGNATURE_HEADER: signature(secret, body),
                "X-Paiq-Delivery": delivery_id, "X-Paiq-Event-Id": event_id, "User-Agent": "paiq-notify"}
     try:
@@ -71,12 +74,14 @@ async def post_webhook(session: aiohttp.ClientSession, url: str, body: bytes, *,
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if 200 <= resp.status < 300:
                 return SENT
-            return Outcome.failed(f"the webhook answered {resp.status}", retry=retryable_status(resp.status))
+            return Outcome.failed(f"the webhook answered {resp.status}", retry=retryable_status(resp.status),
+                                  reply=Reply.ANSWERED)
     except TimeoutError:
-        return Outcome.failed(f"the webhook did not answer within {timeout_s:g} s", retry=True)
+        return Outcome.failed(f"the webhook did not answer within {timeout_s:g} s", retry=True, reply=Reply.SILENT)
     except aiohttp.ClientConnectorError as e:
         if isinstance(e.os_error, RefusedDestinationError):
-            return Outcome.failed(f"refused: {e.os_error}", retry=False)
-        return Outcome.failed(f"could not connect to the webhook: {e.os_error or e}", retry=True)
+            return Outcome.failed(f"refused: {e.os_error}", retry=False, reply=Reply.UNTRIED)
+        return Outcome.failed(f"could not connect to the webhook: {e.os_error or e}", retry=True,
+                              reply=Reply.SILENT)
     except (aiohttp.ClientError, OSError) as e:
-        return Outcome.failed(f"the webhook's answer was cut off: {e}", retry=True)
+        return Outcome.failed(f"the webhook's answer was cut off: {e}", retry=True, reply=Reply.SILENT)

@@ -1,9 +1,11 @@
 """Sending what is due: each delivery waits in its endpoint's line (the SMTP server, or the webhook's URL), at
 most ``PAIQ_NOTIFY_ENDPOINT_CONCURRENCY`` of a line's tries run at once and ``PAIQ_NOTIFY_CONCURRENCY`` in all,
-and every try is bounded by ``PAIQ_NOTIFY_TIMEOUT_SECONDS``. An endpoint whose last try failed (a timeout, a
-500, a refused connection) is *failing*: one try at a time, drawn from a reserve of its own
-(``FAILING_SHARE`` of the whole, besides it), so slow or dead endpoints never hold a slot the healthy ones need;
-its next success makes it healthy again.
+and every try is bounded by ``PAIQ_NOTIFY_TIMEOUT_SECONDS``. Which try may start is
+:mod:`shared.notify.admission`'s (pure): an endpoint not yet heard to answer gets one try at a time, from a
+bounded share of the pool (and one owner's new endpoints a bounded share of that); one whose last try failed (a
+timeout, a 500, a refused connection) is *failing*: one try at a time, drawn from a reserve of its own
+(``FAILING_SHARE`` of the whole, besides it), so slow or dead endpoints, new or known, never hold a slot the
+healthy ones need; its next success makes it healthy again.
 
 A try holds its delivery by a lease in the database (a new one is written held by this process; a retry is
 claimed when due): another process, or this one after a restart, leaves it alone meanwhile. It sends, and
@@ -27,12 +29,13 @@ import aiohttp
 import structlog
 
 from services.notify.batching import Batcher
-from services.notify.channels import Outcome, post_webhook
+from services.notify.channels import NOTHING_TO_SEND, Outcome, post_webhook
 from services.notify.metrics import DELIVERY_SECONDS, NOTIFICATIONS
 from services.notify.smtp import SmtpPool, email_bytes
 from shared.db.notifications import DeliveryState, NotificationStore
+from shared.notify.admission import Admission, Limits, Reply, Ticket
 from shared.notify.destinations import Destinations
-from shared.notify.endpoints import SMTP_LINE, endpoint_of
+from shared.notify.endpoints import endpoint_of
 from shared.notify.render import chat_body, cloudevent_body, digest
 from shared.notify.schedule import RetryPolicy, next_try_ms
 from shared.notify.signing import open_secret
@@ -43,8 +46,6 @@ from shared.settings.model import NotifySettings
 log = structlog.get_logger("paiq.notify")
 
 SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's mail goes there), its connections
-FAILING_SHARE = 4  # failing endpoints' reserve: a quarter of PAIQ_NOTIFY_CONCURRENCY (at least 2), besides it
-FAILING_KEPT = 10_000  # endpoints remembered as failing (forgotten all at once past it: they get one try each)
 SUBSCRIPTION_SECONDS = 60.0
 SUBSCRIPTIONS_KEPT = 10_000
 SWEEP_LIMIT = 2000  # due deliveries read per sweep (the rest at the next)
@@ -53,8 +54,7 @@ Doc = dict[str, Any]
 
 @dataclass
 class Line:
-    waiting: deque[str] = field(default_factory=deque)
-    running: int = 0
+    waiting: deque[tuple[str, str]] = field(default_factory=deque)  # (delivery id, its owner)
 
 
 @dataclass
@@ -62,15 +62,14 @@ class Slot:
     """A try's place in its line and in the whole, given back once its message went (or failed)."""
 
     dispatcher: Dispatcher
-    endpoint: str
-    line: Line
-    failing: bool
+    ticket: Ticket
     held: bool = True
 
     def release(self, outcome: Outcome | None) -> None:
+        """Give the place back; ``outcome`` None: the try ended before it sent (nothing learned of its endpoint)."""
         if self.held:
             self.held = False
-            self.dispatcher._released(self.endpoint, self.line, self.failing, outcome)
+            self.dispatcher._released(self.ticket, outcome)
 
 
 class Dispatcher:
@@ -84,9 +83,8 @@ class Dispatcher:
                                    max_tries=settings.max_tries, max_age_ms=settings.max_age_seconds * 1000)
         self._lines: dict[str, Line] = {}
         self._queued: set[str] = set()
-        self._running = 0  # healthy endpoints' tries
-        self._failing_running = 0  # failing endpoints' tries, from their reserve
-        self._failing: set[str] = set()
+        self._admission = Admission(Limits(pool=settings.concurrency, endpoint=settings.endpoint_concurrency,
+                                           smtp=SMTP_PARALLEL))
         self._smtp = SmtpPool(settings, SMTP_PARALLEL)
         self._destinations = Destinations(settings.webhook_allow)
         # Outcomes recorded together: while one write is out, the next tries' wait for it (no lingering: a
@@ -115,15 +113,15 @@ class Dispatcher:
     def take(self, doc: Doc) -> None:
         """Line up a delivery this process has just written, leased to itself (``lease_token``: :attr:`token`)."""
         self._owned[doc["_id"]] = doc
-        self.offer(doc["_id"], doc["channel"], doc["target"])
+        self.offer(doc["_id"], doc["channel"], doc["target"], str(doc.get("owner", "")))
 
-    def offer(self, delivery_id: str, channel: str, target: str) -> None:
+    def offer(self, delivery_id: str, channel: str, target: str, owner: str) -> None:
         """Put a due delivery in its endpoint's line (nothing if it is there or being tried already)."""
         if delivery_id in self._queued:
             return
         endpoint = endpoint_of(channel, target)
         self._queued.add(delivery_id)
-        self._lines.setdefault(endpoint, Line()).waiting.append(delivery_id)
+        self._lines.setdefault(endpoint, Line()).waiting.append((delivery_id, owner))
         self._pump()
 
     async def sweep(self) -> int:
@@ -131,48 +129,23 @@ class Dispatcher:
         due = await self._notes.due(now_ms(), SWEEP_LIMIT)
         for doc in due:
             if doc.get("lease_ms", 0) < now_ms():
-                self.offer(doc["_id"], doc["channel"], doc["target"])
+                self.offer(doc["_id"], doc["channel"], doc["target"], str(doc.get("owner", "")))
         return len(due)
-
-    @property
-    def failing_reserve(self) -> int:
-        return max(2, self._settings.concurrency // FAILING_SHARE)
-
-    def _has_slot(self, endpoint: str, line: Line) -> bool:
-        if endpoint in self._failing:
-            return line.running < 1 and self._failing_running < self.failing_reserve
-        limit = SMTP_PARALLEL if endpoint == SMTP_LINE else self._settings.endpoint_concurrency
-        return line.running < limit and self._running < self._settings.concurrency
 
     def _pump(self) -> None:
         for endpoint, line in list(self._lines.items()):
-            while line.waiting and self._has_slot(endpoint, line):
-                delivery_id = line.waiting.popleft()
-                failing = endpoint in self._failing
-                line.running += 1
-                if failing:
-                    self._failing_running += 1
-                else:
-                    self._running += 1
-                task = asyncio.create_task(self._try(endpoint, line, delivery_id, failing))
+            while line.waiting and self._admission.admits(endpoint, line.waiting[0][1]):
+                delivery_id, owner = line.waiting.popleft()
+                ticket = self._admission.start(endpoint, owner)
+                task = asyncio.create_task(self._try(ticket, delivery_id))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            if not line.waiting and not line.running:
+            if not line.waiting and not self._admission.in_flight(endpoint):
                 del self._lines[endpoint]
 
-    def _endpoint_was(self, endpoint: str, outcome: Outcome | None) -> None:
-        """An endpoint's health after a try: failing after a failed one (an SMTP server's refusal of one
-        address says nothing of the server), healthy again after a success."""
-        if outcome is None or outcome.sent:
-            self._failing.discard(endpoint)
-        elif endpoint != SMTP_LINE or outcome.error.startswith("could not reach"):
-            if len(self._failing) >= FAILING_KEPT:
-                self._failing.clear()
-            self._failing.add(endpoint)
-
-    async def _try(self, endpoint: str, line: Line, delivery_id: str, failing: bool) -> None:
+    async def _try(self, ticket: Ticket, delivery_id: str) -> None:
         """A try holds its slot while it sends; recording the outcome (with others', batched) does not."""
-        slot = Slot(self, endpoint, line, failing)
+        slot = Slot(self, ticket)
         try:
             await self._try_once(delivery_id, slot)
         except asyncio.CancelledError:
@@ -185,15 +158,12 @@ class Dispatcher:
             self._queued.discard(delivery_id)
             slot.release(None)
 
-    def _released(self, endpoint: str, line: Line, failing: bool, outcome: Outcome | None) -> None:
-        self._endpoint_was(endpoint, outcome)
-        line.running -= 1
-        if failing:
-            self._failing_running -= 1
-        else:
-            self._running -= 1
-        if not line.waiting and not line.running and self._lines.get(endpoint) is line:
-            del self._lines[endpoint]
+    def _released(self, ticket: Ticket, outcome: Outcome | None) -> None:
+        self._admission.end(ticket, sent=outcome is not None and outcome.sent,
+                            reply=Reply.UNTRIED if outcome is None else outcome.reply)
+        line = self._lines.get(ticket.endpoint)
+        if line is not None and not line.waiting and not self._admission.in_flight(ticket.endpoint):
+            del self._lines[ticket.endpoint]
         self._pump()
 
     async def _held(self, delivery_id: str) -> Doc | None:
@@ -217,7 +187,7 @@ class Dispatcher:
         if doc.get("kind") == "digest":
             window = int(str(doc["change"]).rpartition("/")[2])  # a digest's change is digest/<window's start>
             held = await self._notes.held(delivery_id, str(doc["owner"]), window, int(doc["event_ms"]))
-            outcome = await self._send(doc, held) if held else Outcome(sent=True)
+            outcome = await self._send(doc, held) if held else NOTHING_TO_SEND
         else:
             outcome = await self._send(doc, [])
         slot.release(outcome)
@@ -240,7 +210,8 @@ class Dispatcher:
                 event_id=str(doc.get("event_id", ""))))
         sub = await self._subscription(str(doc.get("subscription_id", "")))
         if sub is None:
-            return Outcome.failed("its webhook was deleted before the message went", retry=False)
+            return Outcome.failed("its webhook was deleted before the message went", retry=False,
+                                  reply=Reply.UNTRIED)
         secret = open_secret(sub.sealed_secret, self._key)
         content_type = "application/json" if doc.get("format") == Format.CHAT else "application/cloudevents+json"
         return await post_webhook(self._session, doc["target"], body, secret=secret, content_type=content_type,

@@ -21,12 +21,13 @@ import structlog
 
 from services.notify.batching import Batcher
 from services.notify.channels import CheckedResolver
-from services.notify.dispatch import FAILING_SHARE, Dispatcher
+from services.notify.dispatch import Dispatcher
 from services.notify.metrics import NOTIFICATIONS
 from shared.bus.base import Bus, Router, consume
 from shared.db.notifications import DeliveryState, NotificationStore, expiry
 from shared.db.store import Store
 from shared.events import CloudEvent, JobCompleted, JobRetrying, SubscriptionsChanged, TaskStarted
+from shared.notify.admission import FAILING_SHARE
 from shared.notify.decide import FINAL_KINDS, Change, JobFacts, Recipient, delivery_id, recipients
 from shared.notify.destinations import Destinations
 from shared.notify.kinds import Kind, switch_kinds

@@ -21,6 +21,7 @@ import aiosmtplib
 import structlog
 
 from services.notify.channels import SENT, Outcome
+from shared.notify.admission import Reply
 from shared.settings.model import NotifySettings
 
 log = structlog.get_logger("paiq.notify")
@@ -54,7 +55,8 @@ class SmtpPool:
     async def send(self, to: str, message: bytes) -> Outcome:
         s = self._settings
         if not s.smtp_host:
-            return Outcome.failed("no SMTP server is configured (the operator sets PAIQ_SMTP_HOST)", retry=False)
+            return Outcome.failed("no SMTP server is configured (the operator sets PAIQ_SMTP_HOST)", retry=False,
+                                  reply=Reply.UNTRIED)
         async with self._slots:
             client, reused = self._take()
             try:
@@ -72,13 +74,15 @@ class SmtpPool:
                 self._keep(client)  # the envelope was reset: the connection serves the next message
                 codes = [r.code for r in e.recipients]
                 return Outcome.failed(f"the SMTP server refused the address: {e.recipients[0].message}",
-                                      retry=all(400 <= c < 500 for c in codes))
+                                      retry=all(400 <= c < 500 for c in codes), reply=Reply.ANSWERED)
             except aiosmtplib.SMTPResponseException as e:
                 self._keep(client)
-                return Outcome.failed(f"the SMTP server answered {e.code} {e.message}", retry=400 <= e.code < 500)
+                return Outcome.failed(f"the SMTP server answered {e.code} {e.message}", retry=400 <= e.code < 500,
+                                      reply=Reply.ANSWERED)
             except (TimeoutError, aiosmtplib.SMTPException, OSError) as e:
                 self._drop(client)
-                return Outcome.failed(f"could not reach the SMTP server {s.smtp_host}:{s.smtp_port}: {e}", retry=True)
+                return Outcome.failed(f"could not reach the SMTP server {s.smtp_host}:{s.smtp_port}: {e}", retry=True,
+                                      reply=Reply.SILENT)
             self._keep(client)
             return SENT
 

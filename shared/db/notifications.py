@@ -157,7 +157,7 @@ class NotificationStore:
     async def due(self, now_ms: int, limit: int) -> list[Doc]:
         """Pending deliveries whose try is due, soonest first (their bodies left out)."""
         cursor = self.deliveries.find({"state": DeliveryState.PENDING, "next_ms": {"$lte": now_ms}},
-                                      {"_id": 1, "channel": 1, "target": 1, "next_ms": 1, "lease_ms": 1})
+                                      {"_id": 1, "channel": 1, "target": 1, "owner": 1, "next_ms": 1, "lease_ms": 1})
         return [d async for d in cursor.sort([("next_ms", ASCENDING)]).limit(limit)]
 
     async def claim(self, delivery_id: str, now_ms: int, lease_ms: int, token: str) -> Doc | None:
