@@ -10,16 +10,22 @@ Rules (README "Notifications"):
   the job has one, else of its own ``kinds``; a job with the switch also mails its owner's address (on the
   user record) without a subscription, as OpenPAI did. An operator's platform-wide webhook keeps its own
   kinds for every job.
-- One message per recipient (an address, a webhook) and change, however many subscriptions lead there.
+- One message per recipient (an address, a webhook) and change, however many subscriptions lead there. A
+  webhook is its owner's URL (:func:`~shared.notify.endpoints.same_url`): one user's several subscriptions to
+  one URL get one POST per change. It goes if any of them that applies to the job wants the change (the union
+  of their kinds); the one made first (``created_ms``, then the smaller id) decides the body's format and the
+  signing key, for every change and job alike, so the receiver checks one key. Another owner's subscription to
+  the same URL (an operator's platform-wide webhook) is a recipient of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.notify.endpoints import same_url
 from shared.notify.kinds import Kind
 from shared.notify.subscriptions import Channel, Format, Subscription
 from shared.records import JobState
@@ -89,6 +95,7 @@ def recipients(change: Change, job: JobFacts, subscriptions: Sequence[Subscripti
     found: dict[str, Recipient] = {}
     if job.switch is not None and change.kind in job.switch and email:
         _add(found, Recipient(channel=Channel.EMAIL, target=email, owner=job.user))
+    first = first_made(subscriptions)
     for sub in subscriptions:
         if not sub.applies_to(job.user, job.name):
             continue
@@ -99,9 +106,25 @@ def recipients(change: Change, job: JobFacts, subscriptions: Sequence[Subscripti
             if email:
                 _add(found, Recipient(channel=Channel.EMAIL, target=email, owner=job.user))
         else:
-            _add(found, Recipient(channel=Channel.WEBHOOK, target=sub.url, owner=sub.owner,
-                                  subscription_id=sub.id, format=sub.format))
+            lead = first[_webhook(sub)]
+            _add(found, Recipient(channel=Channel.WEBHOOK, target=lead.url, owner=lead.owner,
+                                  subscription_id=lead.id, format=lead.format))
     return list(found.values())
+
+
+def _webhook(sub: Subscription) -> tuple[str, str]:
+    return sub.owner, same_url(sub.url)
+
+
+def first_made(subscriptions: Iterable[Subscription]) -> dict[tuple[str, str], Subscription]:
+    """Each owner's webhook (owner, URL): the subscription to it made first, which speaks for them all."""
+    first: dict[tuple[str, str], Subscription] = {}
+    for sub in subscriptions:
+        if sub.channel is Channel.WEBHOOK:
+            known = first.get(_webhook(sub))
+            if known is None or (sub.created_ms, sub.id) < (known.created_ms, known.id):
+                first[_webhook(sub)] = sub
+    return first
 
 
 def _add(found: dict[str, Recipient], recipient: Recipient) -> None:

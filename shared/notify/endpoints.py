@@ -14,6 +14,20 @@ def endpoint_of(channel: str, target: str) -> str:
     return SMTP_LINE if channel == "email" else target
 
 
+def same_url(url: str) -> str:
+    """A webhook's URL as compared with another's: scheme and host in lower case, the scheme's default port
+    written out, an empty path as ``/``, no fragment (never sent); ``HTTPS://Hooks.Example:443/a`` and
+    ``https://hooks.example/a`` are one webhook."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
+    except ValueError:  # not a port: compared as written
+        return url
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path or '/'}{query}"
+
+
 def redacted(url: str) -> str:
     """A webhook's URL as a list of deliveries shows it: its origin only (a chat webhook's path is its secret)."""
     parts = urlsplit(url)

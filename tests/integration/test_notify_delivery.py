@@ -308,3 +308,28 @@ async def test_a_webhook_whose_name_resolves_inside_fails_at_once_and_is_never_r
         assert errors[1].startswith(f"refused: {host} (") and "PAIQ_NOTIFY_WEBHOOK_ALLOW" in errors[1], errors
         await asyncio.sleep(0.5)  # a retry (100 ms base) would have come by now
         assert hooks.seen["inside"] == 0 and [d["tries"] for d in await n.deliveries(user)] == [1, 1]
+
+
+async def test_three_subscriptions_to_one_url_get_one_post_per_change(mongo_uri: str, hooks: Hooks,
+                                                                     smtp: SmtpServer) -> None:
+    """A user's three subscriptions to one URL (different kinds and formats): one change, one POST, as the
+    subscription made first says (its format, signed with its key); one delivery in their list."""
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port)
+        user = unique("u")
+        secrets = [new_secret() for _ in range(3)]
+        made = [({Kind.FAILED}, Format.CLOUDEVENTS), ({Kind.FAILED, Kind.RUNNING}, Format.CHAT),
+                (set(Kind), Format.CHAT)]
+        for i, (kinds, fmt) in enumerate(made):
+            await n.store.notifications.add_subscription(Subscription(
+                id=uuid.uuid4().hex[:16], owner=user, channel=Channel.WEBHOOK, kinds=frozenset(kinds),
+                url=hooks.url("ok/same"), format=fmt, sealed_secret=seal_secret(secrets[i], n.key),
+                created_ms=now_ms() - 1000 + i))
+        hooks.secrets["same"] = secrets[0]
+        await publish(n, failed(await n.job(user)))
+        await wait_until(lambda: hooks.seen["same"] >= 1, 10, "the change posted")
+        await asyncio.sleep(1.0)  # time for more POSTs, were there to be
+        assert hooks.seen["same"] == 1
+        [got] = hooks.received["same"]
+        assert got.signed and checked(json.dumps(got.body).encode(), got.headers["Content-Type"])
+        assert len(await recorded(n, user, lambda ds: [d["state"] for d in ds] == ["sent"])) == 1
