@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -132,11 +133,46 @@ class Platform:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("*.log")))
 
 
+PORT_BLOCKS = Path(tempfile.gettempdir()) / "paiq-test-port-blocks"
+BLOCK_COUNT = 156
+
+
+def claim_port_block() -> int:
+    """A block of 100 task ports in 10000-25599 that no other platform of a running test process holds: below
+    the ephemeral ports (32768 up) the OS gives the tests' own listeners (brokers, APIs), and below the test
+    brokers' distribution ports (25700 up). Every platform of a machine publishes its tasks' ports on one
+    engine, so two platforms given the same port would refuse each other's containers ("port is already
+    allocated"): a block is claimed by a file made exclusively, naming the claiming process, and a claim of a
+    process that is gone is taken over."""
+    PORT_BLOCKS.mkdir(exist_ok=True)
+    first = free_port() % BLOCK_COUNT
+    for i in range(2 * BLOCK_COUNT):
+        base = (first + i) % BLOCK_COUNT
+        path = PORT_BLOCKS / str(base)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(path.read_text() or "0")
+                os.kill(holder, 0)
+                continue  # held by a live process
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                path.unlink(missing_ok=True)  # its process is gone: free again (taken on the second round)
+                continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return base
+    raise RuntimeError(f"all {BLOCK_COUNT} blocks of task ports are held by running test processes")
+
+
+def release_port_block(env: dict[str, str]) -> None:
+    low = int(env["PAIQ_NODE_PORT_RANGE"].split("-")[0])
+    if 10000 <= low < 10000 + BLOCK_COUNT * 100 and (low - 10000) % 100 == 0:
+        (PORT_BLOCKS / str((low - 10000) // 100)).unlink(missing_ok=True)
+
+
 def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
-    # A block of 100 task ports in 10000-25599: below the ephemeral ports (32768 up) the OS gives the
-    # tests' own listeners (brokers, APIs), which a task on the host network could otherwise find taken,
-    # and below the test brokers' distribution ports (25700 up).
-    base = free_port() % 156
+    base = claim_port_block()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
     env.update({
         "PAIQ_API_PORT": str(free_port()),
@@ -271,6 +307,7 @@ def stop_platform(platform: Platform, client: docker.DockerClient) -> None:
         for c in client.containers.list(all=True, filters={"label": f"paiq.node={node}"}):
             c.remove(force=True)
     stop_orphaned_databases(platform.workdir)
+    release_port_block(platform.env)
 
 
 def embedded_database_uri(platform: Platform) -> str:

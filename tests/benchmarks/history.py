@@ -66,7 +66,7 @@ import docker
 
 from services.scheduler.service import SchedulerDeps, schedule_pass
 from shared.bus.memory import MemoryBus
-from shared.db.embedded import embedded_mongo
+from shared.db.embedded import embedded_mongo, new_login
 from shared.db.store import Store, open_store
 from shared.jobconfig.model import JobConfig
 from shared.lifecycle import exitcodes
@@ -478,7 +478,7 @@ async def bench(o: Options, platform: Platform, uri: str) -> list[Stage]:
 async def run(o: Options) -> list[Stage]:
     workdir = Path(tempfile.mkdtemp(prefix="paiq-history-"))
     try:
-        async with embedded_mongo(workdir / "db", log_file=workdir / "db.log") as uri:
+        async with embedded_mongo(workdir / "db", login=new_login(), log_file=workdir / "db.log") as uri:
             platform = await asyncio.to_thread(
                 start_platform, "all-in-one", workdir / "paiq", PAIQ_MONGODB_URI=uri, PAIQ_RECONCILE_SECONDS="10",
                 PAIQ_LOG_LEVEL="info")

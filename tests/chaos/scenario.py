@@ -39,6 +39,7 @@ import docker
 import docker.errors
 
 from shared.db.embedded import free_port
+from shared.jobconfig.sealing import new_key
 from tests.chaos.backends import DiskDatabase, PrivateBroker, log_tail
 from tests.chaos.observers import Api, ContainerWatch, HealthProbe, HealthSample, TaskKey, reported_role
 from tests.chaos.supervisor import SelfExit, ServiceProcess, Supervisor
@@ -109,7 +110,8 @@ def build_services(workdir: Path, db: DiskDatabase, broker: PrivateBroker, sup: 
     node_a = f"chaos-{uuid.uuid4().hex[:6]}-a"
     base = platform_env(workdir, node_a, PAIQ_MONGODB_URI=db.uri, PAIQ_AMQP_URL=broker.url,
                         PAIQ_MONGODB_DATABASE=prefix.replace("-", "_"), PAIQ_EXCHANGE=f"{prefix}.events",
-                        PAIQ_QUEUE_PREFIX=prefix, PAIQ_LEASE_SECONDS="5", PAIQ_NODE_TIMEOUT_SECONDS="30")
+                        PAIQ_QUEUE_PREFIX=prefix, PAIQ_LEASE_SECONDS="5", PAIQ_NODE_TIMEOUT_SECONDS="30",
+                        PAIQ_SECRETS_KEY=new_key())  # seals the jobs' SSH keys (submit) and opens them (launchers)
     api = f"http://127.0.0.1:{base['PAIQ_API_PORT']}"
     low = int(base["PAIQ_NODE_PORT_RANGE"].split("-")[0])  # platform_env's hundred ports: half to each node
     base["PAIQ_NODE_PORT_RANGE"] = f"{low}-{low + 49}"

@@ -197,7 +197,8 @@ async def _victim_succeeded(api: PaiqClient, user: str) -> None:
 async def test_a_fork_bomb_stays_inside_its_pids_limit_and_its_neighbour_runs_on(
         platform: Platform, admin: PaiqClient, user: str, docker_client: docker.DockerClient) -> None:
     api = await logged_in(admin, user)
-    await api.submit(user, json.dumps(job_config("bomb", command="b() { b | b & }; b; sleep 600")).encode())
+    # exec: the task itself needs no new process once the bomb holds them all (it runs until stopped)
+    await api.submit(user, json.dumps(job_config("bomb", command="b() { b | b & }; b; exec sleep 600")).encode())
     task = await running_task(api, user, "bomb")
     victim_api, carol = await _victim(admin)
     await asyncio.sleep(3)  # the bomb at its limit

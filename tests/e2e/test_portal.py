@@ -309,9 +309,8 @@ async def test_the_job_page_charts_a_running_tasks_usage_from_real_samples(
         assert any(re.fullmatch(r"\d+ MiB", t) for t in await page.eval(
             "[...document.querySelectorAll('svg[data-chart=memory] .chart-axes text')].map(t => t.textContent)"))
 
-        # A task on the host network: its network is the node's, not measured; no GPU, no GPU charts.
-        assert "not measured (host network)" in await page.text("#chart-network")
-        assert await page.eval("document.querySelector('svg[data-chart=network]')") is None
+        # A task on the task network: its network is its own, charted; no GPU, no GPU charts.
+        assert await page.eval("document.querySelector('svg[data-chart=network]')") is not None
         assert await page.eval("document.querySelectorAll('[id^=chart-gpu], svg[data-chart^=gpu]').length") == 0
 
         # The summary names the task closest to its memory limit, and its peak; the table, each task now.

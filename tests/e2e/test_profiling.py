@@ -68,7 +68,7 @@ async def test_a_running_jobs_usage_is_seen_through_the_api_paiq_top_and_metrics
     assert task["last"]["cpuCores"] > 0, task
     assert await busiest(client, user, name) >= 0.7, "a burner is seen using a core whenever it gets one"
     assert task["memoryPeakBytes"] >= 110 * MIB, task
-    assert task["last"]["networkReceiveBytesPerSecond"] is None, "host network: the node's counters, not the task's"
+    assert task["last"]["networkReceiveBytesPerSecond"] >= 0, "on the task network a task's own counters are measured"
     assert profile["intervalSeconds"] == 1 and profile["usage"]["memoryPeakTask"] == "main[0]"
     assert profile["usage"]["gpuHoursHeld"] == 0 and profile["usage"]["gpuHoursUsed"] is None
 

@@ -92,7 +92,8 @@ async def test_a_burner_shows_a_core_and_an_allocator_its_200_mb_and_both_outliv
     assert burn.mem_limit == 128 * MIB and burn.cpus == 1 and burn.gpus == ()
     assert 200 * MIB <= alloc.series.points()[-1].mem <= 512 * MIB, alloc.last
     assert alloc.totals.mem_peak >= 200 * MIB and alloc.mem_limit == 512 * MIB
-    assert alloc.last is not None and alloc.last.net_rx is None, "the host network's counters are the node's"
+    # On the task network a task has a network of its own: its counters are its own, measured.
+    assert alloc.last is not None and alloc.last.net_rx is not None and alloc.last.net_rx >= 0
     assert alloc.last.gpu_util is None and alloc.totals.gpu_held_seconds == 0
 
     assert h.deps is not None
