@@ -349,4 +349,6 @@ def parse_event(body: bytes | str) -> Event:
 
 
 def dump_event(event: CloudEvent) -> bytes:
-    return event.model_dump_json().encode()
+    """The event as CloudEvents structured JSON. ``subject``, when present, must not be empty (CloudEvents
+    1.0): an event about no job (a node's) goes without one, and is parsed back with ``""``."""
+    return event.model_dump_json(exclude={"subject"} if not event.subject else None).encode()
