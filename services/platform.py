@@ -21,7 +21,7 @@ from shared.db.embedded import embedded_mongo, local_login
 from shared.db.store import Store, open_store
 from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
 from shared.jobconfig.sealing import key_problem, new_key
-from shared.runtime.service import Starter, open_bus, watch_dependencies
+from shared.runtime.service import Starter, open_bus, refuse_open_servers, watch_dependencies
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 
@@ -84,6 +84,7 @@ async def running_platform(settings: Settings, vitals: Vitals,
     if unknown:
         raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}")
     settings = with_secrets_key(settings)
+    await refuse_open_servers(settings)  # a database or broker of the operator's (the embedded one has its login)
     async with AsyncExitStack() as stack:
         uri = settings.mongodb_uri
         if uri is None:

@@ -77,6 +77,16 @@ def watch_dependencies(vitals: Vitals, store: Store, bus: Bus, stack: AsyncExitS
     vitals.watch_stuck(stack)
 
 
+async def refuse_open_servers(settings: Settings) -> None:
+    """Stop (OpenServerError) before using a database or broker that admits callers without a login."""
+    from shared.runtime.exposure import refuse_guest_broker, refuse_open_database
+
+    if settings.mongodb_uri:
+        await refuse_open_database(settings.mongodb_uri, settings.database)
+    if settings.amqp_url:
+        await refuse_guest_broker(settings.amqp_url)
+
+
 def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     """The whole ``__main__`` of a service: settings -> logging -> store -> bus -> handlers -> wait."""
     from shared.db.store import open_store
@@ -98,6 +108,7 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     async def main() -> str | None:
         assert settings.mongodb_uri is not None
         vitals = Vitals()
+        await refuse_open_servers(settings)
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(
                 open_store(settings.mongodb_uri, settings.database, settings.mongodb_timeout_seconds))
