@@ -21,6 +21,7 @@ from shared.db.embedded import embedded_mongo, local_login
 from shared.db.store import Store, open_store
 from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
 from shared.jobconfig.sealing import key_problem, new_key
+from shared.runtime.relay import start_relay
 from shared.runtime.service import Starter, open_bus, refuse_open_servers, watch_dependencies
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
@@ -97,6 +98,8 @@ async def running_platform(settings: Settings, vitals: Vitals,
         store = await stack.enter_async_context(open_store(uri, settings.database, settings.mongodb_timeout_seconds))
         bus = await stack.enter_async_context(open_bus(settings))
         watch_dependencies(vitals, store, bus, stack)
+        await start_relay(stack, store, bus, vitals, queue_prefix=settings.queue_prefix,
+                          retention_hours=settings.event_retention_hours)
         for name in SERVICES:
             if name in names:
                 await SERVICES[name](stack, settings, store, bus, vitals)

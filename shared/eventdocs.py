@@ -16,8 +16,11 @@ from shared.events import CloudEvent, Event
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
-# Which services publish and consume each event. Checked by tests/unit/test_event_catalogue.py: consumers
-# against each service's own router and bindings, publishers against where each event is built.
+# Which services publish and consume each event on the bus. Checked by tests/unit/test_event_catalogue.py:
+# consumers against each service's own router and bindings, publishers against where each event is built.
+# job.* and task.* events are also journaled (shared/db/journal.py) and read from there by the event stream
+# and the notifier; RELAY is the journal's relay (shared/runtime/relay.py), which every service process runs.
+RELAY = "every service's journal relay"
 PUBLISHERS: dict[str, tuple[str, ...]] = {
     "job.submitted": ("submit",), "job.scheduled": ("scheduler",), "job.waiting": ("scheduler",),
     "job.completed": ("status",), "job.retrying": ("status",), "job.requeued": ("status",),
@@ -26,19 +29,20 @@ PUBLISHERS: dict[str, tuple[str, ...]] = {
     "task.started": ("launcher",), "task.exited": ("launcher", "scheduler"), "task.progress": ("launcher",),
     "task.gpu_idle": ("launcher",), "node.registered": ("launcher",),
     "notify.subscriptions_changed": ("submit",),
+    "journal.written": (RELAY,), "journal.numbered": (RELAY,),
 }
 PUBLISHED_WHEN = {("task.exited", "scheduler"): "a lost node's tasks, -1001"}
-NOTIFY = "notify"  # its queue takes the changes users are told of (services/notify)
-FEED = "submit"  # its event stream (GET /api/v1/events) takes every job.* and task.* event
+NOTIFY = "notify"  # its queue takes subscription changes; it reads the changes users are told of from the journal
 CONSUMERS: dict[str, tuple[str, ...]] = {
-    "job.submitted": ("scheduler", FEED), "job.scheduled": (FEED,), "job.waiting": (FEED,),
-    "job.completed": ("scheduler", NOTIFY, FEED), "job.retrying": (NOTIFY, FEED),
-    "job.requeued": ("scheduler", FEED),
-    "job.stop_requested": ("status", FEED), "job.preempted": ("status", FEED),
+    "job.submitted": ("scheduler",), "job.scheduled": (), "job.waiting": (),
+    "job.completed": ("scheduler",), "job.retrying": (),
+    "job.requeued": ("scheduler",),
+    "job.stop_requested": ("status",), "job.preempted": ("status",),
     "node.launch": ("launcher",), "node.stop": ("launcher",), "node.relaunch": ("launcher",),
-    "task.started": ("status", NOTIFY, FEED), "task.exited": ("status", FEED), "task.progress": ("status", FEED),
-    "task.gpu_idle": (FEED,), "node.registered": ("scheduler",),
+    "task.started": ("status",), "task.exited": ("status",), "task.progress": ("status",),
+    "task.gpu_idle": (), "node.registered": ("scheduler",),
     "notify.subscriptions_changed": (NOTIFY,),
+    "journal.written": (RELAY,), "journal.numbered": (RELAY,),
 }
 ROUTING_KEYS = {"node.launch": "node.<node_id>.launch", "node.stop": "node.<node_id>.stop",
                 "node.relaunch": "node.<node_id>.relaunch"}
@@ -77,14 +81,19 @@ def _page() -> str:
         "Every event is a CloudEvents 1.0 structured JSON document (`specversion`, `id`, `source`, `type`,",
         "`time`, `subject` = the job id, `datacontenttype`, `data`) published on the durable topic exchange",
         "`paiq.events` (`PAIQ_EXCHANGE`) with persistent delivery. Bind a queue of your own to the routing keys",
-        "you want (`job.*`, `task.*`, `#`); events of one job arrive in the order they happened. The same",
-        "events (all but node commands) stream as Server-Sent Events from `GET /api/v1/events` and",
-        "`paiq events`. `examples/webhook_notifier.py` is a minimal consumer binding a queue of its own; users",
-        f"who want to hear of their jobs subscribe with the {NOTIFY} service instead (README, Notifications).",
+        "you want (`job.*`, `task.*`, `#`). Every `job.*` and `task.*` event is stored with the change that",
+        "causes it, in the journal (`shared/db/journal.py`), numbered, and published from there by the journal's",
+        "relay, each job's in the order of its changes, at least once (a crash between a publish and its record",
+        "publishes it again, with the same id); a launcher's `task.*` events are published by the launcher and",
+        "journaled as the status service takes them in. The same events stream, with their numbers, as",
+        "Server-Sent Events from `GET /api/v1/events` and `paiq events`, and a consumer that reconnects resumes",
+        "after the last number it saw (`Last-Event-ID`, `?since=`, `--since`), within",
+        "`PAIQ_EVENT_RETENTION_HOURS`. `examples/webhook_notifier.py` is a minimal consumer binding a queue of",
+        f"its own; users who want to hear of their jobs subscribe with the {NOTIFY} service instead (README,",
+        "Notifications), which reads the journal from where it stopped.",
         "",
         "Publishers and consumers are paiq's services (a test checks them against each service's bindings and",
-        f"handlers, and against where each event is built); {FEED} consumes every `job.*` and `task.*` event for",
-        "its event stream.",
+        "handlers, and against where each event is built); the consumers listed take the event from the bus.",
         "",
         "| type | routing key | published by | consumed by | meaning | schema |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -93,7 +102,7 @@ def _page() -> str:
         kind = event_type(cls)
         doc = " ".join((inspect.getdoc(cls) or "").split())
         publishers = ", ".join(_said(kind, p) for p in PUBLISHERS.get(kind, ("?",)))
-        consumers = ", ".join(CONSUMERS.get(kind, ("?",)))
+        consumers = ", ".join(CONSUMERS.get(kind, ("?",))) or "(none on the bus)"
         lines.append(f"| `{kind}` | `{ROUTING_KEYS.get(kind, kind)}` | {publishers} | {consumers} | {doc} | "
                      f"[{kind}.json]({kind}.json) |")
     return "\n".join(lines) + "\n"

@@ -331,12 +331,39 @@ class SubscriptionsChanged(CloudEvent):
     data: SubscriptionsChangedData
 
 
+# --- the journal (shared.db.journal, shared.runtime.relay) -------------------------------------------
+
+
+class JournalWrittenData(_Data):
+    pass
+
+
+class JournalWritten(CloudEvent):
+    """A process stored events in the journal: the process numbering it (the lease ``journal``) takes them
+    now rather than at its next look (non-durable, a wake-up only)."""
+
+    type: Literal["journal.written"] = "journal.written"
+    data: JournalWrittenData = Field(default_factory=JournalWrittenData)
+
+
+class JournalNumberedData(_Data):
+    last: int  # the last number given
+
+
+class JournalNumbered(CloudEvent):
+    """The journal's entries are numbered through ``last`` and published: readers in every process (the live
+    feed, the notifier) read on (non-durable, a wake-up only)."""
+
+    type: Literal["journal.numbered"] = "journal.numbered"
+    data: JournalNumberedData
+
+
 Event = Annotated[
     JobSubmitted | JobScheduled | JobWaiting | JobCompleted | JobRetrying | JobRequeued | JobStopRequested
     | JobPreempted
     | LaunchTasks | StopTasks | RelaunchTask
     | TaskStarted | TaskExited | TaskProgress | TaskGpuIdle | NodeRegistered
-    | SubscriptionsChanged,
+    | SubscriptionsChanged | JournalWritten | JournalNumbered,
     Field(discriminator="type"),
 ]
 

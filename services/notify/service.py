@@ -1,8 +1,9 @@
-"""The notify service: its own queue on ``paiq.events`` takes the changes users are told of (``task.started``,
-``job.completed``, ``job.retrying``) and the subscription changes; for each change it decides who is told
+"""The notify service: it reads the changes users are told of (``task.started``, ``job.completed``,
+``job.retrying``) from the journal, in order, from where it stopped (:mod:`services.notify.intake`), and takes
+the subscription changes from its own queue on ``paiq.events``; for each change it decides who is told
 what (:mod:`shared.notify.decide`, pure), renders the message once (:mod:`shared.notify.render`) and writes one
-delivery per recipient before anything is sent. The event is acknowledged once the deliveries are written;
-:mod:`services.notify.dispatch` sends them. A redelivered event (the notifier killed before its ack) finds
+delivery per recipient before anything is sent. The intake moves on once the deliveries are written;
+:mod:`services.notify.dispatch` sends them. A change read again (the notifier killed before it moved on) finds
 the change handled, or each delivery stored, and sends nothing twice.
 """
 
@@ -22,6 +23,7 @@ import structlog
 from services.notify.batching import Batcher
 from services.notify.channels import CheckedResolver
 from services.notify.dispatch import Dispatcher
+from services.notify.intake import Intake
 from services.notify.metrics import NOTIFICATIONS
 from shared.bus.base import Bus, Router, consume
 from shared.db.notifications import DeliveryState, NotificationStore, expiry
@@ -264,13 +266,20 @@ async def on_subscriptions_changed(evt: SubscriptionsChanged, deps: NotifyDeps) 
     return []
 
 
+# What the notify queue was bound to before the notifier read changes from the journal (services.notify.intake):
+# unbound at start; a message of these still queued by an older paiq is handled as before (deliveries' ids
+# make one handled twice a no-op).
+RETIRED_BINDINGS = ("task.started", "job.completed", "job.retrying")
+
+
 def notify_router(deps: NotifyDeps) -> Router:
-    """The events the notify service takes; its queue is bound to these types alone."""
+    """The events the notify service takes from the bus: subscription changes (its queue is bound to these
+    alone), and the changes an older paiq queued there."""
     router = Router()
+    router.on(SubscriptionsChanged, lambda evt: on_subscriptions_changed(evt, deps))
     router.on(TaskStarted, lambda evt: on_change(evt, deps))
     router.on(JobCompleted, lambda evt: on_change(evt, deps))
     router.on(JobRetrying, lambda evt: on_change(evt, deps))
-    router.on(SubscriptionsChanged, lambda evt: on_subscriptions_changed(evt, deps))
     return router
 
 
@@ -284,7 +293,10 @@ async def start_notify(stack: AsyncExitStack, settings: Settings, store: Store, 
     deps = NotifyDeps(settings=settings, store=store, bus=bus, dispatcher=dispatcher, vitals=vitals)
     router = notify_router(deps)
     # cancelled before the dispatcher and its session close
-    await consume(stack, bus, f"{settings.queue_prefix}.notify", router.event_types, router, prefetch=INTAKE_PREFETCH)
+    await consume(stack, bus, f"{settings.queue_prefix}.notify", ["notify.subscriptions_changed"], router,
+                  prefetch=INTAKE_PREFETCH, retired=RETIRED_BINDINGS)
+    intake = Intake(store, lambda evt: on_change(evt, deps), concurrency=INTAKE_PREFETCH)
+    vitals.background(stack, "notify-intake", intake.run)
 
     async def sweep() -> None:
         await dispatcher.sweep()

@@ -25,6 +25,7 @@ import structlog
 from pymongo.errors import PyMongoError
 
 from shared.bus.base import Bus, Handler, Router, consume
+from shared.db.journal import split
 from shared.db.store import Fence, Store
 from shared.errors import LeaseLostError
 from shared.events import (
@@ -145,16 +146,16 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
         decision = plan_queue(snapshot, queued, vcs, used, now,
                               deps.settings.backfill_bound_seconds * 1000, deps.never_fits, shares)
     deps.never_fits = decision.never_fits
-    events = await _commit(deps, decision, now)
-    events += await _preempt(deps, snapshot, queued, holding, vcs, used, decision, shares, now)
-    events += await _record_waiting(deps, queued, decision)
+    commands = await _commit(deps, decision, now)  # the events of the pass are journaled with its writes
+    await _preempt(deps, snapshot, queued, holding, vcs, used, decision, shares, now)
+    await _record_waiting(deps, queued, decision)
     _gauge(snapshot, holding)
-    return events
+    return commands
 
 
 async def _preempt(deps: SchedulerDeps, snapshot: ClusterSnapshot, queued: list[JobRecord], holding: list[JobRecord],
                    vcs: dict[str, VirtualCluster], used: dict[str, Resources], decision: QueueDecision,
-                   shares: Shares, now: int) -> list[CloudEvent]:
+                   shares: Shares, now: int) -> None:
     """The pass's preemption round (pure, :mod:`shared.scheduling.preemption.rounds`) over the jobs still waiting, in
     the queue's order across VCs; the victims are marked on their records (fenced by the lease) and
     announced with ``job.preempted``: the status service ends their attempts. The waiting jobs' reasons
@@ -162,33 +163,35 @@ async def _preempt(deps: SchedulerDeps, snapshot: ClusterSnapshot, queued: list[
     waiting = sorted((j for j in queued if j.id in decision.waiting and decision.waiting[j.id].may_preempt),
                      key=lambda j: queue_key(entry_of(j), shares))
     if not waiting or deps.settings.preemptions_per_pass == 0:
-        return []
+        return
     running = candidates_of(holding, vcs, capacity_of(snapshot))
     with PREEMPTION_DECISION.time():
         decided = preemption_round(snapshot, waiting, running, vcs, used, tries=deps.settings.preemptions_per_pass)
     for job_id, reason in decided.reasons.items():
         decision.waiting[job_id] = replace(decision.waiting[job_id], reason=reason)
     by_id = {j.id: j for j in (*holding, *queued)}
-    events: list[CloudEvent] = []
     for preemption in decided.preemptions:
         job = by_id[preemption.job_id]
         marks = [(by_id[v.job_id], PreemptedBy(attempt=by_id[v.job_id].attempt, by=job.id, by_vc=job.virtual_cluster,
                                                by_priority=priority_name(priority_of(job.config)), why=v.why,
                                                at_ms=now), lineage_after(by_id[v.job_id], job))
                  for v in preemption.victims]
-        marked = await deps.store.mark_preempted(marks, deps.fence)
+        announce: dict[str, list[CloudEvent]] = {victim.id: [_preempted_event(victim, job, mark)]
+                                                 for victim, mark, _ in marks}
+        marked = await deps.store.mark_preempted(marks, deps.fence, announce)  # journaled with the marks
         log.warning("preempting jobs to make room for a waiting job", job_id=job.id, vc=job.virtual_cluster,
                     victims=[f"{v.job_id} ({v.why})" for v in preemption.victims], marked=len(marked),
                     gpus_freed=preemption.freed.gpus, gpus_needed=preemption.needed.gpus,
                     gpus_beyond_need=preemption.unused_gpus)
         for victim in marked:
-            mark = victim.preempted
-            assert mark is not None
             PREEMPTIONS.labels(victim.virtual_cluster, job.virtual_cluster).inc()
-            events.append(JobPreempted(subject=victim.id, data=JobPreemptedData(
-                job_id=victim.id, attempt=mark.attempt, virtual_cluster=victim.virtual_cluster, by_job_id=job.id,
-                by_virtual_cluster=job.virtual_cluster, by_priority=mark.by_priority, reason=mark.why)))
-    return events
+
+
+def _preempted_event(victim: JobRecord, job: JobRecord, mark: PreemptedBy) -> JobPreempted:
+    """``job.preempted`` of ``victim`` for ``job``, journaled with the mark on the victim."""
+    return JobPreempted(subject=victim.id, data=JobPreemptedData(
+        job_id=victim.id, attempt=mark.attempt, virtual_cluster=victim.virtual_cluster, by_job_id=job.id,
+        by_virtual_cluster=job.virtual_cluster, by_priority=mark.by_priority, reason=mark.why))
 
 
 def _gauge_borrowing(vcs: dict[str, VirtualCluster], capacity: Resources, used: dict[str, Resources]) -> None:
@@ -204,25 +207,28 @@ def _gauge_borrowing(vcs: dict[str, VirtualCluster], capacity: Resources, used: 
 
 async def _commit(deps: SchedulerDeps, decision: QueueDecision, now: int) -> list[CloudEvent]:
     """Commit the placements in one round trip (a job that changed meanwhile, e.g. was stopped, is left
-    out) and announce each: ``job.scheduled`` and one launch command per node."""
-    events: list[CloudEvent] = []
+    out) and announce each: ``job.scheduled``, journaled with the placement, and one launch command per node,
+    published now (the commands to publish)."""
+    commands: list[CloudEvent] = []
     plans = {job.id: plan for job, plan in decision.start}
+    announced = {job.id: split(_scheduled(job, plan, deps.settings.default_fs_uri)) for job, plan in decision.start}
     placements = [(j, placed_tasks(p)) for j, p in decision.start]
-    for committed in await deps.store.commit_placements(placements, deps.fence):
+    for committed in await deps.store.commit_placements(placements, deps.fence,
+                                                         {job_id: kept for job_id, (kept, _) in announced.items()}):
         plan = plans[committed.id]
         QUEUE_WAIT.labels(committed.virtual_cluster).observe(
             max(0, now - (committed.queued_ms or committed.created_ms)) / 1000)
-        events.extend(_scheduled(committed, plan, deps.settings.default_fs_uri))
+        commands.extend(announced[committed.id][1])
         log.info("job placed", job_id=committed.id, nodes=sorted({t.node_id for t in plan.tasks}))
-    return events
+    return commands
 
 
-async def _record_waiting(deps: SchedulerDeps, queued: list[JobRecord], decision: QueueDecision) -> list[CloudEvent]:
+async def _record_waiting(deps: SchedulerDeps, queued: list[JobRecord], decision: QueueDecision) -> None:
     """Store why each job waits, only where that changed: moving up the queue changes nothing stored. A
     job that could not start even on the idle cluster is parked: later passes do not read it until the
     cluster changes."""
     changed = []
-    events: list[CloudEvent] = []
+    announce: dict[str, list[CloudEvent]] = {}
     for job in queued:
         wait = decision.waiting.get(job.id)
         if wait is None:
@@ -232,10 +238,9 @@ async def _record_waiting(deps: SchedulerDeps, queued: list[JobRecord], decision
             continue
         changed.append((job, wait.reason, parked))
         if wait.reason != job.reason:
-            events.append(JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason)))
+            announce[job.id] = [JobWaiting(subject=job.id, data=JobWaitingData(job_id=job.id, reason=wait.reason))]
             log.info("job waits", job_id=job.id, reason=wait.reason)
-    await deps.store.set_waiting_reasons(changed)
-    return events
+    await deps.store.set_waiting_reasons(changed, announce)  # the events journaled with the reasons
 
 
 def _shape(snapshot: ClusterSnapshot, vcs: dict[str, VirtualCluster]) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import structlog
 
 from shared.bus.base import Bus, Router, consume
+from shared.db.journal import journaled, split
 from shared.db.store import Store
 from shared.events import CloudEvent, JobPreempted, JobStopRequested, TaskExited, TaskProgress, TaskStarted
 from shared.lifecycle import transitions as lifecycle
@@ -51,17 +52,21 @@ def retry_policy(settings: Settings) -> RetryPolicy:
                        backoff_max_ms=max(settings.retry_backoff_ms, 300_000))
 
 
-async def apply(deps: StatusDeps, job_id: str, transition: Transition) -> list[CloudEvent]:
-    """Apply ``transition`` to the job and store it; the events it announces (none if nothing changed)."""
+async def apply(deps: StatusDeps, job_id: str, transition: Transition,
+                applied: CloudEvent | None = None) -> list[CloudEvent]:
+    """Apply ``transition`` to the job and store it with the events it announces and ``applied`` (the event
+    from the bus that caused it, a launcher's ``task.*``: already published), journaled in one transaction
+    (:mod:`shared.db.journal`); the commands to publish now (none if nothing changed)."""
     lock = deps.locks.setdefault(job_id, asyncio.Lock())
     try:
-        return await _apply_locked(deps, job_id, transition, lock)
+        return await _apply_locked(deps, job_id, transition, lock, applied)
     finally:
         if not lock.locked() and deps.locks.get(job_id) is lock:
             del deps.locks[job_id]  # nobody waits for it: do not keep one lock per job ever seen
 
 
-async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, lock: asyncio.Lock) -> list[CloudEvent]:
+async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, lock: asyncio.Lock,
+                        applied: CloudEvent | None) -> list[CloudEvent]:
     async with lock:
         for _ in range(MAX_WRITE_ATTEMPTS):
             job = await deps.store.get_job(job_id)
@@ -71,10 +76,13 @@ async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, l
             if change is None:
                 return []
             new, events = change
-            if await deps.store.replace_job(new, job.version):
+            announced, commands = split(events)
+            cause = [applied] if applied is not None and journaled(applied) else []
+            if await deps.store.replace_job(new, job.version, [*cause, *announced],
+                                            [True] * len(cause) + [False] * len(announced)):
                 _log_change(job, new)
                 await _after_write(deps, new)
-                return events
+                return commands
         raise RuntimeError(f"job {job_id} kept changing under the status service; the event will be retried")
 
 
@@ -110,16 +118,16 @@ async def _requeue(deps: StatusDeps, job_id: str, delay_s: float) -> None:
 
 
 async def on_task_started(evt: TaskStarted, deps: StatusDeps) -> list[CloudEvent]:
-    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.task_started(job, evt.data, now))
+    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.task_started(job, evt.data, now), evt)
 
 
 async def on_task_progress(evt: TaskProgress, deps: StatusDeps) -> list[CloudEvent]:
-    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.task_progress(job, evt.data, now))
+    return await apply(deps, evt.data.job_id, lambda job, now: lifecycle.task_progress(job, evt.data, now), evt)
 
 
 async def on_task_exited(evt: TaskExited, deps: StatusDeps) -> list[CloudEvent]:
     events = await apply(deps, evt.data.job_id,
-                         lambda job, now: lifecycle.task_exited(job, evt.data, now, deps.policy))
+                         lambda job, now: lifecycle.task_exited(job, evt.data, now, deps.policy), evt)
     # The last task of a failed attempt may just have ended: its retry may be due already.
     return events + await apply(deps, evt.data.job_id, lifecycle.retry_due)
 

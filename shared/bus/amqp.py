@@ -100,18 +100,19 @@ class AmqpBus:
             raise BusError(f"{closed} of {len(self._consume_channels)} consuming channels are closed")
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True, prefetch: int | None = None) -> _AmqpSubscription:
+                        durable: bool = True, prefetch: int | None = None,
+                        retired: Sequence[str] = ()) -> _AmqpSubscription:
         if durable:
             count_dead_letters_of(queue)
         try:
             async with asyncio.timeout(SUBSCRIBE_SECONDS):
                 return await self._subscribe(queue, bindings, router, durable=durable,
-                                             prefetch=prefetch or self._prefetch)
+                                             prefetch=prefetch or self._prefetch, retired=retired)
         except TimeoutError as e:
             raise BusError(f"consuming queue {queue} did not start within {SUBSCRIBE_SECONDS:g} s") from e
 
     async def _subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                         durable: bool, prefetch: int) -> _AmqpSubscription:
+                         durable: bool, prefetch: int, retired: Sequence[str] = ()) -> _AmqpSubscription:
         channel = await self._connection.channel(publisher_confirms=True)
         await channel.set_qos(prefetch_count=prefetch)  # per channel, and each subscription has its own
         self._consume_channels.append(channel)
@@ -119,6 +120,8 @@ class AmqpBus:
         q = await self._declare(channel, queue, durable=durable)
         for key in bindings:
             await q.bind(exchange, routing_key=key)
+        for key in retired:  # RabbitMQ takes the removal of a binding it does not have
+            await q.unbind(exchange, routing_key=key)
 
         async def on_message(message: AbstractIncomingMessage) -> None:
             await self._deliver(channel, queue, router, message, counted=durable)

@@ -130,9 +130,10 @@ class Bus(Protocol):
         """Publish events durably (returns once the broker confirmed every one)."""
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True, prefetch: int | None = None) -> Subscription:
-        """Consume ``queue`` (bound to the routing-key patterns ``bindings``) with ``router``, at most
-        ``prefetch`` messages in hand at once (None: the bus's own prefetch).
+                        durable: bool = True, prefetch: int | None = None, retired: Sequence[str] = ()) -> Subscription:
+        """Consume ``queue`` (bound to the routing-key patterns ``bindings``, and no longer to ``retired``: what
+        an older paiq bound it to) with ``router``, at most ``prefetch`` messages in hand at once (None: the
+        bus's own prefetch).
 
         A message is acknowledged only after its handler returned and the returned events were
         published. A message that is not a valid event goes straight to the dead-letter exchange; one
@@ -143,11 +144,11 @@ class Bus(Protocol):
 
 
 async def consume(stack: AsyncExitStack, bus: Bus, queue: str, bindings: Sequence[str], router: Router, *,
-                  prefetch: int | None = None) -> None:
+                  prefetch: int | None = None, retired: Sequence[str] = ()) -> None:
     """Consume ``queue`` (:meth:`Bus.subscribe`) while ``stack`` is open: the subscription is cancelled when it
     closes, before what was entered on it earlier, so that a service stopped in process takes no more messages
     (and one started again on the same bus takes its queue over)."""
-    subscription = await bus.subscribe(queue, bindings, router, prefetch=prefetch)
+    subscription = await bus.subscribe(queue, bindings, router, prefetch=prefetch, retired=retired)
     stack.push_async_callback(subscription.cancel)
 
 

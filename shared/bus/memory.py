@@ -58,7 +58,8 @@ class MemoryBus:
         """In-process: always usable."""
 
     async def subscribe(self, queue: str, bindings: Sequence[str], router: Router, *,
-                        durable: bool = True, prefetch: int | None = None) -> _MemorySubscription:
+                        durable: bool = True, prefetch: int | None = None,
+                        retired: Sequence[str] = ()) -> _MemorySubscription:
         """A queue consumed again (after :meth:`_MemorySubscription.cancel`) keeps what arrived meanwhile."""
         if durable:
             count_dead_letters_of(queue)

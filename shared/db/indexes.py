@@ -86,6 +86,7 @@ async def _create_indexes(store: Store) -> None:
     await store.profiles.ensure_indexes()  # an attempt's task profiles (job detail, profile API, job removal)
     await store.usage.ensure_indexes()  # the usage rollups' days by user, by VC, all (the usage report)
     await store.notifications.ensure_indexes()  # subscriptions by owner, deliveries due and by owner, expiries
+    await store.journal.ensure_indexes()  # the events: by number, waiting to be numbered, by time
     await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
     # submissions by Idempotency-Key (read by _id), kept a day (shared.db.idempotency)
     await store.idempotency.create_index([("created_at", ASCENDING)], expireAfterSeconds=KEEP_SECONDS)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import bson
 import pymongo
@@ -29,6 +29,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
 from shared.db.jobreads import QUEUE_SHARES, JobReads
+from shared.db.journal import Journal
 from shared.db.lists.counts import ListCounts
 from shared.db.logs import LogStore
 from shared.db.notifications import NotificationStore
@@ -39,6 +40,7 @@ from shared.db.tags import add_tag, delete_tag, tags_of
 from shared.db.tallies import Tallies
 from shared.db.usage import MARK, UsageStore
 from shared.errors import JobExistsError, LeaseLostError, StoreError
+from shared.events import CloudEvent
 from shared.records import (
     CONFIGS_APART,
     PACKED_CONFIG,
@@ -88,6 +90,13 @@ class Fence:
     holder: str
 
 
+class _NothingWrittenError(Exception):
+    """A conditional write matched nothing: its transaction is aborted on the way out."""
+
+
+T = TypeVar("T")
+
+
 class Store(JobReads):
     def __init__(self, client: AsyncMongoClient[Doc], database: str) -> None:
         self._client = client
@@ -108,6 +117,7 @@ class Store(JobReads):
         self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
         self.notifications = NotificationStore(db)  # subscriptions and deliveries (shared.db.notifications)
         self.usage = UsageStore(db, self.profiles)  # daily usage per VC and user, counted as jobs end
+        self.journal = Journal(db)  # every job and task event, stored with its change (shared.db.journal)
         self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
@@ -134,10 +144,10 @@ class Store(JobReads):
             raise JobExistsError(job.id) from e
 
     async def submit_job(self, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
-                         idempotency: IdempotencyRecord | None = None) -> Submitted:
-        """Store a new job with its SSH key (sealed; None: the job has none) and idempotency record as one step
-        (:mod:`shared.db.submission`)."""
-        return await submit_job(self, job, document, key, idempotency)
+                         idempotency: IdempotencyRecord | None = None, events: Sequence[CloudEvent] = ()) -> Submitted:
+        """Store a new job with its SSH key (sealed; None: the job has none), idempotency record and events as
+        one step (:mod:`shared.db.submission`)."""
+        return await submit_job(self, job, document, key, idempotency, events)
 
     async def idempotent_submission(self, user: str, key: str) -> IdempotencyRecord | None:
         """The submission an ``Idempotency-Key`` already made (kept a day)."""
@@ -189,8 +199,10 @@ class Store(JobReads):
                 for vc, users in sorted(shares.items()) for user, share in sorted(users.items())]
         await self.meta.replace_one({"_id": QUEUE_SHARES}, {"_id": QUEUE_SHARES, "shares": rows}, upsert=True)
 
-    async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> JobRecord | None:
-        """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None.
+    async def update_job(self, job_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any],
+                         events: Sequence[CloudEvent] = ()) -> JobRecord | None:
+        """Apply ``$set: changes`` if the job still matches ``expect``; the job after, or None. ``events``
+        (journaled ones: :mod:`shared.db.journal`) are stored with the change, in its transaction.
 
         An update then a read by ``_id``, not ``find_one_and_update``: SecantusDB answers the latter
         by reading the whole collection. ``tasks`` are written packed or plain (:func:`tasks_update`); the
@@ -202,9 +214,20 @@ class Store(JobReads):
             written, unset = tasks_update(update_doc["$set"].pop("tasks"))
             update_doc.update({"$set": {**update_doc["$set"], **written}, "$unset": unset})
 
+        async def write(session: AsyncClientSession | None) -> Doc | None:
+            result = await self.jobs.update_one({"_id": job_id, **expect}, update_doc, session=session)
+            if result.modified_count != 1:
+                return None
+            doc = await self.jobs.find_one({"_id": job_id}, session=session)
+            if doc is not None:
+                await self.journal.record(events, version=int(doc.get("version", 0)), session=session)
+            return doc
+
         async def update() -> Doc | None:
-            result = await self.jobs.update_one({"_id": job_id, **expect}, update_doc)
-            return await self.jobs.find_one({"_id": job_id}) if result.modified_count == 1 else None
+            try:
+                return await self.atomically(write, bool(events))
+            except DuplicateKeyError:  # an earlier try committed the change and its events: the answer was lost
+                return await self.jobs.find_one({"_id": job_id})
 
         try:  # the $set is idempotent: a try whose answer was lost changed what the next one sets again
             doc = await idempotent(update, "update a job")
@@ -212,24 +235,67 @@ class Store(JobReads):
             raise StoreError(f"updating job {job_id} failed: {e}") from e
         return await self._record(doc)
 
-    async def replace_job(self, job: JobRecord, expected_version: int) -> bool:
+    async def replace_job(self, job: JobRecord, expected_version: int, events: Sequence[CloudEvent] = (),
+                          published: Sequence[bool] | None = None) -> bool:
         """Write every field of ``job`` but its configs if nobody changed it since ``expected_version`` was
         read; attempts it ended go to ``job_attempts`` first, and a job that has just ended is counted in the
-        tallies after. The configs, which never change, stay as they were written (never packed again)."""
+        tallies after. The configs, which never change, stay as they were written (never packed again).
+        ``events`` (journaled ones, :mod:`shared.db.journal`; ``published``: each already on the bus) are
+        stored with the change, in one transaction: all of it or none."""
         head = job.head_document()
         del head["_id"]
         unset = {field: "" for field in ("tasks", PACKED_TASKS) if field not in head}
         change: Doc = {"$set": {**head, "version": expected_version + 1}, **({"$unset": unset} if unset else {})}
-        try:
+
+        async def write(session: AsyncClientSession | None) -> bool:
             for past in job.archived:  # by id: archiving again (a write that missed, retried) replaces it
                 await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"}, past.to_document(job.id),
-                                                upsert=True)
-            result = await self.jobs.update_one({"_id": job.id, "version": expected_version}, change)
-            if result.modified_count == 1 and job.state.is_final and not job.counted:
-                await self.count_finished(job)
+                                                upsert=True, session=session)
+            result = await self.jobs.update_one({"_id": job.id, "version": expected_version}, change, session=session)
+            if result.modified_count != 1:
+                raise _NothingWrittenError  # nothing else of the transaction may stay
+            await self.journal.record(events, version=expected_version + 1, session=session, published=published)
+            return True
+
+        try:
+            try:
+                written = await self.atomically(write, bool(events))
+            except DuplicateKeyError:
+                # An event is journaled already (one from the bus, delivered again after an earlier change took it
+                # in): the change goes with the others.
+                known = {d["_id"] async for d in self.journal.entries.find({"_id": {"$in": [e.id for e in events]}},
+                                                                            {"_id": 1})}
+                keep = [i for i, e in enumerate(events) if e.id not in known]
+                flags = published or [False] * len(events)
+                events, published = [events[i] for i in keep], [flags[i] for i in keep]
+                written = await self.atomically(write, bool(events))
+        except _NothingWrittenError:
+            return False
         except PyMongoError as e:
             raise StoreError(f"writing job {job.id} failed: {e}") from e
-        return result.modified_count == 1
+        if job.state.is_final and not job.counted:
+            await self.count_finished(job)
+        return written
+
+    async def atomically(self, write: Callable[[AsyncClientSession | None], Awaitable[T]], wanted: bool) -> T:
+        """``write`` in one transaction when ``wanted`` and the server takes them (a replica set); else as it
+        is, its parts one after another (a standalone mongod: a change is then stored before its events)."""
+        if not wanted or not await self.supports_transactions():
+            result = await write(None)
+        else:
+            async with self._client.start_session() as session, await session.start_transaction():
+                result = await write(session)
+        if wanted:
+            self.journal.touched()
+        return result
+
+    async def check_lease(self, name: str, holder: str, session: AsyncClientSession | None) -> None:
+        """LeaseLostError unless ``holder`` holds the lease ``name`` now; in ``session``'s transaction, a fence:
+        the transaction's writes commit only while the lease is held (without transactions, a check)."""
+        held = await self.leases.update_one({"_id": name, "holder": holder, "expires_ms": {"$gt": now_ms()}},
+                                            {"$inc": {"commits": 1}}, session=session)
+        if held.matched_count != 1:
+            raise LeaseLostError(name, holder)
 
     async def count_finished(self, job: JobRecord) -> None:
         """Add an ended job to its VC's tally, then mark it counted (a crash in between: the status
@@ -242,9 +308,11 @@ class Store(JobReads):
                                      atomic=await self.supports_transactions())
 
     async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
-                                fence: Fence | None = None) -> list[JobRecord]:
+                                fence: Fence | None = None,
+                                announce: Mapping[str, Sequence[CloudEvent]] | None = None) -> list[JobRecord]:
         """Place many queued jobs in one round trip; the jobs that were placed (a job that changed
-        meanwhile, e.g. was stopped, is left as it is).
+        meanwhile, e.g. was stopped, is left as it is). ``announce``: each job's events, journaled with its
+        placement where it is placed.
 
         With a ``fence``, the writes are one transaction with a check that its holder still holds the
         lease: a scheduler that lost its lease (stalled past it, another took over) cannot commit, and one
@@ -259,14 +327,15 @@ class Store(JobReads):
             _placed(tuple(tasks), token))
             for job, tasks in placements]
         try:
-            await self._write_jobs(ops, fence)
+            await self._write_jobs(ops, fence, announce, lambda doc: doc.get("placement_id") == token)
             cursor = self.jobs.find({"_id": {"$in": [job.id for job, _ in placements]}, "placement_id": token})
             return await self.records_of(cursor)
         except PyMongoError as e:
             raise StoreError(f"committing {len(ops)} placements failed: {e}") from e
 
     async def mark_preempted(self, marks: Sequence[tuple[JobRecord, PreemptedBy, tuple[str, ...]]],
-                             fence: Fence | None = None) -> list[JobRecord]:
+                             fence: Fence | None = None,
+                             announce: Mapping[str, Sequence[CloudEvent]] | None = None) -> list[JobRecord]:
         """Record the scheduler's preemptions on their victims (each: the victim as read, the decision, its
         lineage after), fenced by the lease as placements are; the victims marked (one whose attempt ended
         or changed meanwhile, or that a user is stopping, is left alone)."""
@@ -279,30 +348,46 @@ class Store(JobReads):
             {"$set": {"preempted": mark.model_dump(mode="json"), "preempted_by": list(lineage)},
              "$inc": {"version": 1}})
             for job, mark, lineage in marks]
+        wanted = {job.id: mark for job, mark, _ in marks}
         try:
-            await self._write_jobs(ops, fence)
+            await self._write_jobs(ops, fence, announce,
+                                   lambda doc: doc.get("preempted") == wanted[doc["_id"]].model_dump(mode="json"))
             # Marked by this write: each decision has its own id (one left alone keeps an earlier one or none).
-            wanted = {job.id: mark for job, mark, _ in marks}
             cursor = self.jobs.find({"_id": {"$in": list(wanted)}})
             after = await self.records_of(cursor)
         except PyMongoError as e:
             raise StoreError(f"recording {len(ops)} preemptions failed: {e}") from e
         return [j for j in after if j.preempted == wanted[j.id]]
 
-    async def _write_jobs(self, ops: list[UpdateOne], fence: Fence | None) -> None:
+    async def _write_jobs(self, ops: list[UpdateOne], fence: Fence | None,
+                          announce: Mapping[str, Sequence[CloudEvent]] | None = None,
+                          changed: Callable[[Doc], bool] | None = None) -> None:
         """The scheduler's writes to jobs in one round trip: with a ``fence``, one transaction that checks its
         holder still holds the lease (:class:`LeaseLostError` if not); unfenced on a server without
-        transactions (a standalone mongod) or without a fence."""
-        if fence is None or not await self.supports_transactions():
+        transactions (a standalone mongod) or without a fence. ``announce``: each job's events, journaled in
+        the same transaction for the jobs the write ``changed`` (read back in it)."""
+        journal = {job_id: events for job_id, events in (announce or {}).items() if events}
+        if not await self.supports_transactions() or (fence is None and not journal):
             await self.jobs.bulk_write(ops, ordered=False)
+            await self._journal_changed(journal, changed, None)
+        else:
+            async with self._client.start_session() as session, await session.start_transaction():
+                if fence is not None:  # the transaction is aborted on the way out when the lease is lost
+                    await self.check_lease(fence.lease, fence.holder, session)
+                await self.jobs.bulk_write(ops, ordered=False, session=session)
+                await self._journal_changed(journal, changed, session)
+        if journal:
+            self.journal.touched()
+
+    async def _journal_changed(self, journal: Mapping[str, Sequence[CloudEvent]], changed: Callable[[Doc], bool] | None,
+                               session: AsyncClientSession | None) -> None:
+        """Journal each job's events where the write just made changed it, at its version after."""
+        if not journal:
             return
-        async with self._client.start_session() as session, await session.start_transaction():
-            held = await self.leases.update_one(
-                {"_id": fence.lease, "holder": fence.holder, "expires_ms": {"$gt": now_ms()}},
-                {"$inc": {"commits": 1}}, session=session)
-            if held.matched_count != 1:
-                raise LeaseLostError(fence.lease, fence.holder)  # the transaction is aborted on the way out
-            await self.jobs.bulk_write(ops, ordered=False, session=session)
+        fields = {"version": 1, "placement_id": 1, "preempted": 1, "reason": 1}
+        async for doc in self.jobs.find({"_id": {"$in": list(journal)}}, fields, session=session):
+            if changed is None or changed(doc):
+                await self.journal.record(journal[doc["_id"]], version=int(doc.get("version", 0)), session=session)
 
     @property
     def transactions_known(self) -> bool | None:
@@ -319,16 +404,18 @@ class Store(JobReads):
                             "its lease (run mongod as a replica set, even of one member)")
         return self._transactions
 
-    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, bool]]) -> None:
+    async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, bool]],
+                                  announce: Mapping[str, Sequence[CloudEvent]] | None = None) -> None:
         """Record why each job waits and whether it is parked as never fitting, in one round trip (where
-        it waits is derived when read)."""
+        it waits is derived when read); ``announce``: each job's events, journaled with its new reason."""
         if not waiting:
             return
         ops = [UpdateOne({"_id": job.id, "state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value,
                           "attempt": job.attempt},
                          {"$set": {"reason": reason, "parked": parked}, "$inc": {"version": 1}})
                for job, reason, parked in waiting]
-        await self.jobs.bulk_write(ops, ordered=False)
+        reasons = {job.id: reason for job, reason, _ in waiting}
+        await self._write_jobs(ops, None, announce, lambda doc: doc.get("reason") == reasons[doc["_id"]])
 
     async def delete_job(self, job_id: str) -> bool:
         """Remove a job with its earlier attempts, its tasks' logs, runs and profiles, and its place in the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pymongo
@@ -23,6 +24,7 @@ from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, Serve
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.retry import WINDOW_SECONDS, idempotent
 from shared.errors import JobExistsError, SubmitOutcomeUnknownError
+from shared.events import CloudEvent
 from shared.records import JobRecord
 from shared.tasks.jobkeys import StoredJobKey
 
@@ -41,7 +43,7 @@ def _outcome_unknown(error: PyMongoError) -> bool:
 
 
 async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
-                     idempotency: IdempotencyRecord | None = None) -> Submitted:
+                     idempotency: IdempotencyRecord | None = None, events: Sequence[CloudEvent] = ()) -> Submitted:
     """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
     or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
     goes first and is removed again when the job was refused).
@@ -50,13 +52,16 @@ async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: St
     window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
     back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
     is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
-    ``DUPLICATE``: the idempotency record says an earlier request stored this submission already."""
+    ``DUPLICATE``: the idempotency record says an earlier request stored this submission already. ``events``
+    (``job.submitted``) are journaled in the same transaction (:mod:`shared.db.journal`)."""
     deadline = time.monotonic() + WINDOW_SECONDS
     delay = 0.1
     maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
     while True:
         try:
-            await _submit_once(store, job, document, key, idempotency)
+            await _submit_once(store, job, document, key, idempotency, events)
+            if events:
+                store.journal.touched()
             return Submitted.STORED
         except DuplicateKeyError as e:
             if await _stored(store, job.id):
@@ -77,7 +82,7 @@ async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: St
             delay = min(delay * 2, 2.0)
 
 async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
-                       idempotency: IdempotencyRecord | None) -> None:
+                       idempotency: IdempotencyRecord | None, events: Sequence[CloudEvent]) -> None:
     if not await store.supports_transactions():  # a standalone mongod: key, configs, job, then the record
         if key is not None:
             await store.put_job_key(key)
@@ -94,6 +99,8 @@ async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: 
             await idempotent(lambda: store.idempotency.replace_one({"_id": idempotency.id},
                                                                   idempotency.to_document(), upsert=True),
                              "store an idempotency record")
+        with contextlib.suppress(DuplicateKeyError):  # a try whose answer was lost journaled them already
+            await store.journal.record(events, version=job.version, session=None)
         return
     async with store.start_session() as session, await session.start_transaction():
         # an insert: a job id is new (its random suffix), and an insert costs the server less than an upsert
@@ -104,6 +111,7 @@ async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: 
         if document.configs is not None:
             await store.job_configs.insert_one(document.configs, session=session)
         await store.jobs.insert_one(document.job, session=session)
+        await store.journal.record(events, version=job.version, session=session)
 
 async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
                   maybe_sent: bool) -> bool:

@@ -93,6 +93,7 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     from shared.errors import PaiqError
     from shared.runtime.logsetup import configure_logging
     from shared.runtime.metrics import start_ops_server
+    from shared.runtime.relay import start_relay
 
     try:
         settings = Settings.from_env(env)
@@ -114,6 +115,8 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
                 open_store(settings.mongodb_uri, settings.database, settings.mongodb_timeout_seconds))
             bus = await stack.enter_async_context(open_bus(settings))
             watch_dependencies(vitals, store, bus, stack)
+            await start_relay(stack, store, bus, vitals, queue_prefix=settings.queue_prefix,
+                              retention_hours=settings.event_retention_hours)
             if name != "submit":  # submit serves /healthz and /metrics on its API port, once started
                 # before the service starts, so that a start that hangs is seen (/livez: a stuck round)
                 await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report,

@@ -37,6 +37,7 @@ from shared.settings.syntax import (
     parse_days,
     parse_gpu_devices,
     parse_gpus,
+    parse_hours,
     parse_integer,
     parse_network,
     parse_port_range,
@@ -270,6 +271,8 @@ class Settings(EnvModel):
     log_format: str = Field("console", alias="PAIQ_LOG_FORMAT")
     # 0: keep ended jobs forever.
     job_retention_days: Annotated[float, _text(parse_days)] = Field(0.0, alias="PAIQ_JOB_RETENTION_DAYS")
+    # How long the journal keeps events for consumers that resume (shared.db.journal; 0: for ever).
+    event_retention_hours: Annotated[float, _text(parse_hours)] = Field(24.0, alias="PAIQ_EVENT_RETENTION_HOURS")
     # A second, all callers without a token together (services.submit.throttle).
     anonymous_heavy_reads: Integer = Field(4, alias="PAIQ_ANONYMOUS_HEAVY_READS", ge=0, le=10_000)
     # paiq up's SecantusDB: its WiredTiger cache must hold what is stored.

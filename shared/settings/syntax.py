@@ -122,6 +122,18 @@ def parse_days(raw: str) -> float:
     return days
 
 
+def parse_hours(raw: str) -> float:
+    """A number of hours, fractions allowed: 0 (keep for ever) up to, not including, 100,000 days' worth."""
+    try:
+        hours = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"must be a number of hours (0: keep for ever), got {quoted(raw)}") from None
+    if not (math.isfinite(hours) and 0 <= hours < MAX_RETENTION_DAYS * 24):
+        raise ValueError(f"must be 0 (keep for ever) or a positive number of hours below {MAX_RETENTION_DAYS * 24:,}, "
+                         f"got {quoted(raw)}")
+    return hours
+
+
 NODE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

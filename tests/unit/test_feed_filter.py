@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from services.submit.routes.feed import _wanted
-from shared.events import JobSubmitted, JobSubmittedData
+from shared.db.journal import JournalEntry
+from shared.events import JobSubmitted, JobSubmittedData, dump_event
 
 pytestmark = pytest.mark.unit
 
 
-def event(job_id: str) -> JobSubmitted:
-    return JobSubmitted(subject=job_id, data=JobSubmittedData(job_id=job_id, user="u", virtual_cluster="default"))
+def event(job_id: str) -> JournalEntry:
+    e = JobSubmitted(subject=job_id, data=JobSubmittedData(job_id=job_id, user="u", virtual_cluster="default"))
+    return JournalEntry(seq=1, id=e.id, job=job_id, type=e.type, at_ms=1, body=dump_event(e).decode())
 
 
 @pytest.mark.parametrize(("subject", "user", "job", "wanted"), [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -69,6 +70,18 @@ class Published:
         self.events.extend(events)
 
 
+class RecordedJournal:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[CloudEvent, bool]] = []
+
+    async def record(self, events: Sequence[CloudEvent], *, version: int, session: object,
+                     published: Sequence[bool]) -> None:
+        self.recorded.extend(zip(events, published, strict=True))
+
+    def touched(self) -> None:
+        return None
+
+
 def value(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
@@ -80,8 +93,9 @@ async def test_an_idle_gpu_is_flagged_after_1800_s_under_5_percent_and_counted(t
     assert (options.profile_seconds, options.gpu_idle_percent, options.gpu_idle_seconds) == (
         README_INTERVAL_S, README_IDLE_PERCENT, README_IDLE_S), "the README's defaults"
     engine, bus = SteppingEngine(node, vc), Published()
-    deps = LauncherDeps(settings=settings, store=cast(Store, None), bus=cast(Bus, bus), driver=cast(Any, engine),
-                        logs=cast(LogStore, None))
+    journal = RecordedJournal()
+    deps = LauncherDeps(settings=settings, store=cast(Store, SimpleNamespace(journal=journal)), bus=cast(Bus, bus),
+                        driver=cast(Any, engine), logs=cast(LogStore, None))
     sampler = Sampler(deps, cast(Any, RecordedGpus()), cast(ProfileStore, MemoryProfiles()))
 
     # The first reading primes; each later one is a point of 10 s. After 1,790 s of points: not yet.
@@ -98,6 +112,7 @@ async def test_an_idle_gpu_is_flagged_after_1800_s_under_5_percent_and_counted(t
     for _ in range(5):
         await sampler.round()
     assert len(bus.events) == 1 and value("paiq_gpu_idle_total", vc=vc) == 1, "once per idle stretch"
+    assert journal.recorded == [(flagged, True)], "journaled as published, for the stream's consumers that resume"
 
     points = engine.rounds - 1
     held = value("paiq_vc_gpu_seconds_held_total", vc=vc)

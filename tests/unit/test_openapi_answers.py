@@ -10,7 +10,7 @@ route and status, as a client generated from the document would read it.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -29,8 +29,10 @@ from services.submit.routes.ssh import new_job_key
 from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
 from shared.db.idempotency import Submitted
+from shared.db.journal import JournalEntry, JournalState, JournalTail
 from shared.db.lists.paging import JobPage, JobSummary
 from shared.db.profiles import TaskProfile
+from shared.events import CloudEvent, dump_event
 from shared.jobconfig.sealing import new_key
 from shared.profiling.idle import IdleState
 from shared.profiling.series import add
@@ -104,6 +106,33 @@ class FakeProfiles:
         return next((p for p in self.found if p.id == key.id), None)
 
 
+class FakeJournal:
+    """The journal in memory: what is recorded is numbered at once."""
+
+    def __init__(self) -> None:
+        self.tail = JournalTail()
+        self.entries: list[JournalEntry] = []
+
+    def add(self, events: Sequence[CloudEvent]) -> None:
+        for event in events:
+            seq = len(self.entries) + 1
+            self.entries.append(JournalEntry(seq=seq, id=event.id, job=event.subject, type=event.routing_key,
+                                             at_ms=1, body=dump_event(event).decode()))
+            self.tail.advanced(seq)
+
+    async def state(self) -> JournalState:
+        return JournalState(last=len(self.entries), published=len(self.entries))
+
+    async def read(self, after: int, limit: int = 500, through: int | None = None) -> list[JournalEntry]:
+        return [e for e in self.entries if after < e.seq <= min(after + limit, through or after + limit)]
+
+    async def number_of(self, event_id: str) -> int | None:
+        return next((e.seq for e in self.entries if e.id == event_id), None)
+
+    async def number_at(self, time_ms: int) -> int:
+        return 0
+
+
 @dataclass
 class FakeStore:
     """What the handlers read of the store, held in memory."""
@@ -115,6 +144,7 @@ class FakeStore:
         VirtualCluster(name="research", quota=Quota(cpus=25, memory=25, gpus=50), groups=("team",))])
 
     profiles: FakeProfiles = field(default_factory=lambda: FakeProfiles([]))
+    journal: FakeJournal = field(default_factory=FakeJournal)
 
     def __post_init__(self) -> None:
         self.keys = {j.id: new_job_key(j, ()).sealed(KEYS_KEY) for j in self.jobs}
@@ -151,18 +181,23 @@ class FakeStore:
         self.jobs.append(job)
 
     async def submit_job(self, job: JobRecord, document: object, key: StoredJobKey | None,
-                         idempotency: object = None) -> Submitted:
+                         idempotency: object = None, events: Sequence[CloudEvent] = ()) -> Submitted:
         if key is not None:
             await self.put_job_key(key)
         await self.insert_job(job)
+        self.journal.add(events)
         return Submitted.STORED
 
     async def idempotent_submission(self, user: str, key: str) -> None:
         return None
 
-    async def update_job(self, job_id: str, expect: object, changes: object) -> JobRecord | None:
+    async def update_job(self, job_id: str, expect: object, changes: object,
+                         events: Sequence[CloudEvent] = ()) -> JobRecord | None:
         job = await self.get_job(job_id)
-        return job if job is not None and not job.state.is_final else None
+        if job is None or job.state.is_final:
+            return None
+        self.journal.add(events)
+        return job
 
     async def delete_job(self, job_id: str) -> bool:
         self.jobs = [j for j in self.jobs if j.id != job_id]

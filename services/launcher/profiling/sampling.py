@@ -93,7 +93,9 @@ class Sampler:
             # tasks are tracked afresh next round, from what is stored.
             for cid in [cid for cid, w in writes.items() if w.new]:
                 self._tracked.pop(cid, None)
-        await self._deps.publish(events)
+        if events and await self._deps.publish(events):  # then journaled as published, for consumers that resume
+            await self._deps.store.journal.record(events, version=0, session=None, published=[True] * len(events))
+            self._deps.store.journal.touched()
         self._gauges(gpu_readings)
         SAMPLING_ROUND.observe(time.perf_counter() - started)
 

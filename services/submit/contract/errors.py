@@ -19,6 +19,7 @@ ErrorCode = Literal[
     "PayloadTooLargeError", "RequestTimeoutError", "RequestHeaderFieldsTooLargeError", "UnknownError",
     "ServiceUnavailableError", "TooManyRequestsError", "InvalidProtocolError",
     "NoGroupError", "ConflictGroupError", "NoStorageError", "NoTagError", "NoSubscriptionError", "NoTaskLogError",
+    "EventsExpiredError",
 ]
 
 STATUS_OF: dict[ErrorCode, int] = {
@@ -61,6 +62,9 @@ STATUS_OF: dict[ErrorCode, int] = {
     "UnknownError": 500,
     # Not one of OpenPAI's codes: the database or the broker unreachable (an outage, not a bug).
     "ServiceUnavailableError": 503,
+    # Not one of OpenPAI's codes: a resume of the event stream from before what the journal still keeps
+    # (PAIQ_EVENT_RETENTION_HOURS), as Kubernetes answers a watch from a compacted resourceVersion.
+    "EventsExpiredError": 410,
 }
 
 # The code of an answer aiohttp decided (an HTTPException, a request its parser refused), by status.
@@ -77,6 +81,8 @@ MEANING_OF_STATUS = {
     404: "not found",
     408: "the body did not arrive within PAIQ_BODY_TIMEOUT_SECONDS",
     409: "conflicts with what exists",
+    410: "the events asked for are older than the journal keeps (PAIQ_EVENT_RETENTION_HOURS): read the current "
+         "state, then follow from now",
     413: f"the body is over {2 * MAX_CONFIG_BYTES:,} bytes",
     503: "the platform cannot take this now: its database or broker is unreachable, or it lacks a setting the "
          "request needs (the message names it)",

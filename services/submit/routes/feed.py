@@ -1,118 +1,145 @@
-"""The live event feed for dashboards and ``paiq events``: the bus's job and task events as
-Server-Sent Events at ``GET /api/v1/events[?user=U[&job=NAME]]``.
+"""The event stream for dashboards, gateways and ``paiq events``: the journal's job and task events
+(:mod:`shared.db.journal`) as Server-Sent Events at ``GET /api/v1/events[?user=U[&job=NAME]][&since=S]``.
 
-The submit service binds a private queue to ``job.*`` and ``task.*`` and fans every event out to the
-connected clients. Node commands (which carry tasks' environments) never go out. A client that reads
-too slowly loses its oldest events and is told so with a comment line.
+Each event goes out as ``id: <number>`` (its place in the journal), ``event: <type>`` and ``data: <the
+CloudEvent>``. A client that reconnects with ``Last-Event-ID`` (every SSE client does) or ``?since=`` gets
+what it missed, then what comes: ``since`` is a number, an event's id, a time (ISO 8601, or ``10m``, ``2h``,
+``1d`` ago). One older than the journal keeps (``PAIQ_EVENT_RETENTION_HOURS``) is answered ``410
+EventsExpiredError`` before the stream starts, as Kubernetes answers a watch from a compacted
+resourceVersion: the client reads the current state, then follows from now. Without either the stream
+starts at the newest event. Node commands (which carry tasks' environments) are never journaled; what a
+task's program printed (a ``task.exited``'s diagnostics) is its owner's and is cut from the public stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import re
+from datetime import datetime
 
 from aiohttp import web
 
+from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Route, text
 from services.submit.contract.streams import open_stream
 from services.submit.deps import DEPS
-from shared.bus.base import Bus, Router
-from shared.eventdocs import event_classes, event_type
-from shared.events import CloudEvent, TaskExited, dump_event
+from shared.db.journal import JournalEntry
+from shared.events import TaskExited, dump_event, parse_event
+from shared.records import now_ms
 
-CLIENT_BUFFER = 1000
 KEEPALIVE_SECONDS = 5.0
+BATCH = 500
+_AGO = re.compile(r"^(\d+)([smhd])$")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-@dataclass
-class EventFeed:
-    clients: set[asyncio.Queue[CloudEvent | None]] = field(default_factory=set)
-
-    async def close(self, _: web.Application) -> None:
-        """Let every client's stream end now, so a shutdown does not wait for them."""
-        for queue in list(self.clients):
-            if queue.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-            queue.put_nowait(None)
-
-    async def publish(self, event: CloudEvent) -> Sequence[CloudEvent]:
-        if isinstance(event, TaskExited) and event.data.diagnostics:
-            # The feed is public; what a program printed is for its owner (the log route, the job detail).
-            event = event.model_copy(update={"data": event.data.model_copy(update={"diagnostics": ""})})
-        for queue in list(self.clients):
-            if queue.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-            queue.put_nowait(event)
-        return []
-
-    async def attach(self, bus: Bus, queue_prefix: str) -> None:
-        router = Router()
-        for cls in event_classes():
-            if event_type(cls).split(".")[0] in {"job", "task"}:
-                router.on(cls, self.publish)
-        await bus.subscribe(f"{queue_prefix}.feed.{uuid.uuid4().hex[:8]}", ["job.*", "task.*"], router,
-                            durable=False)
-
-
-FEED = web.AppKey("feed", EventFeed)
-
-
-def _wanted(event: CloudEvent, user: str | None, job: str | None) -> bool:
+def _wanted(entry: JournalEntry, user: str | None, job: str | None) -> bool:
     if user is None:
         return True
     if job:  # job names may hold '~': compare the id without its submission suffix
-        return event.subject.rsplit("~", 1)[0] == f"{user}~{job}"
-    return event.subject.startswith(f"{user}~")
+        return entry.job.rsplit("~", 1)[0] == f"{user}~{job}"
+    return entry.job.startswith(f"{user}~")
+
+
+def _public(entry: JournalEntry) -> bytes:
+    """The event as the public stream shows it: what a task's program printed is its owner's (the log route,
+    the job detail), never the stream's."""
+    if entry.type != "task.exited" or '"diagnostics":""' in entry.body:
+        return entry.body.encode()
+    event = parse_event(entry.body)
+    if isinstance(event, TaskExited) and event.data.diagnostics:
+        event = event.model_copy(update={"data": event.data.model_copy(update={"diagnostics": ""})})
+    return dump_event(event)
+
+
+async def _start_after(request: web.Request) -> int | None:
+    """The number after which the stream starts (None: the newest), from ``Last-Event-ID`` or ``?since=``;
+    400 for one it cannot read, 410 for one older than the journal keeps."""
+    raw = request.headers.get("Last-Event-ID") or request.query.get("since")
+    if not raw:
+        return None
+    journal = request.app[DEPS].store.journal
+    raw = raw.strip()
+    if raw.isdigit():
+        after = int(raw)
+    elif (m := _AGO.match(raw)) is not None:
+        after = await journal.number_at(now_ms() - int(m.group(1)) * _UNIT_MS[m.group(2)])
+    elif re.fullmatch(r"[0-9a-f]{32}", raw):
+        found = await journal.number_of(raw)
+        if found is None:
+            raise _expired(raw, await journal.state())
+        after = found
+    else:
+        try:
+            when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise ApiError("InvalidParametersError", f"since: must be an event's number or id, a time (ISO 8601) or "
+                                                     f"a span ago such as 10m, 2h or 1d, got {raw[:64]!r}") from None
+        after = await journal.number_at(int(when.timestamp() * 1000))
+    state = await journal.state()
+    if after < state.first - 1:
+        raise _expired(raw, state)
+    return min(after, state.last)
+
+
+def _expired(asked: str, state: object) -> ApiError:
+    first = getattr(state, "first", 1)
+    return ApiError("EventsExpiredError", (
+        f"the events after {asked[:64]} are no longer kept (PAIQ_EVENT_RETENTION_HOURS): the oldest kept is number "
+        f"{first}; read the jobs' state (GET /api/v1/jobs), then follow from now (without since or Last-Event-ID)"))
 
 
 async def stream_events(request: web.Request) -> web.StreamResponse:
-    feed = request.app[FEED]
     user, job = request.query.get("user"), request.query.get("job")
+    store = request.app[DEPS].store
+    journal, tail = store.journal, store.journal.tail
+    after = await _start_after(request)
+    if after is None:
+        after = max(tail.last, (await journal.state()).last)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
     if not await open_stream(request, response):
         return response
-    queue: asyncio.Queue[CloudEvent | None] = asyncio.Queue(maxsize=CLIENT_BUFFER)
-    feed.clients.add(queue)
+    closing = request.app[CLOSING]
     try:
         await response.write(b": paiq event feed\n\n")
-        while request.transport is not None and not request.transport.is_closing():
-            try:
-                event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-            except TimeoutError:
+        while request.transport is not None and not request.transport.is_closing() and not closing.is_set():
+            entries = await journal.read(after, BATCH, through=max(tail.last, after))
+            for entry in entries:
+                if _wanted(entry, user, job):
+                    await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (entry.seq, entry.type.encode(),
+                                                                                _public(entry)))
+                after = entry.seq
+            if len(entries) == BATCH:
+                continue  # catching up
+            if not await tail.wait_past(after, KEEPALIVE_SECONDS):
                 await response.write(b": keepalive\n\n")
-                continue
-            if event is None:
-                break  # the service is shutting down
-            if _wanted(event, user, job):
-                await response.write(b"id: " + event.id.encode() + b"\nevent: " + event.routing_key.encode()
-                                     + b"\ndata: " + dump_event(event) + b"\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         pass
-    finally:
-        feed.clients.discard(queue)
     return response
 
 
-async def start_feed(app: web.Application) -> None:
-    deps = app[DEPS]
-    await app[FEED].attach(deps.bus, deps.settings.queue_prefix)
+CLOSING = web.AppKey("feed-closing", asyncio.Event)
 
 
 def add_feed(app: web.Application) -> None:
-    """The feed's lifetime: attached to the bus at startup, its streams ended at shutdown."""
-    app[FEED] = EventFeed()
-    app.on_startup.append(start_feed)
-    app.on_shutdown.append(app[FEED].close)
+    """The streams end at shutdown, so that it does not wait for them."""
+    app[CLOSING] = asyncio.Event()
+
+    async def close(_: web.Application) -> None:
+        app[CLOSING].set()
+        with contextlib.suppress(AttributeError):  # an app of the tests' without a store streams nothing
+            app[DEPS].store.journal.tail.wake()  # every stream sees that it is to end
+
+    app.on_shutdown.append(close)
 
 
 ROUTES = (
-    Route("GET", "/api/v1/events", stream_events, "live job and task events (CloudEvents) as Server-Sent Events; see "
-          "shared/schemas/EVENTS.md", {200: text("an endless event stream", "text/event-stream")},
-          params=(Param("user", "query"), Param("job", "query"))),
+    Route("GET", "/api/v1/events", stream_events, "job and task events (CloudEvents) as Server-Sent Events, from "
+          "the journal: each with its number as its id; Last-Event-ID or since resumes after one (410 when older "
+          "than PAIQ_EVENT_RETENTION_HOURS); see shared/schemas/EVENTS.md",
+          {200: text("an endless event stream", "text/event-stream")},
+          (400, 410), also={410: ("EventsExpiredError",)},
+          params=(Param("user", "query"), Param("job", "query"), Param("since", "query"))),
 )

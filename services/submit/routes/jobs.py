@@ -31,8 +31,8 @@ from services.submit.users import Principal, may_use
 from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
 from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
 from shared.db.store import EncodedJob, Store, encoded_job
-from shared.errors import BusError, JobExistsError, SubmitOutcomeUnknownError
-from shared.events import CloudEvent, JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
+from shared.errors import JobExistsError, SubmitOutcomeUnknownError
+from shared.events import JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
 from shared.jobconfig.envsize import env_size_problems
 from shared.jobconfig.limits import JobLimits, printable
 from shared.jobconfig.model import JobConfig
@@ -54,15 +54,6 @@ JOB_NAME_SCHEMA = job_config_schemas()["JobConfig"]["properties"]["jobName"]
 
 # The X-Warning header's length at most (20 warnings of keys quoted up to 64 characters fit).
 MAX_WARNING_HEADER = 4096
-
-
-async def _publish(request: web.Request, event: CloudEvent, what: str) -> None:
-    try:
-        await request.app[DEPS].bus.publish([event])
-    except BusError:
-        # MongoDB already holds the change; the services' periodic passes act on it without the event.
-        log.warning(f"{what} stored but its event was not published; the next reconcile pass picks it up",
-                    job_id=event.subject)
 
 
 async def submit_job(request: web.Request) -> web.Response:
@@ -193,11 +184,13 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
     repeated = await _repeat_of(deps.store, idem, config.job_name, accepted_answer)
     if repeated is not None:
         return repeated
-    # The job, its key and the idempotency record in one step: a 503 means none of them is stored.
+    # The job, its key, the idempotency record and its event in one step: a 503 means none of them is stored.
+    submitted = JobSubmitted(subject=job.id, data=JobSubmittedData(job_id=job.id, user=user,
+                                                                    virtual_cluster=job.virtual_cluster))
     try:
         stored = await deps.store.submit_job(job, prepared.document,
                                              stored_job_key(job, admitted, deps.settings.secrets_key),
-                                             idem.record if idem else None)
+                                             idem.record if idem else None, events=[submitted])
     except JobExistsError as e:
         raise refusals.taken(user, config.job_name) from e
     except SubmitOutcomeUnknownError:
@@ -211,8 +204,6 @@ async def submit(request: web.Request, user: str | None, judge: Judge,
         if repeated is not None:
             return repeated
     log.info("job accepted", job_id=job.id, tasks=config.total_tasks, vc=config.virtual_cluster)
-    await _publish(request, JobSubmitted(subject=job.id, data=JobSubmittedData(
-        job_id=job.id, user=user, virtual_cluster=job.virtual_cluster)), "job")
     return accepted_answer(user, config.job_name, result.warnings)
 
 
@@ -348,12 +339,11 @@ async def _request_stop(request: web.Request, *, delete: bool) -> tuple[JobRecor
     changes: dict[str, object] = {"stop_requested_by": principal.user}
     if delete:
         changes["delete_requested"] = True
+    requested = JobStopRequested(subject=job.id, data=JobStopRequestedData(job_id=job.id, by=principal.user))
     changed = await request.app[DEPS].store.update_job(
-        job.id, {"state": {"$in": list(ACTIVE_JOB_STATES)}}, changes)
+        job.id, {"state": {"$in": list(ACTIVE_JOB_STATES)}}, changes, events=[requested])
     if changed is not None:
         log.info("stop requested", job_id=job.id, by=principal.user, delete=delete)
-        await _publish(request, JobStopRequested(subject=job.id, data=JobStopRequestedData(
-            job_id=job.id, by=principal.user)), "stop request")
     return job, changed
 
 

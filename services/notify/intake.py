@@ -1,0 +1,113 @@
+"""The notifier's intake: the changes users are told of, read from the journal (:mod:`shared.db.journal`) in
+order, from where the notifier stopped.
+
+One notify process at a time reads (the lease ``notify-intake``); its place is ``meta``'s ``notify-intake``,
+moved on once a batch's deliveries are written. A notifier killed at any moment reads the batch again when
+it is back: each delivery's id is derived from the change and the recipient, so what was written before is
+not written twice, and nothing committed is missed (a change can only be late). A notifier that starts on a
+journal it never read starts at its newest entry; one that was away longer than the journal keeps
+(``PAIQ_EVENT_RETENTION_HOURS``) says how many changes it missed and goes on from the oldest kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+import structlog
+
+from shared.db.journal import JournalEntry
+from shared.db.store import Store
+from shared.events import CloudEvent, parse_event
+
+log = structlog.get_logger("paiq.notify")
+
+LEASE = "notify-intake"
+CURSOR_ID = "notify-intake"
+LEASE_SECONDS = 10
+BATCH = 256
+IDLE_SECONDS = 2.0
+MAX_TRIES = 5  # an entry whose handling keeps failing (not an outage) is passed over after this many
+CHANGES = frozenset({"task.started", "job.completed", "job.retrying"})
+
+
+class Intake:
+    def __init__(self, store: Store, handle: Callable[[CloudEvent], Awaitable[Sequence[CloudEvent]]], *,
+                 concurrency: int, instance: str | None = None) -> None:
+        self.store = store
+        self.handle = handle
+        self.instance = instance or f"notify-{uuid.uuid4().hex[:12]}"
+        self.concurrency = concurrency
+        self.leading = False
+        self._lease_at = 0.0
+        self._tries: dict[str, int] = {}
+
+    async def run(self) -> None:
+        try:
+            while True:
+                if not await self._lead():
+                    await asyncio.sleep(IDLE_SECONDS)
+                    continue
+                if not await self.round():
+                    await self.store.journal.tail.wait_past(await self.cursor(), IDLE_SECONDS)
+        finally:
+            if self.leading:
+                await self.store.release_lease(LEASE, self.instance)
+
+    async def _lead(self) -> bool:
+        now = asyncio.get_running_loop().time()
+        if not self.leading or now - self._lease_at > LEASE_SECONDS / 3:
+            self.leading = await self.store.hold_lease(LEASE, self.instance, LEASE_SECONDS * 1000)
+            self._lease_at = now
+        return self.leading
+
+    async def cursor(self) -> int:
+        """Where the intake stands: the last number it handled (made at the journal's newest the first time)."""
+        doc = await self.store.meta.find_one({"_id": CURSOR_ID})
+        if doc is not None:
+            return int(doc["seq"])
+        last = (await self.store.journal.state()).last
+        await self.store.meta.update_one({"_id": CURSOR_ID}, {"$setOnInsert": {"seq": last}}, upsert=True)
+        return int((await self.store.meta.find_one({"_id": CURSOR_ID}) or {"seq": last})["seq"])
+
+    async def round(self) -> bool:
+        """Handle the next batch; whether there was one."""
+        cursor = await self.cursor()
+        state = await self.store.journal.state()
+        if cursor < state.first - 1:
+            log.warning("the notifier was away longer than the journal keeps its events: changes after it were "
+                        "not told", missed=state.first - 1 - cursor, retention_setting="PAIQ_EVENT_RETENTION_HOURS")
+            cursor = state.first - 1
+        entries = await self.store.journal.read(cursor, BATCH, through=state.last)
+        if not entries:
+            return False
+        await self._handle([e for e in entries if e.type in CHANGES])
+        await self.store.meta.update_one({"_id": CURSOR_ID}, {"$max": {"seq": entries[-1].seq}}, upsert=True)
+        return True
+
+    async def _handle(self, entries: list[JournalEntry]) -> None:
+        """Each entry's deliveries written, ``concurrency`` at a time (their writes batched together). An
+        entry that fails is tried again with the batch, up to MAX_TRIES, then passed over and said."""
+        slots = asyncio.Semaphore(self.concurrency)
+
+        async def one(entry: JournalEntry) -> BaseException | None:
+            async with slots:
+                try:
+                    await self.handle(parse_event(entry.body))
+                except Exception as e:
+                    return e
+                self._tries.pop(entry.id, None)
+                return None
+
+        failures = [(e, f) for e, f in zip(entries, await asyncio.gather(*(one(e) for e in entries)), strict=True)
+                    if f is not None]
+        for entry, error in failures:
+            tries = self._tries[entry.id] = self._tries.get(entry.id, 0) + 1
+            if tries >= MAX_TRIES:
+                log.error("a change could not be notified; passed over", event_id=entry.id, job_id=entry.job,
+                          event_type=entry.type, tries=tries, error=repr(error))
+                self._tries.pop(entry.id, None)
+        again = [error for entry, error in failures if self._tries.get(entry.id)]
+        if again:
+            raise again[0]  # the batch again, after the loop's backoff (an outage waits it out)

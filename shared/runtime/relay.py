@@ -1,0 +1,183 @@
+"""The journal's relay: numbers what writers stored (:mod:`shared.db.journal`), publishes it on the bus in
+that order, and tells readers how far it got.
+
+Every service process runs one (``paiq up`` one for all); the one holding the lease ``journal`` works, the
+others stand by and follow: they learn the last number from the leader's ``journal.numbered`` (and, should
+one be missed, from the journal's state at their next look). A writer wakes its own process's relay when
+its transaction commits (:meth:`Relay.written`), and a relay that does not lead passes the wake-up on to the
+leader with ``journal.written``; without either, the leader looks every ``IDLE_LOOK_SECONDS``.
+
+Publishing is at least once: the leader publishes a numbered batch, then records that it did; killed in
+between, the next leader publishes it again, with the same event ids. Each job's events are published in
+the order of its changes (:func:`shared.db.journal.numbering_order`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+
+import structlog
+from pymongo.asynchronous.client_session import AsyncClientSession
+
+from shared.bus.base import Bus, Router
+from shared.db.journal import JournalEntry, JournalState, numbering_order
+from shared.db.store import Store
+from shared.errors import LeaseLostError
+from shared.events import CloudEvent, JournalNumbered, JournalNumberedData, JournalWritten, parse_event
+from shared.records import now_ms
+from shared.runtime.vitals import Vitals
+
+log = structlog.get_logger("paiq.journal")
+
+LEASE = "journal"
+RELAY_LOOP = "journal-relay"
+LEASE_SECONDS = 10
+BATCH = 500
+BUSY_LOOK_SECONDS = 0.05  # while entries keep coming
+IDLE_LOOK_SECONDS = 2.0  # the longest a leader waits without a wake-up
+PURGE_EVERY_SECONDS = 60.0
+
+
+class Relay:
+    def __init__(self, store: Store, bus: Bus, *, retention_ms: int, instance: str | None = None) -> None:
+        self.store = store
+        self.bus = bus
+        self.tail = store.journal.tail
+        self.instance = instance or f"relay-{uuid.uuid4().hex[:12]}"
+        self.retention_ms = retention_ms
+        self.leading = False
+        self._wake = asyncio.Event()
+        self._lease_until = 0.0
+        self._purged = 0.0
+        self._vitals: Vitals | None = None
+        store.journal.listeners.append(self.written)
+
+    # --- wake-ups ------------------------------------------------------------------------------
+
+    def written(self) -> None:
+        """A writer of this process committed journal entries."""
+        self._wake.set()
+        if not self.leading:
+            with contextlib.suppress(RuntimeError):  # no running loop: a test's store without a relay's bus
+                asyncio.get_running_loop().create_task(self._poke())
+
+    async def _poke(self) -> None:
+        with contextlib.suppress(Exception):  # a wake-up only: the leader looks by itself soon enough
+            await self.bus.publish([JournalWritten()])
+
+    async def _woken(self, evt: JournalWritten) -> Sequence[CloudEvent]:
+        if self.leading:
+            self._wake.set()
+        return []
+
+    async def _numbered(self, evt: JournalNumbered) -> Sequence[CloudEvent]:
+        self.tail.advanced(evt.data.last)
+        return []
+
+    async def attach(self, stack: AsyncExitStack, vitals: Vitals, queue_prefix: str) -> None:
+        """Listen for wake-ups (a queue of this process, gone with it) and run the relay's loop."""
+        router = Router()
+        router.on(JournalWritten, self._woken)
+        router.on(JournalNumbered, self._numbered)
+        subscription = await self.bus.subscribe(f"{queue_prefix}.journal.{self.instance}",
+                                                ["journal.written", "journal.numbered"], router, durable=False)
+        stack.push_async_callback(subscription.cancel)
+        self._vitals = vitals
+        vitals.background(stack, RELAY_LOOP, self.run)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            while True:
+                busy = await self.round()
+                if self._vitals is not None:
+                    self._vitals.ok(RELAY_LOOP)
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), BUSY_LOOK_SECONDS if busy else IDLE_LOOK_SECONDS)
+        finally:
+            if self.leading:
+                self.leading = False
+                with contextlib.suppress(Exception):
+                    await self.store.release_lease(LEASE, self.instance)
+
+    async def round(self) -> bool:
+        """One look: lead if the lease is free (or ours), then number, publish and purge; else follow. Whether
+        there was work (look again soon)."""
+        now = time.monotonic()
+        if now >= self._lease_until - LEASE_SECONDS * 2 / 3:  # renew a third of the way in
+            held = await self.store.hold_lease(LEASE, self.instance, LEASE_SECONDS * 1000)
+            if held != self.leading:
+                log.info("leading the journal" if held else "another process leads the journal",
+                         instance=self.instance)
+            self.leading = held
+            self._lease_until = now + LEASE_SECONDS if held else 0.0
+        if not self.leading:
+            self.tail.advanced((await self.store.journal.state()).last)
+            return False
+        try:
+            numbered = await self._number()
+        except LeaseLostError:
+            self.leading, self._lease_until = False, 0.0
+            return False
+        state = await self.store.journal.state()
+        published = await self._publish(state)
+        if published or numbered:
+            await self.bus.publish([JournalNumbered(data=JournalNumberedData(last=state.last))])
+        self.tail.advanced(state.last)
+        if self.retention_ms and now - self._purged >= PURGE_EVERY_SECONDS:
+            self._purged = now
+            await self._purge()
+        return numbered > 0 or published > 0
+
+    async def _number(self) -> int:
+        waiting = await self.store.journal.waiting(BATCH)
+        if not waiting:
+            return 0
+        ordered = numbering_order(waiting)
+
+        async def write(session: AsyncClientSession | None) -> int:
+            await self.store.check_lease(LEASE, self.instance, session)
+            state = await self.store.journal.state(session)
+            return await self.store.journal.number(ordered, state.last, session)
+
+        await self.store.atomically(write, True)
+        return len(ordered)
+
+    async def _publish(self, state: JournalState) -> int:
+        """Publish what is numbered and not yet published, in order, a batch at a time; how many."""
+        done, count = state.published, 0
+        while done < state.last:
+            entries = await self.store.journal.read(done, BATCH, through=state.last)
+            if not entries:
+                break
+            await self.bus.publish([_event(e) for e in entries if not e.published])
+            done = entries[-1].seq
+            count += len(entries)
+            await self.store.journal.mark_published(done)
+        return count
+
+    async def _purge(self) -> None:
+        removed = await self.store.journal.purge(now_ms() - self.retention_ms)
+        if removed:
+            log.info("removed journal entries past their retention", entries=removed,
+                     retention_hours=round(self.retention_ms / 3_600_000, 2))
+
+
+def _event(entry: JournalEntry) -> CloudEvent:
+    event: CloudEvent = parse_event(entry.body)
+    return event
+
+
+async def start_relay(stack: AsyncExitStack, store: Store, bus: Bus, vitals: Vitals, *, queue_prefix: str,
+                      retention_hours: float) -> Relay:
+    """This process's relay, running until ``stack`` closes."""
+    relay = Relay(store, bus, retention_ms=int(retention_hours * 3_600_000))
+    await relay.attach(stack, vitals, queue_prefix)
+    return relay
