@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -116,18 +117,37 @@ class PaiqClient:
     async def virtual_cluster(self, name: str) -> dict[str, Any]:
         return await self._object("GET", f"/api/v1/virtual-clusters/{quote(name)}")
 
-    async def events(self, user: str | None = None, job: str | None = None) -> AsyncIterator[dict[str, Any]]:
-        """The live event feed (Server-Sent Events), each event as its CloudEvents JSON."""
-        query = {k: v for k, v in (("user", user), ("job", job)) if v}
+    async def events(self, user: str | None = None, job: str | None = None, since: str | None = None, *,
+                     reconnect: bool = False) -> AsyncIterator[dict[str, Any]]:
+        """The event stream (Server-Sent Events), each event as its CloudEvents JSON: from ``since`` (an event's
+        number or id, a time, or 10m/2h/1d ago; None: from now). With ``reconnect``, a stream that breaks (the
+        server restarted) is taken up again after the last event seen (``Last-Event-ID``), so nothing is
+        missed; a refusal (410: older than the server keeps) raises :class:`ApiCallError`."""
+        query = {k: v for k, v in (("user", user), ("job", job), ("since", since)) if v}
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-        try:
-            async with self._session.get(self._base + "/api/v1/events", params=query, timeout=timeout) as resp:
-                async for raw in resp.content:
-                    line = raw.decode().rstrip("\n")
-                    if line.startswith("data: "):
-                        yield dict(json.loads(line[len("data: "):]))
-        except aiohttp.ClientConnectionError as e:
-            raise self._unreachable(e) from e
+        last: str | None = None
+        delay = 0.5
+        while True:
+            headers = {"Last-Event-ID": last} if last else {}
+            try:
+                async with self._session.get(self._base + "/api/v1/events", params=query, headers=headers,
+                                             timeout=timeout) as resp:
+                    if resp.status >= 400:
+                        raise _refusal(resp, await resp.json(content_type=None))
+                    delay = 0.5
+                    async for raw in resp.content:
+                        line = raw.decode().rstrip("\n")
+                        if line.startswith("id: "):
+                            last = line[len("id: "):]
+                        elif line.startswith("data: "):
+                            yield dict(json.loads(line[len("data: "):]))
+            except aiohttp.ClientConnectionError as e:
+                if not reconnect:
+                    raise self._unreachable(e) from e
+            if not reconnect:
+                return
+            await asyncio.sleep(delay)  # the stream ended or broke: take it up again after the last event seen
+            delay = min(delay * 2, 10.0)
 
     async def submit(self, user: str, config: bytes) -> tuple[dict[str, Any], dict[str, str]]:
         body, headers = await self._call("POST", f"/api/v1/user/{quote(user)}/jobs", data=config)

@@ -308,7 +308,7 @@ async def cmd_events(args: argparse.Namespace) -> int:
     if args.job:
         user, job = _split_job(args.job, user_of(args))
     async with paiq_client(api_of(args)) as client:
-        async for event in client.events(user, job):
+        async for event in client.events(user, job, args.since, reconnect=True):
             print(json.dumps(event) if args.json else describe_event(event), flush=True)
     return 0
 
@@ -381,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("events", help="follow the live event stream (all jobs, or one job with --job)")
     ev.add_argument("--job", help="JOB (yours) or USER~JOB")
     ev.add_argument("--json", action="store_true", help="print each event as its CloudEvents JSON")
+    ev.add_argument("--since", help="first the events after this one: an event's number or id, a time (ISO 8601), "
+                                    "or a span ago (10m, 2h, 1d); within PAIQ_EVENT_RETENTION_HOURS")
     qu = sub.add_parser("queue", help="a virtual cluster's queue in the scheduler's order, and why each job waits")
     qu.add_argument("vc", nargs="?", default="default", help="the virtual cluster (default: default)")
     st = sub.add_parser("status", help="show a job and its tasks")

@@ -29,12 +29,15 @@ from pymongo import ASCENDING, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.events import CloudEvent, dump_event
+from shared.faults import fault_point
 from shared.records import now_ms
 
 Doc = dict[str, Any]
 META_ID = "journal"
+DUPLICATE_KEY = 11000
 JOURNALED = ("job.", "task.")  # the public events; node.* commands and notify.* are not journaled
 
 
@@ -144,6 +147,7 @@ class Journal:
 
     def touched(self) -> None:
         """A writer committed entries: wake whoever numbers them."""
+        fault_point("journal-committed")
         for listener in self.listeners:
             listener()
 
@@ -164,7 +168,13 @@ class Journal:
         flags = published or [False] * len(events)
         docs = [entry(e, version=version, n=n, published=p, at_ms=at) for n, (e, p) in enumerate(zip(events, flags,
                                                                                                    strict=True))]
-        await self.entries.insert_many(docs, ordered=True, session=session)
+        try:
+            await self.entries.insert_many(docs, ordered=True, session=session)
+        except BulkWriteError as e:  # an event journaled already: said as for one insert, which callers handle
+            if e.details.get("writeErrors") and all(w.get("code") == DUPLICATE_KEY
+                                                     for w in e.details["writeErrors"]):
+                raise DuplicateKeyError(str(e), DUPLICATE_KEY, e.details) from e
+            raise
 
     # --- the numberer (one process at a time: the lease ``journal``) -----------------------------
 

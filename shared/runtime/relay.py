@@ -29,6 +29,7 @@ from shared.db.journal import JournalEntry, JournalState, numbering_order
 from shared.db.store import Store
 from shared.errors import LeaseLostError
 from shared.events import CloudEvent, JournalNumbered, JournalNumberedData, JournalWritten, parse_event
+from shared.faults import fault_point
 from shared.records import now_ms
 from shared.runtime.vitals import Vitals
 
@@ -158,6 +159,7 @@ class Relay:
             if not entries:
                 break
             await self.bus.publish([_event(e) for e in entries if not e.published])
+            fault_point("journal-published")
             done = entries[-1].seq
             count += len(entries)
             await self.store.journal.mark_published(done)

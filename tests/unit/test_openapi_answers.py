@@ -144,7 +144,7 @@ class FakeStore:
         VirtualCluster(name="research", quota=Quota(cpus=25, memory=25, gpus=50), groups=("team",))])
 
     profiles: FakeProfiles = field(default_factory=lambda: FakeProfiles([]))
-    journal: FakeJournal = field(default_factory=FakeJournal)
+    journal: FakeJournal = field(default_factory=lambda: FakeJournal())
 
     def __post_init__(self) -> None:
         self.keys = {j.id: new_job_key(j, ()).sealed(KEYS_KEY) for j in self.jobs}

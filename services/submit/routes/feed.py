@@ -59,28 +59,42 @@ async def _start_after(request: web.Request) -> int | None:
     raw = request.headers.get("Last-Event-ID") or request.query.get("since")
     if not raw:
         return None
-    journal = request.app[DEPS].store.journal
+    deps = request.app[DEPS]
+    journal = deps.store.journal
     raw = raw.strip()
     if raw.isdigit():
         after = int(raw)
-    elif (m := _AGO.match(raw)) is not None:
-        after = await journal.number_at(now_ms() - int(m.group(1)) * _UNIT_MS[m.group(2)])
     elif re.fullmatch(r"[0-9a-f]{32}", raw):
         found = await journal.number_of(raw)
         if found is None:
             raise _expired(raw, await journal.state())
         after = found
     else:
-        try:
-            when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        except ValueError:
-            raise ApiError("InvalidParametersError", f"since: must be an event's number or id, a time (ISO 8601) or "
-                                                     f"a span ago such as 10m, 2h or 1d, got {raw[:64]!r}") from None
-        after = await journal.number_at(int(when.timestamp() * 1000))
+        when = _time_of(raw)
+        kept_ms = int(deps.settings.event_retention_hours * 3_600_000)
+        state = await journal.state()
+        if kept_ms and when < now_ms() - kept_ms and state.first > 1:
+            raise _expired(raw, state)  # the journal kept no more than that: some of the span is gone
+        after = max(await journal.number_at(when), state.first - 1)
     state = await journal.state()
     if after < state.first - 1:
         raise _expired(raw, state)
     return min(after, state.last)
+
+
+def _time_of(raw: str) -> int:
+    """``since`` as a time (ms): a span ago (10m, 2h, 1d) or an ISO 8601 time; 400 otherwise."""
+    if (m := _AGO.match(raw)) is not None:
+        return now_ms() - int(m.group(1)) * _UNIT_MS[m.group(2)]
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError("InvalidParametersError", f"since: must be an event's number or id, a time (ISO 8601) or a "
+                                                 f"span ago such as 10m, 2h or 1d, got {raw[:64]!r}") from None
+    if when.tzinfo is None:
+        raise ApiError("InvalidParametersError", f"since: a time must say its zone (2026-11-28T14:00:00Z), got "
+                                                 f"{raw[:64]!r}")
+    return int(when.timestamp() * 1000)
 
 
 def _expired(asked: str, state: object) -> ApiError:

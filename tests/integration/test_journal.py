@@ -1,0 +1,164 @@
+"""The journal and its relay against the real MongoDB-wire server (shared.db.journal, shared.runtime.relay):
+events stored with their change or not at all, numbered without gaps in each job's order, published at
+least once with the same ids whoever leads, read back by number and by time, and removed past retention."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+
+from shared.bus.base import Router
+from shared.bus.memory import MemoryBus
+from shared.db.store import Store, open_store
+from shared.events import CloudEvent, JobCompleted, JobCompletedData, JobSubmitted, JobSubmittedData, parse_event
+from shared.records import JobState
+from shared.runtime.relay import Relay
+from tests.infra import unique
+from tests.unit.factories import make_config, make_job
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+async def store(mongo_uri: str) -> AsyncIterator[Store]:
+    async with open_store(mongo_uri, unique("journal_")) as s:
+        await s.journal.ensure_indexes()
+        yield s
+
+
+def submitted(job_id: str) -> JobSubmitted:
+    return JobSubmitted(subject=job_id, data=JobSubmittedData(job_id=job_id, user="u", virtual_cluster="default"))
+
+
+def completed(job_id: str) -> JobCompleted:
+    return JobCompleted(subject=job_id, data=JobCompletedData(job_id=job_id, attempt=0, state=JobState.SUCCEEDED))
+
+
+class Heard:
+    """A consumer of the bus that counts events by id."""
+
+    def __init__(self) -> None:
+        self.events: list[CloudEvent] = []
+
+    async def take(self, evt: CloudEvent) -> Sequence[CloudEvent]:
+        self.events.append(evt)
+        return []
+
+    async def on(self, bus: MemoryBus) -> None:
+        router = Router()
+        router.on(JobSubmitted, self.take)
+        router.on(JobCompleted, self.take)
+        await bus.subscribe(unique("heard-"), ["job.*"], router)
+
+
+async def test_a_change_that_is_not_written_stores_none_of_its_events(store: Store) -> None:
+    job = make_job(make_config(jobName=unique("j")), user="u")
+    await store.insert_job(job)
+    stale = await store.replace_job(job, job.version + 7, [completed(job.id)])  # someone changed it meanwhile
+    assert stale is False
+    assert await store.journal.waiting() == [], "events of a change that was not written were stored"
+    assert await store.replace_job(job, job.version, [completed(job.id)]) is True
+    [waiting] = await store.journal.waiting()
+    assert (waiting["job"], waiting["v"], waiting["type"]) == (job.id, job.version + 1, "job.completed")
+
+
+async def test_numbers_follow_each_jobs_changes_and_every_event_is_published_in_that_order(store: Store) -> None:
+    bus = MemoryBus()
+    heard = Heard()
+    await heard.on(bus)
+    jobs = [make_job(make_config(jobName=unique("j")), user="u") for _ in range(5)]
+    for job in jobs:
+        await store.journal.record([submitted(job.id)], version=0, session=None)
+        await store.journal.record([completed(job.id)], version=1, session=None)
+    relay = Relay(store, bus, retention_ms=0)
+    while await relay.round():
+        pass
+    state = await store.journal.state()
+    assert (state.last, state.published) == (10, 10)
+    entries = await store.journal.read(0, 100)
+    assert [e.seq for e in entries] == list(range(1, 11)), "numbered 1..10 without a gap"
+    for job in jobs:
+        assert [e.type for e in entries if e.job == job.id] == ["job.submitted", "job.completed"]
+    await bus.drained()
+    assert [e.id for e in heard.events] == [e.id for e in entries], "published once each, in the journal's order"
+    assert await store.journal.number_of(entries[3].id) == 4
+
+
+async def test_a_relay_killed_between_publishing_and_recording_it_is_repeated_with_the_same_ids(
+        store: Store) -> None:
+    """At least once: the next leader publishes what the last published without recording it, ids unchanged."""
+    bus = MemoryBus()
+    heard = Heard()
+    await heard.on(bus)
+    job = make_job(make_config(jobName=unique("j")), user="u")
+    await store.journal.record([submitted(job.id), completed(job.id)], version=1, session=None)
+    first = Relay(store, bus, retention_ms=0, instance="first")
+
+    async def crash(_: int) -> None:
+        raise SystemExit("killed after publishing")  # stands for the process's death
+
+    first.store.journal.mark_published = crash  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        await first.round()
+    await store.release_lease("journal", "first")  # its lease ends as a dead process's would
+    store.journal.mark_published = type(store.journal).mark_published.__get__(store.journal)  # type: ignore[method-assign]
+    second = Relay(store, bus, retention_ms=0, instance="second")
+    while await second.round():
+        pass
+    await bus.drained()
+    ids = [e.id for e in heard.events]
+    assert len(ids) == 4 and len(set(ids)) == 2, "each event twice, with its own id both times"
+    assert (await store.journal.state()).published == 2
+
+
+async def test_only_the_lease_holder_numbers(store: Store) -> None:
+    bus = MemoryBus()
+    a, b = Relay(store, bus, retention_ms=0, instance="a"), Relay(store, bus, retention_ms=0, instance="b")
+    await a.round()
+    job = make_job(make_config(jobName=unique("j")), user="u")
+    await store.journal.record([submitted(job.id)], version=0, session=None)
+    assert await b.round() is False and not b.leading
+    assert (await store.journal.state()).last == 0
+    assert await a.round() is True and a.leading
+    assert (await store.journal.state()).last == 1
+
+
+async def test_numbers_by_time_and_retention(store: Store) -> None:
+    bus = MemoryBus()
+    relay = Relay(store, bus, retention_ms=0)
+    for i in range(6):
+        job = make_job(make_config(jobName=unique("j")), user="u")
+        await store.journal.record([submitted(job.id)], version=0, session=None)
+        while await relay.round():
+            pass
+        await store.journal.entries.update_one({"seq": i + 1}, {"$set": {"at": 1000 * (i + 1)}})
+    assert await store.journal.number_at(3500) == 3, "the last numbered before 3.5 s"
+    assert await store.journal.number_at(0) == 0 and await store.journal.number_at(10**9) == 6
+    assert await store.journal.purge(3500) == 3
+    state = await store.journal.state()
+    assert state.first == 4 and [e.seq for e in await store.journal.read(0, 100)] == [4, 5, 6]
+
+
+async def test_the_status_services_write_journals_the_event_it_took_in_as_published(store: Store) -> None:
+    """A launcher's task event is on the bus already: journaled with the change it causes, it is numbered,
+    and not published again; taken in twice (a redelivery), it is journaled once."""
+    bus = MemoryBus()
+    heard = Heard()
+    await heard.on(bus)
+    job = make_job(make_config(jobName=unique("j")), user="u")
+    await store.insert_job(job)
+    came = submitted(job.id)  # stands for a launcher's event the status service takes in
+    assert await store.replace_job(job, job.version, [came, completed(job.id)], [True, False])
+    again = job.model_copy(update={"version": job.version + 1})
+    assert await store.replace_job(again, again.version, [came], [True]), "a duplicate taken in changes the job"
+    relay = Relay(store, bus, retention_ms=0)
+    while await relay.round():
+        pass
+    await bus.drained()
+    entries = await store.journal.read(0, 100)
+    assert [e.type for e in entries] == ["job.submitted", "job.completed"]
+    assert [e.type for e in heard.events] == ["job.completed"], "what came from the bus is not published again"
+    assert parse_event(entries[0].body).id == came.id
+    await asyncio.sleep(0)
