@@ -54,7 +54,7 @@ class PaiqClient:
         answer, _ = await self._call(method, path, json=json)
         return dict(answer)
 
-    def _unreachable(self, e: aiohttp.ClientConnectionError) -> ApiCallError:
+    def _unreachable(self, e: aiohttp.ClientConnectionError | aiohttp.ClientPayloadError) -> ApiCallError:
         return ApiCallError(0, "ConnectionError", f"cannot reach paiq at {self._base}: {e}")
 
     def with_token(self, token: str | None) -> PaiqClient:
@@ -141,7 +141,7 @@ class PaiqClient:
                             last = line[len("id: "):]
                         elif line.startswith("data: "):
                             yield dict(json.loads(line[len("data: "):]))
-            except aiohttp.ClientConnectionError as e:
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:  # refused, or cut mid-answer
                 if not reconnect:
                     raise self._unreachable(e) from e
             if not reconnect:

@@ -30,7 +30,7 @@ from shared.events import (
     TaskStartedData,
 )
 from shared.lifecycle import exitcodes
-from shared.records import TaskSubState
+from shared.records import JobRecord, TaskState, TaskSubState
 from shared.tasks.launchspec import ref_container_name
 from shared.tasks.ref import TaskRef
 
@@ -115,7 +115,15 @@ async def _finish(deps: LauncherDeps, ended: ContainerExit | ContainerInfo) -> N
     if decision.action is Action.FORGET:
         await _forget(deps, key, ended)
     else:
-        await _report(deps, key, task, ended, by_user=decision.by_user)
+        await _report(deps, key, task, ended, by_user=decision.by_user,
+                      unstarted=job is not None and _shown_waiting(job, key) and
+                      not deps.work.was_started_announced(ended.id))
+
+
+def _shown_waiting(job: JobRecord, key: TaskRef) -> bool:
+    """Whether the job still shows the run of ``key`` as not started (its start never taken in)."""
+    return any(t.role == key.role and t.index == key.index and t.retries == key.task_attempt
+               and t.state is TaskState.WAITING for t in job.tasks)
 
 
 async def _forget(deps: LauncherDeps, key: TaskRef, ended: ContainerExit | ContainerInfo) -> None:
@@ -143,8 +151,11 @@ async def _save_log(deps: LauncherDeps, key: TaskRef, container_id: str) -> None
 
 
 async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: ContainerExit | ContainerInfo, *,
-                  by_user: bool) -> None:
-    """Save the log, record and publish the exit, then remove the container (in that order: see above)."""
+                  by_user: bool, unstarted: bool = False) -> None:
+    """Save the log, record and publish the exit, then remove the container (in that order: see above).
+    ``unstarted``: the job never took in this container's start, and this process did not say it (a start
+    lost with a ``paiq up`` killed before its in-process bus delivered it, the container ending while it was
+    down): the start is said first, so that every run that ran has its start and its end."""
     launching = deps.work.launches.get(ref_container_name(key))
     if launching is not None:
         await asyncio.wait({launching})  # it registers the recorder this container's log needs
@@ -165,7 +176,9 @@ async def _report(deps: LauncherDeps, key: TaskRef, task: TaskLabels, ended: Con
         diagnostics = f"{curve}\n{diagnostics}" if curve else diagnostics
     await deps.logs.set_ended(key, exit_code=verdict.code, reason=verdict.reason, diagnostics=diagnostics,
                               container_id=ended.id)
-    await deps.publish([exited_event(key, deps.node.node_id, verdict.code, verdict.reason, diagnostics, ended.id)])
+    said: list[CloudEvent] = [started_event(key, deps.node.node_id, ended.id)] if unstarted else []
+    await deps.publish([*said, exited_event(key, deps.node.node_id, verdict.code, verdict.reason, diagnostics,
+                                            ended.id)])
     log.info("task exited", job_id=key.job_id, role=key.role, index=key.index, exit_code=verdict.code,
              reason=verdict.reason or "succeeded", container=ended.id[:12])
     await deps.driver.remove(ended.id)
