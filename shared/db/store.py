@@ -277,15 +277,17 @@ class Store(JobReads):
             await self.count_finished(job)
         return written
 
-    async def atomically(self, write: Callable[[AsyncClientSession | None], Awaitable[T]], wanted: bool) -> T:
+    async def atomically(self, write: Callable[[AsyncClientSession | None], Awaitable[T]], wanted: bool, *,
+                         journaled: bool = True) -> T:
         """``write`` in one transaction when ``wanted`` and the server takes them (a replica set); else as it
-        is, its parts one after another (a standalone mongod: a change is then stored before its events)."""
+        is, its parts one after another (a standalone mongod: a change is then stored before its events).
+        ``journaled``: it stored journal entries when ``wanted`` (their relay is woken once it committed)."""
         if not wanted or not await self.supports_transactions():
             result = await write(None)
         else:
             async with self._client.start_session() as session, await session.start_transaction():
                 result = await write(session)
-        if wanted:
+        if wanted and journaled:
             self.journal.touched()
         return result
 

@@ -148,7 +148,7 @@ class Relay:
             state = await self.store.journal.state(session)
             return await self.store.journal.number(ordered, state.last, session)
 
-        await self.store.atomically(write, True)
+        await self.store.atomically(write, True, journaled=False)  # numbers, not entries: no one to wake
         return len(ordered)
 
     async def _publish(self, state: JournalState) -> int:

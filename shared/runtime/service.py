@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
+import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
@@ -58,12 +61,33 @@ async def wait_for_shutdown(vitals: Vitals) -> str | None:
     try:
         await asyncio.wait({signalled, fatal}, return_when=asyncio.FIRST_COMPLETED)
         vitals.stopping = True  # what closes now is cancelled at once, rounds in flight included
+        if fatal.done():
+            exit_within(FATAL_EXIT_SECONDS, fatal.result())
         return fatal.result() if fatal.done() else None
     finally:
         signalled.cancel()
         fatal.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+# A process that must stop (its database gone, a loop ended) ends within this, whatever its shutdown still waits
+# for (calls to a dead database wait out their deadline): its supervisor restarts it, and a second one cannot
+# start beside it.
+FATAL_EXIT_SECONDS = 10.0
+
+
+def exit_within(seconds: float, reason: str) -> None:
+    """Exit (code 1, one line on stderr) ``seconds`` from now unless the process has ended by itself: a thread,
+    so that a stuck event loop cannot hold it."""
+    def force() -> None:
+        print(f"paiq: {reason}; its shutdown did not end within {seconds:g} s, so it exits now", file=sys.stderr,
+              flush=True)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True
+    timer.start()
 
 
 Starter = Callable[[AsyncExitStack, Settings, "Store", Bus, Vitals], Awaitable[None]]
