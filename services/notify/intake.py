@@ -12,18 +12,23 @@ journal it never read starts at its newest entry; one that was away longer than 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 
 import structlog
 
 from shared.db.journal import JournalEntry
 from shared.db.store import Store
 from shared.events import CloudEvent, parse_event
+from shared.runtime.vitals import Vitals
 
 log = structlog.get_logger("paiq.notify")
 
 LEASE = "notify-intake"
+LOOP = "notify-intake"
+RELEASE_SECONDS = 2.0
 CURSOR_ID = "notify-intake"
 LEASE_SECONDS = 10
 BATCH = 256
@@ -33,9 +38,10 @@ CHANGES = frozenset({"task.started", "job.completed", "job.retrying"})
 
 
 class Intake:
-    def __init__(self, store: Store, handle: Callable[[CloudEvent], Awaitable[Sequence[CloudEvent]]], *,
-                 concurrency: int, instance: str | None = None) -> None:
+    def __init__(self, store: Store, handle: Callable[[CloudEvent], Awaitable[Sequence[CloudEvent]]], vitals: Vitals,
+                 *, concurrency: int, instance: str | None = None) -> None:
         self.store = store
+        self.vitals = vitals
         self.handle = handle
         self.instance = instance or f"notify-{uuid.uuid4().hex[:12]}"
         self.concurrency = concurrency
@@ -43,17 +49,36 @@ class Intake:
         self._lease_at = 0.0
         self._tries: dict[str, int] = {}
 
+    async def start(self, stack: AsyncExitStack) -> None:
+        """Run the intake until ``stack`` closes, then give its lease up. Its place is made now if it has none
+        (the journal's newest), so that every change after the notifier's first start is told."""
+        await self.cursor()
+        stack.push_async_callback(self.release)  # once the loop has stopped (last in, first out)
+        self.vitals.background(stack, LOOP, self.run)
+
+    async def release(self) -> None:
+        """Another notify process may read at once (bounded: a process stopping without its database does not
+        wait for it)."""
+        if self.leading:
+            self.leading = False
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await self.store.release_lease(LEASE, self.instance)
+
     async def run(self) -> None:
-        try:
-            while True:
-                if not await self._lead():
-                    await asyncio.sleep(IDLE_SECONDS)
-                    continue
-                if not await self.round():
-                    await self.store.journal.tail.wait_past(await self.cursor(), IDLE_SECONDS)
-        finally:
-            if self.leading:
-                await self.store.release_lease(LEASE, self.instance)
+        """The loop: each batch a round of the process's vitals (a process that stops lets it end rather than
+        cancel its database calls)."""
+        cursor = 0
+        while True:
+            async with self.vitals.round(LOOP):
+                busy = await self._lead() and await self.round()
+                if self.leading and not busy:
+                    cursor = await self.cursor()
+            self.vitals.ok(LOOP)
+            if not self.leading:
+                await asyncio.sleep(IDLE_SECONDS)
+            elif not busy:
+                await self.store.journal.tail.wait_past(cursor, IDLE_SECONDS)
 
     async def _lead(self) -> bool:
         now = asyncio.get_running_loop().time()

@@ -295,8 +295,7 @@ async def start_notify(stack: AsyncExitStack, settings: Settings, store: Store, 
     # cancelled before the dispatcher and its session close
     await consume(stack, bus, f"{settings.queue_prefix}.notify", ["notify.subscriptions_changed"], router,
                   prefetch=INTAKE_PREFETCH, retired=RETIRED_BINDINGS)
-    intake = Intake(store, lambda evt: on_change(evt, deps), concurrency=INTAKE_PREFETCH)
-    vitals.background(stack, "notify-intake", intake.run)
+    await Intake(store, lambda evt: on_change(evt, deps), vitals, concurrency=INTAKE_PREFETCH).start(stack)
 
     async def sweep() -> None:
         await dispatcher.sweep()

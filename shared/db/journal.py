@@ -132,8 +132,11 @@ class JournalTail:
         """Wait (at most ``within_s`` seconds) until something past ``seq`` is numbered; whether it is."""
         if self.last > seq:
             return True
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that meets the event being
+        # set (a shutdown's wake-up), and the reader's task then never ends
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._moved.wait(), within_s)
+            async with asyncio.timeout(within_s):
+                await self._moved.wait()
         return self.last > seq
 
 

@@ -284,9 +284,9 @@ class Store(JobReads):
         ``journaled``: it stored journal entries when ``wanted`` (their relay is woken once it committed)."""
         if not wanted or not await self.supports_transactions():
             result = await write(None)
-        else:
-            async with self._client.start_session() as session, await session.start_transaction():
-                result = await write(session)
+        else:  # a transaction that conflicted with another (WriteConflict) is run again, as the driver does it
+            async with self._client.start_session() as session:
+                result = await session.with_transaction(write)
         if wanted and journaled:
             self.journal.touched()
         return result
@@ -373,11 +373,14 @@ class Store(JobReads):
             await self.jobs.bulk_write(ops, ordered=False)
             await self._journal_changed(journal, changed, None)
         else:
-            async with self._client.start_session() as session, await session.start_transaction():
+            async def write(session: AsyncClientSession) -> None:
                 if fence is not None:  # the transaction is aborted on the way out when the lease is lost
                     await self.check_lease(fence.lease, fence.holder, session)
                 await self.jobs.bulk_write(ops, ordered=False, session=session)
                 await self._journal_changed(journal, changed, session)
+
+            async with self._client.start_session() as session:  # run again after a WriteConflict
+                await session.with_transaction(write)
         if journal:
             self.journal.touched()
 

@@ -42,6 +42,7 @@ BATCH = 500
 BUSY_LOOK_SECONDS = 0.05  # while entries keep coming
 IDLE_LOOK_SECONDS = 2.0  # the longest a leader waits without a wake-up
 PURGE_EVERY_SECONDS = 60.0
+RELEASE_SECONDS = 2.0
 
 
 class Relay:
@@ -89,24 +90,32 @@ class Relay:
                                                 ["journal.written", "journal.numbered"], router, durable=False)
         stack.push_async_callback(subscription.cancel)
         self._vitals = vitals
+        stack.push_async_callback(self.release)  # once the loop has stopped (the stack closes last in, first out)
         vitals.background(stack, RELAY_LOOP, self.run)
+
+    async def release(self) -> None:
+        """Give the lease up, so that another process leads at once rather than when it runs out (bounded: a
+        process stopping because its database is gone does not wait for it)."""
+        if self.leading:
+            self.leading = False
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await self.store.release_lease(LEASE, self.instance)
 
     # --- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        try:
-            while True:
+        """The loop: a round whenever woken (or every look), each a round of the process's vitals, so that a
+        process that stops lets the round in flight end rather than cancel its database calls."""
+        assert self._vitals is not None
+        while True:
+            async with self._vitals.round(RELAY_LOOP):
                 busy = await self.round()
-                if self._vitals is not None:
-                    self._vitals.ok(RELAY_LOOP)
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), BUSY_LOOK_SECONDS if busy else IDLE_LOOK_SECONDS)
-        finally:
-            if self.leading:
-                self.leading = False
-                with contextlib.suppress(Exception):
-                    await self.store.release_lease(LEASE, self.instance)
+            self._vitals.ok(RELAY_LOOP)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: see JournalTail.wait_past
+                async with asyncio.timeout(BUSY_LOOK_SECONDS if busy else IDLE_LOOK_SECONDS):
+                    await self._wake.wait()
 
     async def round(self) -> bool:
         """One look: lead if the lease is free (or ours), then number, publish and purge; else follow. Whether

@@ -36,10 +36,12 @@ from shared.notify.kinds import Kind
 from shared.notify.signing import new_secret, seal_secret
 from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
 from shared.records import JobState, now_ms
+from shared.runtime.relay import start_relay
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.cloudeventspec import checked
 from tests.infra import unique
+from tests.journalview import journal
 from tests.notifyharness import Hooks, SmtpServer, wait_until
 from tests.unit.factories import make_config, make_job
 
@@ -121,7 +123,9 @@ async def _notifier(stack: AsyncExitStack, mongo_uri: str, hooks: Hooks, smtp_po
     await store.ensure_indexes()
     bus = MemoryBus()
     stack.push_async_callback(bus.close)
-    await start_notify(stack, settings, store, bus, Vitals())
+    vitals = Vitals()
+    await start_relay(stack, store, bus, vitals, queue_prefix="paiq", retention_hours=0)
+    await start_notify(stack, settings, store, bus, vitals)
     return Notifier(store=store, bus=bus, key=key, hooks=hooks)
 
 
@@ -136,7 +140,8 @@ async def recorded(n: Notifier, owner: str, check: Any, limit_s: float = 5) -> l
 
 
 async def publish(n: Notifier, *events: CloudEvent) -> None:
-    await n.bus.publish(list(events))
+    """The changes as the platform's writers store them: journaled (the notifier reads the journal)."""
+    await journal(n.store, events)
 
 
 async def test_email_and_webhooks_get_each_change_once_signed_with_exit_code_and_reason(

@@ -25,9 +25,11 @@ from shared.events import JobCompleted, JobCompletedData
 from shared.notify.kinds import Kind
 from shared.notify.subscriptions import Channel, Subscription
 from shared.records import JobState
+from shared.runtime.relay import start_relay
 from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.infra import unique
+from tests.journalview import journal
 from tests.notifyharness import SmtpServer, wait_until
 from tests.unit.factories import make_config, make_job
 
@@ -49,7 +51,7 @@ class Both:
     async def job_fails(self, user: str) -> None:
         job = make_job(make_config(jobName=unique("job")), user=user, state=JobState.FAILED)
         await self.store.insert_job(job)
-        await self.bus.publish([JobCompleted(subject=job.id, data=JobCompletedData(
+        await journal(self.store, [JobCompleted(subject=job.id, data=JobCompletedData(
             job_id=job.id, attempt=0, state=JobState.FAILED, exit_code=1, reason="exit 1"))])
 
 
@@ -68,7 +70,9 @@ async def both(mongo_uri: str) -> AsyncIterator[Both]:
             await users.create("alice", "alice-password", admin=False, email="old@example.com")
             await store.notifications.add_subscription(Subscription(
                 id=uuid.uuid4().hex[:16], owner="alice", channel=Channel.EMAIL, kinds=frozenset({Kind.FAILED})))
-            await start_notify(stack, settings, store, bus, Vitals())
+            vitals = Vitals()
+            await start_relay(stack, store, bus, vitals, queue_prefix="paiq", retention_hours=0)
+            await start_notify(stack, settings, store, bus, vitals)
             deps = SubmitDeps(settings=settings, store=store, bus=bus, users=users)
             stack.callback(deps.cpu.shutdown)
             api = await stack.enter_async_context(TestClient(TestServer(create_app(deps))))

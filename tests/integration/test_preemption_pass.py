@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.scheduler.service import SchedulerDeps, schedule_pass
+from services.scheduler.service import SchedulerDeps
 from services.status.service import StatusDeps, on_preempted, on_task_exited, reconcile, retry_policy
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store, open_store
@@ -19,6 +19,7 @@ from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
 from tests.infra import unique
 from tests.integration.preemption_jobs import job, of, run
+from tests.journalview import passed
 from tests.unit.factories import make_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -47,13 +48,13 @@ async def test_a_borrower_is_preempted_within_one_pass_and_waits_then_resumes(st
     t0 = now_ms() - 60_000
     borrower = job("borrower", "b", 4, "prod", at=t0)  # b's quota is 2 GPUs: 2 more borrowed from a
     await store.insert_job(borrower)
-    first = await schedule_pass(deps)
+    first = await passed(deps)
     assert [e.subject for e in of(first, JobScheduled)] == [borrower.id], "b borrows a's idle GPUs"
     await run(store, borrower.id)
 
     owner = job("owner", "a", 2, "test", at=now_ms())  # within a's quota, lower priority than the borrower
     await store.insert_job(owner)
-    second = await schedule_pass(deps)
+    second = await passed(deps)
     [preempted] = of(second, JobPreempted)
     assert isinstance(preempted, JobPreempted)
     assert (preempted.data.job_id, preempted.data.by_job_id, preempted.data.reason) == (
@@ -70,7 +71,7 @@ async def test_a_borrower_is_preempted_within_one_pass_and_waits_then_resumes(st
     assert victim.retry_counts.platform == 1 and victim.retry_counts.user == 0
     assert victim.exit_reason == f"preempted by job {owner.id} (test, vc a): borrowed capacity of vc a"
 
-    third = await schedule_pass(deps)  # the borrower's container is still stopping
+    third = await passed(deps)  # the borrower's container is still stopping
     assert not of(third, JobPreempted) and not of(third, JobScheduled)
     waiting = await store.get_job(owner.id)
     assert waiting is not None and waiting.reason == "preemption of 1 job of vc b in progress"
@@ -83,7 +84,7 @@ async def test_a_borrower_is_preempted_within_one_pass_and_waits_then_resumes(st
     assert requeued.queued_ms == t0, "queued again with its original age"
     assert requeued.preempted is None and requeued.preempted_by == (owner.id,)
 
-    fourth = await schedule_pass(deps)
+    fourth = await passed(deps)
     assert [e.subject for e in of(fourth, JobScheduled)] == [owner.id]
     assert not of(fourth, JobPreempted), "the borrower never preempts its preemptor back"
     again = await store.get_job(borrower.id)
@@ -93,7 +94,7 @@ async def test_a_borrower_is_preempted_within_one_pass_and_waits_then_resumes(st
     await run(store, owner.id)
     await on_task_exited(TaskExited(subject=owner.id, data=TaskExitedData(
         job_id=owner.id, attempt=0, role="main", index=0, node_id="n1", exit_code=0, reason="")), status)
-    fifth = await schedule_pass(deps)
+    fifth = await passed(deps)
     assert [e.subject for e in of(fifth, JobScheduled)] == [borrower.id], "it resumes when capacity frees"
 
 
@@ -104,12 +105,12 @@ async def test_an_opportunistic_job_runs_beyond_every_quota_and_goes_first(store
     oppo = job("scavenger", "a", 3, "oppo", at=now_ms() - 2000)  # a's quota is 2 GPUs: oppo counts in none
     for j in (test, oppo):
         await store.insert_job(j)
-    started = await schedule_pass(deps)
+    started = await passed(deps)
     assert sorted(e.subject for e in of(started, JobScheduled)) == sorted([test.id, oppo.id])
     for j in (test, oppo):
         await run(store, j.id)
     prod = job("own-prod", "a", 1, "prod", at=now_ms())
     await store.insert_job(prod)
-    decided = await schedule_pass(deps)
+    decided = await passed(deps)
     assert [(e.data.job_id, e.data.reason) for e in of(decided, JobPreempted) if isinstance(e, JobPreempted)] == [
         (oppo.id, "priority oppo < prod (opportunistic)")], "the oppo job goes, the test job stays"

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import REGISTRY
 
-from services.scheduler.service import SchedulerDeps, schedule_pass
+from services.scheduler.service import SchedulerDeps
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store, open_store
 from shared.events import JobPreempted, JobScheduled
@@ -24,6 +24,7 @@ from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
 from tests.infra import unique
 from tests.integration.preemption_jobs import job, of, run
+from tests.journalview import passed
 from tests.unit.factories import make_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -60,7 +61,7 @@ async def borrowing_then_owner_waiting(c: Cluster, deps: SchedulerDeps) -> tuple
     """b's 4-GPU job runs (2 of them a's), then a's own 2-GPU job is queued; the pass that sees it is next."""
     borrower = job(unique("big"), c.b, 4, "prod", at=now_ms() - 60_000)
     await c.store.insert_job(borrower)
-    assert [e.subject for e in of(await schedule_pass(deps), JobScheduled)] == [borrower.id]
+    assert [e.subject for e in of(await passed(deps), JobScheduled)] == [borrower.id]
     await run(c.store, borrower.id)
     owner = job(unique("own"), c.a, 2, "test", at=now_ms())
     await c.store.insert_job(owner)
@@ -76,7 +77,7 @@ async def test_borrowing_and_preemption_are_exported(cluster: Cluster) -> None:
     deps = SchedulerDeps(settings=settings(), store=c.store, bus=MemoryBus())
     rounds_before = sample("paiq_scheduler_preemption_seconds_count")
     _, owner = await borrowing_then_owner_waiting(c, deps)
-    [preempted] = of(await schedule_pass(deps), JobPreempted)
+    [preempted] = of(await passed(deps), JobPreempted)
     assert isinstance(preempted, JobPreempted) and preempted.data.by_job_id == owner.id
     assert sample("paiq_vc_borrowed", vc=c.b, resource="gpus") == 2, "b runs 2 GPUs beyond its quota"
     assert sample("paiq_vc_lent", vc=c.a, resource="gpus") == 2, "on a's idle 2"
@@ -92,7 +93,7 @@ async def test_0_turns_preemption_off(cluster: Cluster) -> None:
     rounds_before = sample("paiq_scheduler_preemption_seconds_count")
     borrower, owner = await borrowing_then_owner_waiting(c, deps)
     for _ in range(2):
-        events = await schedule_pass(deps)
+        events = await passed(deps)
         assert not of(events, JobPreempted) and not of(events, JobScheduled), events
     victim, waiting = await c.store.get_job(borrower.id), await c.store.get_job(owner.id)
     assert victim is not None and victim.preempted is None and victim.state == JobState.RUNNING

@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from services.scheduler.service import SchedulerDeps, detect_lost_nodes, schedule_pass, start_scheduler
+from services.scheduler.service import SchedulerDeps, detect_lost_nodes, start_scheduler
 from services.status.service import StatusDeps, on_task_exited, retry_policy
 from shared.bus.memory import MemoryBus
 from shared.db.store import Fence, Store, open_store
@@ -31,6 +31,7 @@ from shared.runtime.metrics import SCHEDULER_PASS
 from shared.scheduling.nodeliveness import DatabaseWatch
 from shared.settings.model import Settings
 from tests.infra import unique
+from tests.journalview import passed
 from tests.unit.factories import make_config, role_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -109,7 +110,7 @@ async def test_moving_up_the_queue_rewrites_nothing(store: Store) -> None:
     head, second, third = job("head", cpus=4), job("second", cpus=4), job("third", cpus=4)
     for j in (head, second, third):
         await store.insert_job(j)
-    await schedule_pass(deps)  # head starts; second and third wait for CPUs
+    await passed(deps)  # head starts; second and third wait for CPUs
     waiting = {j.name: j for j in await store.queued_jobs()}
     assert set(waiting) == {"second", "third"}
     assert waiting["third"].reason == waiting["second"].reason and "lacks 4 free CPUs" in waiting["third"].reason
@@ -120,11 +121,11 @@ async def test_moving_up_the_queue_rewrites_nothing(store: Store) -> None:
     done = placed.model_copy(update={"state": JobState.SUCCEEDED, "sub_state": SubState.COMPLETED,
                                        "tasks": tuple(ended)})
     assert await store.replace_job(done, placed.version)
-    events = await schedule_pass(deps)  # second starts: third moves up to position 1
+    events = await passed(deps)  # second starts: third moves up to position 1
     assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [second.id]
     [still] = await store.queued_jobs()
     assert still.name == "third" and still.version == versions["third"], "its document was not written"
-    assert await schedule_pass(deps) == [], "a pass that changes nothing writes and says nothing"
+    assert await passed(deps) == [], "a pass that changes nothing writes and says nothing"
 
 
 def seen_for(seconds: float) -> DatabaseWatch:
@@ -209,16 +210,16 @@ async def test_a_job_that_can_never_fit_is_parked_until_the_cluster_changes(stor
     hopeless, fits = job("hopeless", cpus=8), job("fits", cpus=1)
     for j in (hopeless, fits):
         await store.insert_job(j)
-    events = await schedule_pass(deps)
+    events = await passed(deps)
     assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [fits.id]
     parked = await store.get_job(hopeless.id)
     assert parked is not None and parked.parked and parked.reason.startswith("it cannot start even on an idle")
     assert await store.queued_jobs() == [], "a pass does not even read it"
     assert [entry.job_id for entry in await store.queue_order()] == [hopeless.id], "it keeps its place"
     assert await store.queue_lengths() == {"default": 1}
-    assert await schedule_pass(deps) == [], "nothing to say, nothing written"
+    assert await passed(deps) == [], "nothing to say, nothing written"
     await store.upsert_node(node("n2", cpus=16))  # the cluster changes: it is looked at again
-    events = await schedule_pass(deps)
+    events = await passed(deps)
     assert [e.data.job_id for e in events if e.type == "job.scheduled"] == [hopeless.id]
 
 
