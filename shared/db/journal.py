@@ -14,7 +14,7 @@ reconcile repairs a lost one.
 
 Every query reads a bounded range of an index (SecantusDB reads a whole open range before applying
 ``limit``, and scans the collection for ``$exists``): pending entries by ``q`` (present only while an entry
-waits), numbered ones by closed ranges of ``seq``, old ones by ``at``.
+waits), numbered ones (old ones, and numbers by time) by closed ranges of ``seq``.
 """
 
 from __future__ import annotations
@@ -155,9 +155,10 @@ class Journal:
             listener()
 
     async def ensure_indexes(self) -> None:
-        await self.entries.create_index([("seq", ASCENDING)])  # readers, by closed ranges
-        await self.entries.create_index([("q", ASCENDING)])  # waiting to be numbered
-        await self.entries.create_index([("at", ASCENDING)])  # retention, and times to numbers
+        # Two indexes only (each costs every write): readers, retention and times go by closed ranges of numbers
+        # (times rise with numbers: found by a binary search); what waits to be numbered by q.
+        await self.entries.create_index([("seq", ASCENDING)])
+        await self.entries.create_index([("q", ASCENDING)])
 
     # --- writers ---------------------------------------------------------------------------
 
@@ -171,6 +172,18 @@ class Journal:
         flags = published or [False] * len(events)
         docs = [entry(e, version=version, n=n, published=p, at_ms=at) for n, (e, p) in enumerate(zip(events, flags,
                                                                                                    strict=True))]
+        await self._insert(docs, session)
+
+    async def record_changes(self, changes: Sequence[tuple[Sequence[CloudEvent], int]], *,
+                             session: AsyncClientSession | None) -> None:
+        """Store the events of many changes (each: its events and the version it made) in one insert."""
+        at = now_ms()
+        docs = [entry(e, version=version, n=n, published=False, at_ms=at)
+                for events, version in changes for n, e in enumerate(events)]
+        if docs:
+            await self._insert(docs, session)
+
+    async def _insert(self, docs: list[Doc], session: AsyncClientSession | None) -> None:
         try:
             await self.entries.insert_many(docs, ordered=True, session=session)
         except BulkWriteError as e:  # an event journaled already: said as for one insert, which callers handle
@@ -181,9 +194,10 @@ class Journal:
 
     # --- the numberer (one process at a time: the lease ``journal``) -----------------------------
 
-    async def waiting(self, limit: int = 500) -> list[Doc]:
+    async def waiting(self, limit: int = 500, *, bodies: bool = False) -> list[Doc]:
         """Entries not numbered yet, oldest first (an open range of ``q``: only waiting entries have one)."""
-        return [d async for d in self.entries.find({"q": {"$gte": 0}}, {"body": 0}).sort("q", ASCENDING).limit(limit)]
+        fields = None if bodies else {"body": 0}
+        return [d async for d in self.entries.find({"q": {"$gte": 0}}, fields).sort("q", ASCENDING).limit(limit)]
 
     async def state(self, session: AsyncClientSession | None = None) -> JournalState:
         doc = await self.meta.find_one({"_id": META_ID}, session=session)

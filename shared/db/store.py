@@ -390,9 +390,10 @@ class Store(JobReads):
         if not journal:
             return
         fields = {"version": 1, "placement_id": 1, "preempted": 1, "reason": 1}
-        async for doc in self.jobs.find({"_id": {"$in": list(journal)}}, fields, session=session):
-            if changed is None or changed(doc):
-                await self.journal.record(journal[doc["_id"]], version=int(doc.get("version", 0)), session=session)
+        changes = [(journal[doc["_id"]], int(doc.get("version", 0))) async for doc in
+                   self.jobs.find({"_id": {"$in": list(journal)}}, fields, session=session)
+                   if changed is None or changed(doc)]
+        await self.journal.record_changes(changes, session=session)  # one insert for the whole pass
 
     @property
     def transactions_known(self) -> bool | None:

@@ -1,11 +1,13 @@
 """The journal's relay: numbers what writers stored (:mod:`shared.db.journal`), publishes it on the bus in
 that order, and tells readers how far it got.
 
-Every service process runs one (``paiq up`` one for all); the one holding the lease ``journal`` works, the
-others stand by and follow: they learn the last number from the leader's ``journal.numbered`` (and, should
-one be missed, from the journal's state at their next look). A writer wakes its own process's relay when
-its transaction commits (:meth:`Relay.written`), and a relay that does not lead passes the wake-up on to the
-leader with ``journal.written``; without either, the leader looks every ``IDLE_LOOK_SECONDS``.
+Every control-plane process runs one (submit, scheduler, status, notify; ``paiq up`` one for all; a node's
+launcher none, so that a busy or stalled node never holds the journal back); the one holding the lease
+``journal`` works, the others stand by and follow: they learn the last number from the leader's
+``journal.numbered`` (and, should one be missed, from the journal's state at their next look). A writer
+wakes its own process's relay when its transaction commits (:meth:`Relay.written`), and a relay that does not
+lead passes the wake-up on to the leader with ``journal.written``; without either, the leader looks every
+``IDLE_LOOK_SECONDS``.
 
 Publishing is at least once: the leader publishes a numbered batch, then records that it did; killed in
 between, the next leader publishes it again, with the same event ids. Each job's events are published in
@@ -40,6 +42,7 @@ RELAY_LOOP = "journal-relay"
 LEASE_SECONDS = 10
 BATCH = 500
 BUSY_LOOK_SECONDS = 0.05  # while entries keep coming
+COALESCE_SECONDS = 0.02  # between two rounds that both had work
 IDLE_LOOK_SECONDS = 2.0  # the longest a leader waits without a wake-up
 PURGE_EVERY_SECONDS = 60.0
 RELEASE_SECONDS = 2.0
@@ -112,6 +115,8 @@ class Relay:
             async with self._vitals.round(RELAY_LOOP):
                 busy = await self.round()
             self._vitals.ok(RELAY_LOOP)
+            if busy:  # under a burst, rounds a little apart take more each: fewer transactions for as many events
+                await asyncio.sleep(COALESCE_SECONDS)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):  # asyncio.timeout: see JournalTail.wait_past
                 async with asyncio.timeout(BUSY_LOOK_SECONDS if busy else IDLE_LOOK_SECONDS):
@@ -132,37 +137,45 @@ class Relay:
             self.tail.advanced((await self.store.journal.state()).last)
             return False
         try:
-            numbered = await self._number()
+            state, batch = await self._number()
         except LeaseLostError:
             self.leading, self._lease_until = False, 0.0
             return False
-        state = await self.store.journal.state()
-        published = await self._publish(state)
-        if published or numbered:
+        published = await self._publish(state, batch)
+        if published or batch:
             await self.bus.publish([JournalNumbered(data=JournalNumberedData(last=state.last))])
         self.tail.advanced(state.last)
         if self.retention_ms and now - self._purged >= PURGE_EVERY_SECONDS:
             self._purged = now
             await self._purge()
-        return numbered > 0 or published > 0
+        return len(batch) > 0 or published > 0
 
-    async def _number(self) -> int:
-        waiting = await self.store.journal.waiting(BATCH)
+    async def _number(self) -> tuple[JournalState, list[JournalEntry]]:
+        """Number what waits (in one transaction, fenced by the lease); the journal's state after, and the
+        entries just numbered (with their bodies: published from here, not read again)."""
+        waiting = await self.store.journal.waiting(BATCH, bodies=True)
         if not waiting:
-            return 0
+            return await self.store.journal.state(), []
         ordered = numbering_order(waiting)
 
-        async def write(session: AsyncClientSession | None) -> int:
+        async def write(session: AsyncClientSession | None) -> tuple[JournalState, int]:
             await self.store.check_lease(LEASE, self.instance, session)
-            state = await self.store.journal.state(session)
-            return await self.store.journal.number(ordered, state.last, session)
+            before = await self.store.journal.state(session)
+            return before, await self.store.journal.number(ordered, before.last, session)
 
-        await self.store.atomically(write, True, journaled=False)  # numbers, not entries: no one to wake
-        return len(ordered)
+        before, last = await self.store.atomically(write, True, journaled=False)  # numbers, not entries: none to wake
+        entries = [JournalEntry.of({**d, "seq": before.last + i}) for i, d in enumerate(ordered, 1)]
+        return before.model_copy(update={"last": last}), entries
 
-    async def _publish(self, state: JournalState) -> int:
-        """Publish what is numbered and not yet published, in order, a batch at a time; how many."""
+    async def _publish(self, state: JournalState, batch: list[JournalEntry]) -> int:
+        """Publish what is numbered and not yet published, in order, a batch at a time; how many. The batch just
+        numbered is published as it is in hand; what an earlier leader left unpublished is read back first."""
         done, count = state.published, 0
+        if batch and done == batch[0].seq - 1:  # nothing left before it: the usual round
+            await self.bus.publish([_event(e) for e in batch if not e.published])
+            fault_point("journal-published")
+            await self.store.journal.mark_published(batch[-1].seq)
+            return len(batch)
         while done < state.last:
             entries = await self.store.journal.read(done, BATCH, through=state.last)
             if not entries:

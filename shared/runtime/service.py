@@ -139,8 +139,9 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
                 open_store(settings.mongodb_uri, settings.database, settings.mongodb_timeout_seconds))
             bus = await stack.enter_async_context(open_bus(settings))
             watch_dependencies(vitals, store, bus, stack)
-            await start_relay(stack, store, bus, vitals, queue_prefix=settings.queue_prefix,
-                              retention_hours=settings.event_retention_hours)
+            if name != "launcher":  # the control plane's processes number and publish; a node's agent does not
+                await start_relay(stack, store, bus, vitals, queue_prefix=settings.queue_prefix,
+                                  retention_hours=settings.event_retention_hours)
             if name != "submit":  # submit serves /healthz and /metrics on its API port, once started
                 # before the service starts, so that a start that hangs is seen (/livez: a stuck round)
                 await start_ops_server(stack, settings.ops_host, settings.ops_ports[name], vitals.report,
