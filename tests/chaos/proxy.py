@@ -1,5 +1,6 @@
 """A TCP proxy that can stop forwarding: a network path to the database that hangs without closing (a
-blackholed route, a wedged load balancer), which a killed server never shows a client."""
+blackholed route, a wedged load balancer), which a killed server never shows a client; or, in front of a
+unix socket (the Docker engine's), an engine that accepts calls and never answers."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ CHUNK = 65536
 
 
 class FreezingProxy:
-    """127.0.0.1:<port> forwards to ``target_port``; while frozen, bytes are held (in both directions) and
-    new connections are accepted but get nothing: every call in flight or made meanwhile hangs."""
+    """127.0.0.1:<port> forwards to ``target_port`` (or to the unix socket ``target_socket``); while frozen,
+    bytes are held (in both directions) and new connections are accepted but get nothing: every call in
+    flight or made meanwhile hangs."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int = 0, *, target_socket: str = "") -> None:
         self.target_port = target_port
+        self.target_socket = target_socket
         self.port = free_port()
         self.flowing = asyncio.Event()
         self.flowing.set()
@@ -35,7 +38,8 @@ class FreezingProxy:
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         await self.flowing.wait()
         try:
-            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+            server_r, server_w = await (asyncio.open_unix_connection(self.target_socket) if self.target_socket
+                                        else asyncio.open_connection("127.0.0.1", self.target_port))
         except OSError:
             client_w.close()
             return

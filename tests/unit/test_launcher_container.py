@@ -17,10 +17,10 @@ from services.launcher.container.spec import (
 from services.launcher.engine.docker_driver import (
     ICC_OPTION,
     create_args,
-    engine_time_ns,
     network_gateway,
     start_failure,
 )
+from services.launcher.profiling.enginestats import engine_time_ns
 from shared.errors import DriverError
 from shared.records import TaskSpec
 from shared.settings.model import LauncherSettings

@@ -1,29 +1,28 @@
 """The Docker engine behind :class:`ContainerDriver`.
 
-The docker SDK is synchronous: each call goes through ``asyncio.to_thread``; exits come from the
-engine's event stream, read in one thread and handed to the event loop.
+The docker SDK is synchronous: each call runs on the driver's own threads (:mod:`.enginethreads`), never
+on the event loop's default executor, which the database client and the API need; each but a pull fails
+after ``CALL_TIMEOUT_S`` when the engine does not answer. Exits come from the engine's event stream, and a
+followed container's log from its own, each read in a thread of its own and handed to the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import io
-import struct
 import tarfile
 import threading
-from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable
 from pathlib import PurePosixPath
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
 import requests.exceptions
 import structlog
 from docker.types import CancellableStream, DeviceRequest, LogConfig, Mount
-from docker.utils import parse_repository_tag
+from docker.utils import convert_filters, parse_repository_tag
 
 from services.launcher.engine.driver import (
     ContainerExit,
@@ -34,8 +33,10 @@ from services.launcher.engine.driver import (
     PullError,
     RegistryAuth,
 )
+from services.launcher.engine.enginestreams import LogPump, open_stream
+from services.launcher.engine.enginethreads import EngineThreads
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.profiling.enginestats import Counters, counters, engine_time_ns
+from services.launcher.profiling.enginestats import Counters, counters
 from shared.errors import DriverError, EngineUnreachableError
 from shared.lifecycle import exitcodes
 from shared.tasks.envvars import CODE_MOUNT
@@ -43,33 +44,46 @@ from shared.tasks.envvars import CODE_MOUNT
 log = structlog.get_logger("paiq.launcher.docker")
 
 EXIT_ENGINE_FAILURE = exitcodes.ENGINE_FAILURE
-STATS_THREADS = 64  # stats requests of one sampling round in flight at once
-FRAME_HEADER = struct.Struct(">BxxxL")  # a multiplexed log frame's header: stream (1 stdout, 2 stderr), length
+CALL_THREADS = 16  # engine calls in flight at once; more (a burst of launches) wait their turn
+PULL_THREADS = 4  # pulls of distinct images at once, apart: a pull may take minutes, the calls' threads never
+STATS_THREADS = 64  # stats requests of one sampling round in flight at once (each waits about a second)
+# A call the engine has not answered by then fails (requests' ReadTimeout; a launch's is retried by the next
+# reconcile pass), and frees its thread; a stop waits its grace on top. A pull has no deadline (the SDK sets
+# none: a big layer may take many minutes); a stream's headers have this one, its body none.
+CALL_TIMEOUT_S = 60
+T = TypeVar("T")
 
 
 class DockerDriver:
     def __init__(self, client: docker.DockerClient) -> None:
         self._client = client
         self._streams: list[Any] = []
-        self._stats_pool = ThreadPoolExecutor(STATS_THREADS, thread_name_prefix="paiq-stats")
+        self._calls = EngineThreads(CALL_THREADS, "paiq-docker")
+        self._pulls = EngineThreads(PULL_THREADS, "paiq-docker-pull")
+        self._stats = EngineThreads(STATS_THREADS, "paiq-docker-stats")
 
     @classmethod
-    def from_url(cls, url: str | None) -> DockerDriver:
+    def from_url(cls, url: str | None, *, call_timeout_s: int = CALL_TIMEOUT_S) -> DockerDriver:
         """A driver for the engine at ``url`` (else the environment's, DOCKER_HOST or the local socket).
         EngineUnreachableError, saying where it looked, if no engine answers there."""
-        pool = STATS_THREADS + 8  # stats calls in flight side by side keep their connections
+        # every thread's call keeps its connection (and the event stream its own)
+        pool = CALL_THREADS + PULL_THREADS + STATS_THREADS + 8
         try:
-            client = (docker.DockerClient(base_url=url, max_pool_size=pool) if url
-                      else docker.from_env(max_pool_size=pool))
+            client = (docker.DockerClient(base_url=url, max_pool_size=pool, timeout=call_timeout_s) if url
+                      else docker.from_env(max_pool_size=pool, timeout=call_timeout_s))
         except docker.errors.DockerException as e:
             where = url or "unix:///var/run/docker.sock"
             raise EngineUnreachableError(f"cannot reach the Docker engine at {where} ({_first_cause(e)}): start it, "
                                          "or point PAIQ_DOCKER_URL (or DOCKER_HOST) at one") from None
         return cls(client)
 
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the engine's threads: when all are taken it waits its turn there."""
+        return await asyncio.get_running_loop().run_in_executor(self._calls, functools.partial(fn, *args, **kwargs))
+
     async def has_image(self, image: str) -> bool:
         try:
-            await asyncio.to_thread(self._client.images.get, image)
+            await self._call(self._client.images.get, image)
         except docker.errors.ImageNotFound:
             return False
         except docker.errors.APIError as e:  # e.g. "invalid reference format": no pull can help
@@ -84,8 +98,8 @@ class DockerDriver:
             auth_config = {"username": auth.username, "password": auth.password.get_secret_value(),
                            "serveraddress": auth.server}
         try:
-            await asyncio.to_thread(self._client.images.pull, repo, tag=tag or "latest",
-                                    auth_config=auth_config)
+            await asyncio.get_running_loop().run_in_executor(self._pulls, functools.partial(
+                self._client.images.pull, repo, tag=tag or "latest", auth_config=auth_config))
         except docker.errors.APIError as e:
             reason, refused = _pull_reason(image, e, auth)
             raise PullError(f"pull of {image} failed", reason=reason, login_refused=refused) from None
@@ -108,7 +122,7 @@ class DockerDriver:
             return dict(self._client.api.inspect_network(name))
 
         try:
-            attrs = await asyncio.to_thread(ensure)
+            attrs = await self._call(ensure)
         except docker.errors.APIError as e:
             raise DriverError(f"task network {name} unavailable", exit_code=EXIT_ENGINE_FAILURE,
                               reason=f"the engine refused the task network {name}: {_explain(e)}") from e
@@ -117,7 +131,7 @@ class DockerDriver:
     async def run(self, spec: ContainerSpec) -> str:
         kwargs = create_args(spec)
         try:
-            container = await asyncio.to_thread(self._client.containers.create, spec.image, **kwargs)
+            container = await self._call(self._client.containers.create, spec.image, **kwargs)
         except docker.errors.APIError as e:
             if e.status_code == 409:  # the name is taken: this task's container exists already
                 return await self._start_existing(spec)
@@ -125,27 +139,26 @@ class DockerDriver:
                               reason=f"the engine refused to create the container: {_explain(e)}") from e
         try:
             await self._put_files(container, spec)
-            await asyncio.to_thread(container.start)
+            await self._call(container.start)
         except docker.errors.APIError as e:
             await self.remove(str(container.id))
             code, reason = start_failure(_explain(e))
             raise DriverError(f"start {spec.name} failed", exit_code=code, reason=reason) from e
         return str(container.id)
 
-    @staticmethod
-    async def _put_files(container: Any, spec: ContainerSpec) -> None:
-        if spec.files and not await asyncio.to_thread(container.put_archive, "/", files_archive(spec.files)):
+    async def _put_files(self, container: Any, spec: ContainerSpec) -> None:
+        if spec.files and not await self._call(container.put_archive, "/", files_archive(spec.files)):
             raise docker.errors.APIError(f"the engine did not take the files of {spec.name}")
 
     async def _start_existing(self, spec: ContainerSpec) -> str:
         """The id of the container called ``spec.name``; started, with its files, if it was created and
         never started."""
         name = spec.name
-        container = await asyncio.to_thread(self._client.containers.get, name)
+        container = await self._call(self._client.containers.get, name)
         if container.status == "created":
             try:
                 await self._put_files(container, spec)
-                await asyncio.to_thread(container.start)
+                await self._call(container.start)
             except docker.errors.APIError as e:
                 code, reason = start_failure(_explain(e))
                 raise DriverError(f"start {name} failed", exit_code=code, reason=reason) from e
@@ -155,7 +168,8 @@ class DockerDriver:
         api: Any = self._client.api
 
         def exists(path: str) -> bool:  # HEAD of the archive route: the file's stat, not its content
-            response = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path})
+            response = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path},
+                                timeout=api.timeout)  # the session's own verbs take no default deadline
             if response.status_code == 404:
                 return False
             api._raise_for_status(response)
@@ -163,7 +177,7 @@ class DockerDriver:
 
         for path in paths:
             try:
-                if await asyncio.to_thread(exists, path):
+                if await self._call(exists, path):
                     return path
             except docker.errors.APIError as e:
                 raise DriverError(f"stat {path} in {container_id[:12]} failed", exit_code=EXIT_ENGINE_FAILURE,
@@ -172,7 +186,7 @@ class DockerDriver:
 
     async def find(self, name: str) -> ContainerInfo | None:
         try:
-            container = await asyncio.to_thread(self._client.containers.get, name)
+            container = await self._call(self._client.containers.get, name)
         except docker.errors.NotFound:
             return None
         return _info(container.attrs)
@@ -180,7 +194,7 @@ class DockerDriver:
     async def list_managed(self, node_id: str) -> list[ContainerInfo]:
         # The engine's summaries, not the SDK's models: those inspect each container after listing,
         # and fail when one is removed in between. Ended ones are inspected for their exit.
-        summaries = await asyncio.to_thread(
+        summaries = await self._call(
             self._client.api.containers, all=True, filters={"label": TaskLabels.selector("node", node_id)})
         found: list[ContainerInfo] = []
         for s in summaries:
@@ -194,7 +208,7 @@ class DockerDriver:
         return found
 
     async def list_running(self, node_id: str) -> list[ContainerInfo]:
-        summaries = await asyncio.to_thread(
+        summaries = await self._call(
             self._client.api.containers, filters={"label": TaskLabels.selector("node", node_id), "status": "running"})
         return [ContainerInfo(id=s["Id"], name=str((s.get("Names") or [""])[0]).lstrip("/"), status="running",
                               running=True,
@@ -202,17 +216,17 @@ class DockerDriver:
                 for s in summaries]
 
     async def written(self, node_id: str) -> dict[str, int]:
-        summaries = await asyncio.to_thread(
+        summaries = await self._call(
             self._client.api.containers, size=True,
             filters={"label": TaskLabels.selector("node", node_id), "status": "running"})
         return {str(s["Id"]): int(s.get("SizeRw") or 0) for s in summaries}
 
     async def counters(self, container_id: str) -> Counters | None:
         # The engine answers a stats request on its collector's next tick (about a second), so the calls
-        # of a sampling round wait side by side in a pool of their own, never in the default executor.
+        # of a sampling round wait side by side in a pool of their own, never ahead of the launches' calls.
         loop = asyncio.get_running_loop()
         try:
-            stats = await loop.run_in_executor(self._stats_pool, lambda: self._client.api.stats(
+            stats = await loop.run_in_executor(self._stats, lambda: self._client.api.stats(
                 container_id, stream=False, one_shot=True))
         except docker.errors.NotFound:
             return None  # removed since the round listed it
@@ -227,9 +241,10 @@ class DockerDriver:
     async def exits(self) -> AsyncIterator[ContainerExit]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
-        stream = await asyncio.to_thread(
-            self._client.events, decode=True,
-            filters={"type": "container", "event": "die", "label": TaskLabels.selector("job")})
+        api: Any = self._client.api  # its private helpers, which the SDK's own streams use
+        response = await self._call(open_stream, api, api._url("/events"), {"filters": convert_filters(
+            {"type": "container", "event": "die", "label": TaskLabels.selector("job")})})
+        stream = CancellableStream(api._stream_helper(response, decode=True), response)
         self._streams.append(stream)
 
         def pump() -> None:
@@ -257,20 +272,20 @@ class DockerDriver:
 
     async def _inspect(self, container_id: str) -> ContainerInfo | None:
         try:
-            attrs = await asyncio.to_thread(self._client.api.inspect_container, container_id)
+            attrs = await self._call(self._client.api.inspect_container, container_id)
         except docker.errors.NotFound:
             return None
         return _info(attrs)
 
     async def stop(self, container_id: str, grace_seconds: int) -> None:
         try:
-            await asyncio.to_thread(self._client.api.stop, container_id, timeout=grace_seconds)
+            await self._call(self._client.api.stop, container_id, timeout=grace_seconds)
         except docker.errors.NotFound:
             return
 
     async def logs_tail(self, container_id: str, lines: int, *, stderr_only: bool = False) -> str:
         try:
-            raw = await asyncio.to_thread(self._client.api.logs, container_id, stdout=not stderr_only,
+            raw = await self._call(self._client.api.logs, container_id, stdout=not stderr_only,
                                           stderr=True, tail=lines)
         except docker.errors.APIError as e:
             if e.status_code in (404, 409):  # gone, or being removed
@@ -289,12 +304,13 @@ class DockerDriver:
         if since_ns:
             params["since"] = f"{since_ns // 1_000_000_000}.{since_ns % 1_000_000_000:09d}"
         try:
-            response = await asyncio.to_thread(_open_logs, self._client.api, container_id, params)
+            api: Any = self._client.api
+            response = await self._call(open_stream, api, api._url("/containers/{0}/logs", container_id), params)
         except docker.errors.APIError as e:
             if e.status_code in (404, 409):  # gone, or being removed
                 return
             raise
-        pump = _LogPump(response, since_ns, asyncio.get_running_loop())
+        pump = LogPump(response, since_ns, asyncio.get_running_loop())
         threading.Thread(target=pump.run, name=f"docker-logs-{container_id[:12]}", daemon=True).start()
         try:
             while (item := await pump.queue.get()) is not None:
@@ -307,7 +323,7 @@ class DockerDriver:
 
     async def remove(self, container_id: str) -> None:
         try:
-            await asyncio.to_thread(self._client.api.remove_container, container_id, force=True)
+            await self._call(self._client.api.remove_container, container_id, force=True)
         except docker.errors.NotFound:
             return
         except docker.errors.APIError as e:
@@ -315,10 +331,13 @@ class DockerDriver:
                 raise
 
     async def close(self) -> None:
+        """Streams closed, calls still queued cancelled; calls running end in their daemon threads (at
+        ``CALL_TIMEOUT_S`` at most, when the engine hangs), never holding the process's exit."""
         for stream in self._streams:
             stream.close()
-        self._stats_pool.shutdown(wait=False, cancel_futures=True)
-        await asyncio.to_thread(self._client.close)
+        for threads in (self._calls, self._pulls, self._stats):
+            threads.shutdown(wait=False, cancel_futures=True)
+        self._client.close()  # its idle connections closed (no call to the engine)
 
 
 def create_args(spec: ContainerSpec) -> dict[str, Any]:
@@ -452,84 +471,3 @@ def start_failure(text: str) -> tuple[int, str]:
     if "permission denied" in lowered and "exec" in lowered:
         return exitcodes.COMMAND_NOT_EXECUTABLE, f"the image's /bin/sh cannot be executed: {text}"
     return EXIT_ENGINE_FAILURE, f"the engine could not start the container: {text}"
-
-
-def _open_logs(api: docker.APIClient, container_id: str, params: dict[str, Any]) -> requests.Response:
-    """The engine's log answer, streamed, through the SDK's public surface (its client is a requests
-    session): no read timeout, since a followed container may stay quiet for hours."""
-    url = f"{api.base_url}/v{api.api_version}/containers/{quote(container_id, safe='')}/logs"
-    response = api.get(url, params=params, stream=True, timeout=None)
-    try:
-        response.raise_for_status()
-    except requests.exceptions.HTTPError as e:
-        raise docker.errors.create_api_error_from_http_exception(e) from e
-    return response
-
-
-class _LogPump:
-    """Reads one log answer in its own thread and hands its lines to the event loop (None: the end)."""
-
-    def __init__(self, response: requests.Response, since_ns: int, loop: asyncio.AbstractEventLoop) -> None:
-        # The SDK's cancellable wrapper: closing it shuts the socket down, which wakes the blocked read
-        # (closing the response would wait for that read to return: until the container writes or ends).
-        self._frames = CancellableStream(_frames(response), response)
-        self._since_ns = since_ns
-        self._loop = loop
-        self._closed = threading.Event()
-        self.queue: asyncio.Queue[LogLine | BaseException | None] = asyncio.Queue()
-
-    def _put(self, item: LogLine | BaseException | None) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:  # the loop is gone
-            self._closed.set()
-
-    def run(self) -> None:
-        try:
-            for stream, payload in self._frames:
-                if self._closed.is_set():
-                    return
-                line = _log_line(stream, payload, self._since_ns)
-                if line is not None:
-                    self._put(line)
-        except Exception as e:
-            if not self._closed.is_set():
-                self._put(e)
-        finally:
-            self._put(None)
-
-    def close(self) -> None:
-        self._closed.set()
-        with contextlib.suppress(Exception):
-            self._frames.close()
-
-
-def _frames(response: requests.Response) -> Iterator[tuple[int, bytes]]:
-    """(stream, payload) of each frame of a non-TTY container's log answer (1 stdout, 2 stderr).
-
-    Not ``docker.utils.socket.frames_iter``: that reads a hijacked socket (attach, exec), whose bytes are
-    the frames themselves. A log answer is an HTTP body sent chunked, which the HTTP client has partly
-    read ahead into its buffer: its frames are read from the decoded body (``response.raw``), whole.
-    """
-    while True:
-        header = response.raw.read(FRAME_HEADER.size)
-        if len(header) < FRAME_HEADER.size:
-            return
-        stream, length = FRAME_HEADER.unpack(header)
-        if not length:
-            continue
-        payload = response.raw.read(length)
-        if not payload:
-            return
-        yield stream, payload
-
-
-def _log_line(stream: int, payload: bytes, since_ns: int) -> LogLine | None:
-    stamp, _, text = payload.decode(errors="replace").partition(" ")
-    try:
-        ts = engine_time_ns(stamp)
-    except ValueError:
-        ts, text = 0, payload.decode(errors="replace")
-    if since_ns and ts <= since_ns:
-        return None  # kept already (the engine's `since` is inclusive)
-    return LogLine(stream="stderr" if stream == 2 else "stdout", ts_ns=ts, text=text)
