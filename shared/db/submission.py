@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pymongo
 import structlog
-from pymongo.errors import AutoReconnect, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
+from pymongo.errors import AutoReconnect, DuplicateKeyError, OperationFailure, PyMongoError, ServerSelectionTimeoutError
 
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.retry import WINDOW_SECONDS, idempotent
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from shared.db.store import EncodedJob, Store
 
 log = structlog.get_logger("paiq.store")
+WRITE_CONFLICT = 112  # a transaction that met another's write: tried again, nothing went away
 
 
 def _outcome_unknown(error: PyMongoError) -> bool:
@@ -76,8 +77,11 @@ async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: St
             if await _settle(store, job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
                                   maybe_sent=maybe_sent):
                 return Submitted.STORED
-            log.info("the database went away while a job was stored; trying again", job_id=job.id,
-                     error=type(e).__name__)
+            if isinstance(e, OperationFailure) and e.code == WRITE_CONFLICT:
+                log.info("storing a job conflicted with another write; trying again", job_id=job.id)
+            else:
+                log.info("the database went away while a job was stored; trying again", job_id=job.id,
+                         error=type(e).__name__)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
