@@ -72,20 +72,22 @@ async def test_hello_world_succeeds_through_the_published_api(
 
 
 # ps tasks listen on their http port (every role has one, as in OpenPAI); worker i connects to ps i
-# through PAI_TASK_ROLE_ps_HOST_LIST (host IP and http port) and says hello; a ps succeeds only when it
-# heard its worker. So the job succeeds only if task ports are real host ports that tasks reach each
-# other on. The listener's stdin is a FIFO
-# held open: a task's stdin is at EOF, and busybox `nc -l` may quit on that EOF before reading what
-# arrived (measured: about 1 listen in 20).
+# through PAI_TASK_ROLE_ps_HOST_LIST (host IP and http port), says hello and waits for ps's "ack"; a ps
+# succeeds only when it heard its worker. So the job succeeds only if task ports are real host ports that
+# tasks reach each other on. The worker retries until it hears the answer, not until a connect succeeds:
+# on the bridge, the engine's proxy accepts a connection to a published port before ps listens and then
+# closes it unanswered (a worker that trusted its connect left its ps waiting forever, seen in CI
+# under load). The ps answers from a script run per connection (`nc -e`), so its stdin is the socket.
 PS_COMMAND = (
-    'mkfifo /tmp/hold && exec 3<>/tmp/hold; '
-    'msg=$(nc -l -p "$PAI_CONTAINER_HOST_PORT" <&3); echo "ps $PAI_TASK_INDEX got: $msg"; '
-    '[ "$msg" = "hello from worker $PAI_TASK_INDEX" ]')
+    'printf \'#!/bin/sh\\nread msg; echo "$msg" > /tmp/msg; echo ack\\n\' > /tmp/answer; chmod +x /tmp/answer; '
+    'nc -l -p "$PAI_CONTAINER_HOST_PORT" -e /tmp/answer; msg=$(cat /tmp/msg); '
+    'echo "ps $PAI_TASK_INDEX got: $msg"; [ "$msg" = "hello from worker $PAI_TASK_INDEX" ]')
 WORKER_COMMAND = (
     'peer=$(echo "$PAI_TASK_ROLE_ps_HOST_LIST" | cut -d, -f$((PAI_TASK_INDEX + 1))); '
-    'for try in $(seq 1 100); do '
-    '  echo "hello from worker $PAI_TASK_INDEX" | nc "${peer%:*}" "${peer#*:}" && exit 0; sleep 0.2; '
-    'done; echo "cannot reach ps at $peer" >&2; exit 1')
+    'for try in $(seq 1 300); do '
+    '  reply=$(echo "hello from worker $PAI_TASK_INDEX" | nc -w 5 "${peer%:*}" "${peer#*:}"); '
+    '  [ "$reply" = ack ] && exit 0; sleep 0.2; '
+    'done; echo "no answer from ps at $peer" >&2; exit 1')
 
 
 async def test_a_ps_worker_job_runs_four_containers_that_talk_over_host_ports(

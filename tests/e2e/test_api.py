@@ -174,6 +174,8 @@ async def test_lists_page_by_cursor_newest_first_with_a_state_filter(platform: P
         await api.submit(user, json.dumps(job_config(name, command="true", roles=never_fits)).encode())
         await asyncio.sleep(0.002)
     await api.stop(user, "page0")
+    stopped_detail, _ = await wait_final(api, user, "page0")  # a stop is asynchronous (202)
+    assert stopped_detail["jobStatus"]["state"] == "STOPPED"
     status, first, headers = await raw(platform, "GET", f"/api/v1/user/{user}/jobs?limit=2")
     assert status == 200 and [j["name"] for j in first] == ["page4", "page3"]
     assert headers["Link"].endswith('rel="next"') and "cursor=" in headers["Link"]
