@@ -160,6 +160,7 @@ async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
 
 RETENTION_BATCH = 100
 RETENTION_BATCHES_PER_PASS = 20
+EXPIRY_SECONDS = 600  # how often expired sessions and idempotency records are removed (shared.db.expiry)
 
 
 async def remove_expired(deps: StatusDeps) -> int:
@@ -227,8 +228,14 @@ async def start_status(stack: AsyncExitStack, deps: StatusDeps) -> None:
     async def retention() -> None:
         await remove_expired(deps)
 
+    async def expired_records() -> None:
+        removed = await deps.store.expiring.purge()
+        if removed:
+            log.info("removed expired sessions and idempotency records", removed=removed)
+
     stack.callback(cancel_wakeups)
     await periodic()
+    deps.vitals.periodic(stack, "status-expiry", EXPIRY_SECONDS, expired_records)
     deps.vitals.periodic(stack, "status-reconcile", deps.settings.reconcile_seconds, periodic)
     if deps.settings.job_retention_days > 0:
         deps.vitals.periodic(stack, "status-retention", max(60, deps.settings.reconcile_seconds), retention)

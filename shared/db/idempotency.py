@@ -49,7 +49,7 @@ class IdempotencyRecord(BaseModel):
     job_name: str
     body_sha256: str
     warnings: tuple[str, ...] = ()
-    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))  # the TTL index's field
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))  # removed KEEP_SECONDS after
 
     @staticmethod
     def id_of(user: str, key: str) -> str:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pymongo import ASCENDING, DESCENDING, UpdateOne
 
-from shared.db.idempotency import KEEP_SECONDS
 from shared.db.lists.keywords import name_keys
 from shared.db.usage import MARK
 from shared.errors import StoreError
@@ -87,9 +86,9 @@ async def _create_indexes(store: Store) -> None:
     await store.usage.ensure_indexes()  # the usage rollups' days by user, by VC, all (the usage report)
     await store.notifications.ensure_indexes()  # subscriptions by owner, deliveries due and by owner, expiries
     await store.journal.ensure_indexes()  # the events: by number, waiting to be numbered, by time
-    await store.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
-    # submissions by Idempotency-Key (read by _id), kept a day (shared.db.idempotency)
-    await store.idempotency.create_index([("created_at", ASCENDING)], expireAfterSeconds=KEEP_SECONDS)
+    # sessions by expiry, submissions by Idempotency-Key (read by _id) by creation, kept a day
+    # (shared.db.idempotency): removed by paiq a window at a time, not by TTL indexes (shared.db.expiry)
+    await store.expiring.ensure_indexes()
     # a user's tokens, ended when their password changes or they are removed
     await store.tokens.create_index([("user", ASCENDING)], name="tokens_by_user")
     # whether an admin is left when one is demoted (services/submit/users.py)

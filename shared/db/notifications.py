@@ -11,7 +11,8 @@
   ``sent``, ``pending`` again later (retry), ``failed``, or ``held`` for a digest and ``digested`` once that
   went. Due tries are read from a partial index of the pending ones only; a user's list, and a digest's
   held ones (its owner's in its window), from ``(owner, created_ms)``; every document expires
-  (``expires_at``, a TTL index), so nothing grows with history.
+  (``expires_at``: paiq removes what expired, a window at a time, :mod:`shared.db.expiry`), so nothing grows
+  with history.
 - ``notify_rates``: one counter per (user, recipient, window), expiring with its window.
 - ``notify_changes``: the changes whose deliveries are all written (so the next event of the same change,
   such as every other task's ``task.started``, costs one read by ``_id``), expiring like deliveries.
@@ -28,6 +29,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from shared.db.expiry import Expiring, ExpiryPurger
 from shared.db.retry import idempotent
 from shared.notify.decide import JobFacts
 from shared.notify.subscriptions import Subscription
@@ -56,6 +58,8 @@ class NotificationStore:
         self.changes: AsyncCollection[Doc] = db["notify_changes"]
         self.users: AsyncCollection[Doc] = db["users"]
         self.jobs: AsyncCollection[Doc] = db["jobs"]
+        self.expiring = ExpiryPurger(db, [Expiring(col, "expires_at") for col in (self.deliveries, self.rates,
+                                                                                   self.changes)])
 
     async def ensure_indexes(self) -> None:
         # a user's subscriptions (and the platform's: owner "")
@@ -70,8 +74,7 @@ class NotificationStore:
         # own cost every delivery written or marked a share of the database's time, tests/benchmarks/notify.py)
         if "deliveries_held" in await self.deliveries.index_information():
             await self.deliveries.drop_index("deliveries_held")
-        for col in (self.deliveries, self.rates, self.changes):  # nothing outlives its expiry
-            await col.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+        await self.expiring.ensure_indexes()  # nothing outlives its expiry (shared.db.expiry)
 
     # --- subscriptions ------------------------------------------------------------------------------
 
@@ -261,12 +264,8 @@ class NotificationStore:
                 continue  # another message of the window inserted it meanwhile
 
     async def purge(self, now_ms: int) -> int:
-        """Delete what has expired (a TTL monitor does it too, where the server runs one)."""
-        removed = 0
-        for col in (self.deliveries, self.rates, self.changes):
-            result = await col.delete_many({"expires_at": {"$lt": expiry(now_ms)}})
-            removed += result.deleted_count
-        return removed
+        """Delete what has expired, a window at a time (shared.db.expiry); how many records went."""
+        return await self.expiring.purge(now_ms)
 
 
 DUPLICATE_KEY = 11000

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, NamedTuple, TypeVar
 
 import bson
@@ -26,7 +27,8 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from shared.db.idempotency import IdempotencyRecord, Submitted
+from shared.db.expiry import Expiring, ExpiryPurger
+from shared.db.idempotency import KEEP_SECONDS, IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
 from shared.db.jobreads import QUEUE_SHARES, JobReads
 from shared.db.journal import Journal
@@ -118,6 +120,9 @@ class Store(JobReads):
         self.notifications = NotificationStore(db)  # subscriptions and deliveries (shared.db.notifications)
         self.usage = UsageStore(db, self.profiles)  # daily usage per VC and user, counted as jobs end
         self.journal = Journal(db)  # every job and task event, stored with its change (shared.db.journal)
+        # sessions and idempotency records, removed a window at a time once expired (shared.db.expiry)
+        self.expiring = ExpiryPurger(db, [Expiring(self.tokens, "expires_at"),
+                                          Expiring(self.idempotency, "created_at", timedelta(seconds=KEEP_SECONDS))])
         self._transactions: bool | None = None
 
     async def ensure_indexes(self) -> None:
