@@ -18,9 +18,11 @@ import structlog
 
 from services import launcher, notify, scheduler, status, submit
 from shared.db.embedded import embedded_mongo, local_login
+from shared.db.footprint import disk_bytes, outgrowing, resolve_cache_size, size_bytes
 from shared.db.store import Store, open_store
 from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
 from shared.jobconfig.sealing import key_problem, new_key
+from shared.runtime import metrics
 from shared.runtime.relay import start_relay
 from shared.runtime.service import Starter, open_bus, refuse_open_servers, watch_dependencies
 from shared.runtime.vitals import Vitals
@@ -39,6 +41,7 @@ SERVICES: dict[str, Starter] = {
 
 
 SECRETS_KEY_FILE = "secrets.key"
+FOOTPRINT_SECONDS = 60
 
 
 def local_secrets_key(data_dir: Path) -> str:
@@ -78,6 +81,21 @@ def private_data_dir(data_dir: Path) -> None:
     data_dir.chmod(0o700)
 
 
+def watch_footprint(stack: AsyncExitStack, vitals: Vitals, storage: Path, cache: int) -> None:
+    """What the embedded database holds against its cache: said at start past 70%, a gauge every minute."""
+    metrics.EMBEDDED_DB_CACHE.labels(str(storage)).set(cache)
+    stored = disk_bytes(storage)
+    metrics.EMBEDDED_DB_STORED.labels(str(storage)).set(stored)
+    warning = outgrowing(stored, cache)
+    if warning:
+        log.warning(warning)
+
+    async def measure() -> None:
+        metrics.EMBEDDED_DB_STORED.labels(str(storage)).set(disk_bytes(storage))  # a listing: a few hundred files
+
+    vitals.periodic(stack, "embedded-db-footprint", FOOTPRINT_SECONDS, measure)
+
+
 @asynccontextmanager
 async def running_platform(settings: Settings, vitals: Vitals,
                            names: Sequence[str] = tuple(SERVICES)) -> AsyncIterator[Store]:
@@ -90,11 +108,12 @@ async def running_platform(settings: Settings, vitals: Vitals,
         uri = settings.mongodb_uri
         if uri is None:
             private_data_dir(settings.data_dir)
+            cache = resolve_cache_size(settings.embedded_db_cache)
             uri = await stack.enter_async_context(
                 embedded_mongo(settings.data_dir / "db", login=local_login(settings.data_dir),
-                               log_file=settings.data_dir / "db.log", cache_size=settings.embedded_db_cache,
-                               on_exit=vitals.fail))
-            log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"))
+                               log_file=settings.data_dir / "db.log", cache_size=cache, on_exit=vitals.fail))
+            log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"), cache=cache)
+            watch_footprint(stack, vitals, settings.data_dir / "db", size_bytes(cache))
         store = await stack.enter_async_context(open_store(uri, settings.database, settings.mongodb_timeout_seconds))
         bus = await stack.enter_async_context(open_bus(settings))
         watch_dependencies(vitals, store, bus, stack)

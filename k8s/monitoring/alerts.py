@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from shared.db.footprint import WARN_SHARE
+
 # Every scrape job of paiq has "paiq" in its name: docker-compose's and the e2e's `paiq`, the Prometheus
 # operator's `paiq-submit` (ServiceMonitor: the Service's name) and `paiq/paiq-ops` (PodMonitor).
 PAIQ_TARGETS = 'job=~".*paiq.*"'
@@ -92,6 +94,15 @@ CONTROL_PLANE = (
         "channel closed (its /healthz `checks.broker` says which). Events wait; submit answers 503. Check "
         "RabbitMQ (`rabbitmq-diagnostics status`, its management UI, disk and memory alarms) and "
         "PAIQ_AMQP_URL."),
+    _alert(
+        "PaiqEmbeddedDatabaseOutgrowsCache",
+        "max by (instance, storage) (paiq_embedded_db_stored_bytes / paiq_embedded_db_cache_bytes)",
+        f"> {WARN_SHARE}", "30m", "warning",
+        "paiq up's database on {{ $labels.instance }} holds {{ $value | humanizePercentage }} of its cache",
+        "What `paiq up`'s embedded SecantusDB holds on disk has been over 70% of the cache it was given for 30 "
+        "minutes. Past the cache every call stalls in cache eviction (seen at 71,000-81,000 jobs with 1 GB). "
+        "Give it more before it fills (PAIQ_EMBEDDED_DB_CACHE, then restart paiq up), keep less history "
+        "(PAIQ_JOB_RETENTION_DAYS), or move to a MongoDB replica set (PAIQ_MONGODB_URI; README, Deploy)."),
     _counted(
         "PaiqMessagesDeadLettered", "queue", "paiq_messages_dead_lettered_total", "> 0", "0m", "warning",
         "Messages of {{ $labels.queue }} were dead-lettered",

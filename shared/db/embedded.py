@@ -130,7 +130,8 @@ async def embedded_mongo(storage: Path | None, *, login: DbLogin | None = None, 
 
     ``cache_size`` is its WiredTiger cache. It must hold what is stored: with 256M, about 60,000 stored
     jobs filled it and every operation then stalled in cache eviction for minutes; 1G held 100,000 with
-    no slowdown (measured with tests/benchmarks/history.py's jobs; capping the oplog did not help)."""
+    no slowdown (measured with tests/benchmarks/history.py's jobs; capping the oplog did not help), and stalled
+    at 71,000-81,000 with paiq up beside the fill. ``paiq up`` sizes it and watches it: shared.db.footprint."""
     scratch: Path | None = None
     if storage is None:
         scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="paiq-db-"))
@@ -255,11 +256,15 @@ async def _provision(storage: Path, login: DbLogin, cache_size: str, out: Any, l
                      f"a new port; the last: {lost}{log_hint}")
 
 
+# Flags for the server's oplog (none: its defaults, an hour or 100,000 entries); paiq reads no oplog.
+OPLOG_ARGS: tuple[str, ...] = ()
+
+
 async def _spawn(storage: Path, cache_size: str, out: Any, *, auth: bool) -> tuple[Process, int]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         _server_binary(), "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage),
-        "--cache-size", cache_size, *(("--auth",) if auth else ()),
+        "--cache-size", cache_size, *OPLOG_ARGS, *(("--auth",) if auth else ()),
         stdout=out, stderr=out, start_new_session=True, umask=0o077)
     return proc, port
 

@@ -82,6 +82,11 @@ NODE_LOST = Gauge("paiq_node_lost", "1 for a node declared lost (its launcher we
 LAUNCH_FAILURES = Counter("paiq_launch_failures_total", "Tasks that could not start on the node, by why: image_pull "
                           "(exit 254), config (-1100: the job's config, plugins, storage), engine (the Docker engine "
                           "refused)", ["node", "reason"])
+# Only a process running paiq up's embedded database exports these (labelled by its directory).
+EMBEDDED_DB_STORED = Gauge("paiq_embedded_db_stored_bytes", "What paiq up's embedded database holds on disk (data, "
+                           "indexes, its oplog and log; every minute): past its cache, calls stall in eviction",
+                           ["storage"])
+EMBEDDED_DB_CACHE = Gauge("paiq_embedded_db_cache_bytes", "The cache paiq up gave its embedded database", ["storage"])
 # Read from the process's health report at every scrape (see record_health), as /healthz would answer now.
 HEALTHY = Gauge("paiq_healthy", "1 while the process's /healthz answers 200, else 0")
 HEALTH_CHECK = Gauge("paiq_health_check_ok", "1 while the dependency answers the process's /healthz check "

@@ -275,8 +275,8 @@ class Settings(EnvModel):
     event_retention_hours: Annotated[float, _text(parse_hours)] = Field(24.0, alias="PAIQ_EVENT_RETENTION_HOURS")
     # A second, all callers without a token together (services.submit.throttle).
     anonymous_heavy_reads: Integer = Field(4, alias="PAIQ_ANONYMOUS_HEAVY_READS", ge=0, le=10_000)
-    # paiq up's SecantusDB: its WiredTiger cache must hold what is stored.
-    embedded_db_cache: Annotated[str, _text(parse_cache_size)] = Field("1G", alias="PAIQ_EMBEDDED_DB_CACHE")
+    # paiq up's SecantusDB: its WiredTiger cache must hold what is stored (auto: shared.db.footprint).
+    embedded_db_cache: Annotated[str, _text(parse_cache_size)] = Field("AUTO", alias="PAIQ_EMBEDDED_DB_CACHE")
     # How the launcher runs tasks.
     launcher: LauncherSettings
     # The notify service: SMTP, webhooks, retries, rate limit.

@@ -100,10 +100,10 @@ def parse_gpu_devices(raw: str) -> str:
 
 
 def parse_cache_size(raw: str) -> str:
-    """``"512m"`` -> ``"512M"``: 1-999999 megabytes or gigabytes."""
+    """``"512m"`` -> ``"512M"``: 1-999999 megabytes or gigabytes, or ``auto`` (``"AUTO"``: from the machine)."""
     size = raw.strip().upper()
-    if not re.fullmatch(r"[1-9][0-9]{0,5}[MG]", size):
-        raise ValueError(f"must be a size like 512M or 2G, got {quoted(raw)}")
+    if size != "AUTO" and not re.fullmatch(r"[1-9][0-9]{0,5}[MG]", size):
+        raise ValueError(f"must be auto or a size like 512M or 2G, got {quoted(raw)}")
     return size
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -108,5 +109,22 @@ def test_ctrl_c_stops_paiq_up_and_its_database_cleanly(tmp_path: Path, docker_cl
         log = (platform.workdir / "paiq-up.log").read_text()
         assert "fatal" not in log and "exited with code" not in log, log[-2000:]
         assert not Path(f"/proc/{db}").exists() or "zombie" in Path(f"/proc/{db}/status").read_text().lower()
+    finally:
+        stop_platform(platform, docker_client)
+
+
+def test_paiq_up_says_what_its_database_holds_against_its_cache(tmp_path: Path,
+                                                                docker_client: docker.DockerClient) -> None:
+    """A cache smaller than what is stored: paiq up says so at start, with the remedy; both figures are exported."""
+    platform = start_platform("all-in-one", tmp_path / "up", PAIQ_EMBEDDED_DB_CACHE="1M")
+    try:
+        log = (platform.workdir / "paiq-up.log").read_text()
+        assert "of its 1 MB cache" in log and "PAIQ_EMBEDDED_DB_CACHE" in log, log[-3000:]
+        scraped = urllib.request.urlopen(f"{platform.api}/metrics", timeout=10).read().decode()
+        storage = str(platform.workdir / "data" / "db")
+        samples = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
+                   if line.startswith("paiq_embedded_db_") and storage in line}
+        assert samples["paiq_embedded_db_cache_bytes"] == 1024 * 1024
+        assert samples["paiq_embedded_db_stored_bytes"] > 1024 * 1024
     finally:
         stop_platform(platform, docker_client)

@@ -35,6 +35,8 @@ NO_SAMPLE_HERE = {
     "paiq_vc_gpu_seconds_used_total": "NVML: no GPU utilisation measured",
     "paiq_task_gpu_utilization_percent_bucket": "NVML: no GPU utilisation measured",
     "paiq_notifications_total": "no notification sent (and no notify service in the separate shape)",
+    "paiq_embedded_db_stored_bytes": "the test platforms share a database, not paiq up's own (tests/e2e/test_ops.py)",
+    "paiq_embedded_db_cache_bytes": "the same",
 }
 
 

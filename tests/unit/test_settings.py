@@ -148,7 +148,8 @@ def test_a_bad_job_retention_is_refused_naming_the_setting(raw: str) -> None:
 
 
 def test_the_embedded_database_cache_is_a_size() -> None:
-    assert Settings.from_env({}).embedded_db_cache == "1G"
+    assert Settings.from_env({}).embedded_db_cache == "AUTO"
+    assert Settings.from_env({"PAIQ_EMBEDDED_DB_CACHE": " auto"}).embedded_db_cache == "AUTO"
     assert Settings.from_env({"PAIQ_EMBEDDED_DB_CACHE": "512m"}).embedded_db_cache == "512M"
     for bad in ("0G", "lots", "1T", "-1G"):
         with pytest.raises(SettingsError, match="PAIQ_EMBEDDED_DB_CACHE"):
@@ -361,7 +362,7 @@ def test_the_embedded_database_cache_sizes_at_the_bounds(raw: str, size: str) ->
 
 @pytest.mark.parametrize("raw", ["0M", "1000000M", "1.5G", "1", "G", "01G"])
 def test_the_embedded_database_cache_past_the_bounds_is_refused(raw: str) -> None:
-    assert refusal(PAIQ_EMBEDDED_DB_CACHE=raw).rule == f"must be a size like 512M or 2G, got {raw!r}"
+    assert refusal(PAIQ_EMBEDDED_DB_CACHE=raw).rule == f"must be auto or a size like 512M or 2G, got {raw!r}"
 
 
 @pytest.mark.parametrize(("raw", "days"), [("99999.5", 99999.5), (" 7 ", 7.0), ("1e-3", 0.001)])
