@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pymongo
+import structlog
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
 
 from shared.records import now_ms
 
@@ -33,6 +35,7 @@ CALL_SECONDS = 10.0  # each delete's deadline, kept by the server
 # until now (the server ran that every minute), or never existed.
 FIRST_LOOK_BACK = timedelta(hours=1)
 INDEX_NAME = "expiry"
+log = structlog.get_logger("paiq.expiry")
 
 
 @dataclass(frozen=True)
@@ -97,8 +100,17 @@ class ExpiryPurger:
             if start >= cut:
                 break
             end = min(cut, start + window)
-            with pymongo.timeout(CALL_SECONDS):
-                result = await target.collection.delete_many({target.field: {"$gte": start, "$lt": end}})
+            try:
+                with pymongo.timeout(CALL_SECONDS):
+                    result = await target.collection.delete_many({target.field: {"$gte": start, "$lt": end}})
+            except PyMongoError as e:
+                if not e.timeout:
+                    raise
+                # Too much in one window (what it removed stays removed): a smaller one next time.
+                log.warning("a purge of expired records ran out of time; the next tries a smaller window",
+                            collection=name, window_s=window.total_seconds())
+                window = max(FIRST_WINDOW, window / 8)
+                break
             removed += result.deleted_count
             window = next_window(window, result.deleted_count)
             start = end

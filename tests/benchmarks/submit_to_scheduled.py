@@ -1,7 +1,7 @@
 """Benchmark: submit -> scheduled, through the real RabbitMQ and a MongoDB-wire server.
 
     .venv/bin/python tests/benchmarks/submit_to_scheduled.py [--jobs 500 --concurrency 32] [--with-launches]
-        [--mongo-uri URI] [--keep] [--smoke] [--protocol v1|v2|both]
+        [--mongo-uri URI] [--keep] [--smoke] [--protocol v1|v2|both] [--shape separate|all-in-one] [--whole-life]
 
 Starts a private in-memory SecantusDB (or uses --mongo-uri) and the four services as separate
 processes over RabbitMQ, as tests/infra.py's ``start_platform("separate", ...)`` does; the launcher's
@@ -22,7 +22,15 @@ Prints a table per protocol (with each process's CPU seconds during the run, whi
 then, as its last line, one JSON object of the figures (with ``both``: ``{"v1": ..., "v2": ..., "ratio":
 ...}``); exits 1 when some job was not scheduled in --timeout.
 
-``--smoke``: 20 jobs of each protocol, 4 in flight (seconds: that the benchmark runs, not its figures).
+``--shape all-in-one``: ``paiq up`` instead, what most users run (one process, its in-process bus, its own
+SecantusDB in its data directory, tests/infra.py's ``start_platform("all-in-one", ...)``); its launcher runs in
+that process, so containers start meanwhile. ``--whole-life``: each round also waits for every job's
+``job.completed`` (containers run), and the CPU the control plane spent (paiq's processes, the database and the
+broker) over the round is divided by its jobs: ``cpu_ms_per_job``, what a job's whole life costs the platform
+(submit, place, start, exit, complete, usage, notifications).
+
+``--smoke``: 20 jobs of each protocol, 4 in flight, then 10 v1 jobs' whole lives on ``paiq up`` (its figures
+under ``paiq_up_whole_life`` in the JSON; seconds: that the benchmark runs, not its figures).
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import re
@@ -42,6 +52,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -68,6 +79,9 @@ class Options:
     timeout_s: float
     keep: bool
     protocols: tuple[str, ...] = ("v1",)
+    shape: str = "separate"
+    whole_life: bool = False
+    smoke: bool = False
 
 
 def parse(argv: list[str] | None = None) -> Options:
@@ -83,12 +97,17 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--smoke", action="store_true", help="a small run: 20 jobs of each protocol, 4 in flight")
     p.add_argument("--protocol", choices=["v1", "v2", "both"], default="v1",
                    help="v1 JSON jobs, protocol v2 YAML jobs of the same shape, or both (and their ratio)")
+    p.add_argument("--shape", choices=["separate", "all-in-one"], default="separate",
+                   help="the four services over RabbitMQ, or paiq up (its own database, containers always run)")
+    p.add_argument("--whole-life", action="store_true",
+                   help="wait for every job to complete too, and give the control plane's CPU per job")
     a = p.parse_args(argv)
     if a.smoke:
         a.jobs, a.concurrency, a.protocol = 20, 4, "both"
     protocols = ("v1", "v2") if a.protocol == "both" else (a.protocol,)
     return Options(jobs=a.jobs, concurrency=a.concurrency, amqp_url=a.amqp_url, mongo_uri=a.mongo_uri,
-                   with_launches=a.with_launches, timeout_s=a.timeout, keep=a.keep, protocols=protocols)
+                   with_launches=a.with_launches or a.whole_life or a.shape == "all-in-one", timeout_s=a.timeout,
+                   keep=a.keep, protocols=protocols, shape=a.shape, whole_life=a.whole_life, smoke=a.smoke)
 
 
 def job_config(name: str) -> bytes:
@@ -142,12 +161,30 @@ def pid_listening_on(port: int) -> int | None:
     return None
 
 
-def processes(platform: Platform, mongo_uri: str, amqp_url: str) -> dict[str, int]:
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def processes(platform: Platform, mongo_uri: str | None, amqp_url: str) -> dict[str, int]:
     pids = {}
     for proc in platform.procs:
         args = [str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)]
         name = next((a.split(".", 1)[1] for a in args if a.startswith("services.")), str(proc.pid))
         pids[name] = proc.pid
+    if mongo_uri is None:  # paiq up: its own database is its child
+        for proc in platform.procs:
+            for child in children(proc.pid):
+                with contextlib.suppress(OSError):
+                    if b"secantusd" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        pids["secantusdb"] = child
+        return pids
     for name, url in (("secantusdb", mongo_uri), ("rabbitmq", amqp_url)):
         port = urlsplit(url).port
         pid = pid_listening_on(port or 0)
@@ -173,28 +210,32 @@ def scheduler_metrics(platform: Platform) -> tuple[float, int]:
 
 @dataclass
 class Feed:
-    """job.scheduled events seen on the live feed: job name -> monotonic time."""
+    """job.scheduled and job.completed events seen on the live feed: job name -> monotonic time."""
 
     scheduled: dict[str, float] = field(default_factory=dict)
+    completed: dict[str, float] = field(default_factory=dict)
     expected: set[str] = field(default_factory=set)
+    waiting_on: dict[str, float] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def follow(self, client: PaiqClient, user: str) -> None:
         async for event in client.events(user=user):
-            if event.get("type") == "job.scheduled":
+            seen = {"job.scheduled": self.scheduled, "job.completed": self.completed}.get(str(event.get("type")))
+            if seen is not None:
                 name = str(event.get("subject", "")).split("~")[1]
-                self.scheduled.setdefault(name, time.monotonic())
-                if self.expected and self.expected <= self.scheduled.keys():
+                seen.setdefault(name, time.monotonic())
+                if self.expected and self.expected <= self.waiting_on.keys():
                     self.done.set()
 
-    async def wait_for(self, names: set[str], timeout_s: float) -> bool:
+    async def wait_for(self, names: set[str], timeout_s: float, *, completed: bool = False) -> bool:
         self.expected = names
+        self.waiting_on = self.completed if completed else self.scheduled
         self.done.clear()
-        if names <= self.scheduled.keys():
+        if names <= self.waiting_on.keys():
             return True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.done.wait(), timeout_s)
-        return names <= self.scheduled.keys()
+        return names <= self.waiting_on.keys()
 
 
 @dataclass
@@ -218,6 +259,9 @@ class Figures:
     scheduler_deciding_s: float
     cpu_s: dict[str, float]
     load_average: float
+    shape: str = "separate"
+    completed: int = 0  # --whole-life: jobs whose job.completed was seen
+    cpu_ms_per_job: float = 0.0  # --whole-life: the control plane's CPU over the rounds, per job
 
 
 
@@ -238,7 +282,7 @@ async def submit_all(client: PaiqClient, user: str, names: list[str], concurrenc
     return ok
 
 
-async def measure(o: Options, platform: Platform, mongo_uri: str) -> list[Figures]:
+async def measure(o: Options, platform: Platform, mongo_uri: str | None) -> list[Figures]:
     async with paiq_client(platform.api) as anonymous:
         admin = anonymous.with_token((await anonymous.login(ADMIN_USER, ADMIN_PASSWORD))["token"])
         user = unique("bench")
@@ -289,6 +333,7 @@ class Round:
     deciding_s: float
     cpu: dict[str, float]
     load: float
+    completed: int = 0
 
 
 async def measure_one(o: Options, protocol: str, index: int, jobs: int, client: PaiqClient, user: str, feed: Feed,
@@ -305,12 +350,15 @@ async def measure_one(o: Options, protocol: str, index: int, jobs: int, client: 
     submit_s = time.monotonic() - t0
     await feed.wait_for(set(names), o.timeout_s)
     end = max((feed.scheduled[n] for n in names if n in feed.scheduled), default=time.monotonic())
+    if o.whole_life:
+        await feed.wait_for(set(names), o.timeout_s, completed=True)
     cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
     deciding, decisions = scheduler_metrics(platform)
     return Round(protocol=protocol, submitted=submitted, submit_s=submit_s, scheduled_s=max(end - t0, 0.0),
                  latencies=[(feed.scheduled[n] - started[n]) * 1000 for n in names if n in feed.scheduled],
                  posts=[(answered[n] - started[n]) * 1000 for n in names if n in answered],
-                 passes=decisions - decisions_before, deciding_s=deciding - deciding_before, cpu=cpu, load=load)
+                 passes=decisions - decisions_before, deciding_s=deciding - deciding_before, cpu=cpu, load=load,
+                 completed=len([n for n in names if n in feed.completed]))
 
 
 def figures_of(o: Options, rounds: list[Round]) -> Figures:
@@ -330,7 +378,9 @@ def figures_of(o: Options, rounds: list[Round]) -> Figures:
         post_p50_ms=round(statistics.median(posts), 1) if posts else 0.0, post_p99_ms=round(percentile(posts, 0.99), 1),
         scheduler_passes=sum(r.passes for r in rounds),
         scheduler_deciding_s=round(sum(r.deciding_s for r in rounds), 3),
-        cpu_s=cpu, load_average=max(r.load for r in rounds),
+        cpu_s=cpu, load_average=max(r.load for r in rounds), shape=o.shape,
+        completed=sum(r.completed for r in rounds),
+        cpu_ms_per_job=round(1000 * sum(cpu.values()) / submitted, 1) if o.whole_life and submitted else 0.0,
     )
 
 
@@ -353,17 +403,20 @@ async def run(o: Options) -> list[Figures]:
     workdir = Path(tempfile.mkdtemp(prefix="paiq-bench-"))
     async with contextlib.AsyncExitStack() as stack:
         mongo_uri = o.mongo_uri
-        if mongo_uri is None:
+        if o.shape == "all-in-one":  # paiq up with its own database in its data directory
+            mongo_uri = None
+        elif mongo_uri is None:
             mongo_uri = await stack.enter_async_context(embedded_mongo(None, cache_size="1G"))
-        platform = await asyncio.to_thread(
-            start_platform, "separate", workdir, mongo_uri=mongo_uri, amqp_url=o.amqp_url,
+        platform = await asyncio.to_thread(functools.partial(
+            start_platform, o.shape, workdir, mongo_uri=mongo_uri, amqp_url=o.amqp_url if mongo_uri else None,
             PAIQ_NODE_CPUS="100000", PAIQ_NODE_MEMORY_MB=str(100000 * 1024), PAIQ_NODE_PORT_RANGE="20000-60000",
-            PAIQ_LOG_LEVEL="info", PAIQ_NODE_TIMEOUT_SECONDS="3600")
+            PAIQ_LOG_LEVEL="info", PAIQ_NODE_TIMEOUT_SECONDS="3600"))
         try:
             return await measure(o, platform, mongo_uri)
         finally:
             await asyncio.to_thread(stop_platform, platform, docker.from_env())
-            await cleanup_broker(o.amqp_url, platform.env, platform.node_id)
+            if o.shape == "separate":
+                await cleanup_broker(o.amqp_url, platform.env, platform.node_id)
             if o.keep:
                 print(f"logs kept in {workdir}", file=sys.stderr)
             else:
@@ -374,6 +427,7 @@ async def run(o: Options) -> list[Figures]:
 def table(f: Figures) -> str:
     rows = [
         ("protocol", f"{f.protocol} ({'POST /api/v2/jobs, YAML' if f.protocol == 'v2' else 'POST /api/v1, JSON'})"),
+        ("shape", "paiq up (its own database)" if f.shape == "all-in-one" else "separate services over RabbitMQ"),
         ("jobs / concurrency", f"{f.jobs} / {f.concurrency}"),
         ("containers started meanwhile", "yes" if f.launches else "no (launcher paused)"),
         ("submitted / scheduled", f"{f.submitted} / {f.scheduled}"),
@@ -384,6 +438,8 @@ def table(f: Figures) -> str:
         ("submit -> scheduled ms p50/p99/max",
          f"{f.latency_p50_ms:.1f} / {f.latency_p99_ms:.1f} / {f.latency_max_ms:.1f}"),
         ("scheduler passes / s in plan_queue", f"{f.scheduler_passes} / {f.scheduler_deciding_s:.3f} s"),
+        *((("completed (whole life)", f"{f.completed}"),
+           ("control plane's CPU per job, whole life", f"{f.cpu_ms_per_job:.1f} ms")) if f.cpu_ms_per_job else ()),
         ("load average before the run (1 min)", f"{f.load_average:.2f} on {os.cpu_count()} CPUs"),
         *((f"CPU s: {name}", f"{s:.2f}") for name, s in sorted(f.cpu_s.items(), key=lambda kv: -kv[1])),
     ]
@@ -402,15 +458,26 @@ def ratios(v1: Figures, v2: Figures) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    runs = asyncio.run(run(parse(argv)))
+    o = parse(argv)
+    runs = asyncio.run(run(o))
+    extra: dict[str, Any] = {}
+    checked = [(o, f) for f in runs]
+    if o.smoke:  # paiq up and whole lives too, so that neither rots unseen
+        up = dataclasses.replace(o, shape="all-in-one", whole_life=True, with_launches=True, protocols=("v1",),
+                                 jobs=10)
+        [life] = asyncio.run(run(up))
+        runs.append(life)
+        checked.append((up, life))
+        extra["paiq_up_whole_life"] = asdict(life)
     print("\n\n".join(table(f) for f in runs))
-    if len(runs) == 2:
-        ratio = ratios(*runs)
+    if len(o.protocols) == 2:
+        ratio = ratios(runs[0], runs[1])
         print("\nv2 / v1: " + ", ".join(f"{k} {v:.3f}" for k, v in ratio.items()))
-        print(json.dumps({"v1": asdict(runs[0]), "v2": asdict(runs[1]), "ratio": ratio}))
+        print(json.dumps({"v1": asdict(runs[0]), "v2": asdict(runs[1]), "ratio": ratio, **extra}))
     else:
-        print(json.dumps(asdict(runs[0])))
-    return 0 if all(f.scheduled == f.jobs for f in runs) else 1
+        print(json.dumps({**asdict(runs[0]), **extra}))
+    return 0 if all(f.scheduled == f.jobs and (not opts.whole_life or f.completed == f.jobs)
+                    for opts, f in checked) else 1
 
 
 if __name__ == "__main__":

@@ -88,3 +88,19 @@ def test_the_window_grows_over_sparse_stretches_and_halves_over_dense_ones() -> 
     assert next_window(10 * second, 300) == 10 * second
     assert next_window(10 * second, 501) == 5 * second
     assert next_window(second, 10_000) == expiry.FIRST_WINDOW
+
+
+async def test_a_window_that_runs_out_of_time_is_tried_smaller_and_the_purge_goes_on(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = store.tokens
+    await tokens.insert_many([{"_id": f"t{i}", "expires_at": NOW - timedelta(minutes=30) + timedelta(seconds=i)}
+                              for i in range(1000)])
+    purger = store.expiring
+    purger._window["tokens"] = expiry.MAX_WINDOW  # one window would take them all
+    monkeypatch.setattr(expiry, "CALL_SECONDS", 0.000001)  # and no call has the time
+    assert await purger.purge(NOW_MS) == 0, "no error: the periodic purge goes on"
+    assert purger._window["tokens"] == expiry.MAX_WINDOW / 8
+    monkeypatch.setattr(expiry, "CALL_SECONDS", 10.0)
+    for _ in range(10):
+        await purger.purge(NOW_MS)
+    assert await tokens.count_documents({}) == 0
