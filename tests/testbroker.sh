@@ -92,7 +92,7 @@ PY
   fi
   # paiq never logs in as guest (shared.settings.syntax.check_amqp_url): a user of the run's own, and no guest
   local password
-  password=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
+  password=$(python3 -c 'import secrets; print(secrets.token_hex(24))')  # never a leading "-" (rabbitmqctl)
   test_broker_ctl -q add_user paiq-test "$password" >/dev/null
   test_broker_ctl -q set_permissions -p / paiq-test '.*' '.*' '.*' >/dev/null
   test_broker_ctl -q delete_user guest >/dev/null

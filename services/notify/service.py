@@ -50,7 +50,7 @@ SWEEP_SECONDS = 1.0
 # deliveries are written; not the bus's default of 16. A burst of 1,000 (tests/benchmarks/notify.py): p99
 # 1.4-2.5 s with 128, 2.0-3.9 s with 64 at once, on the same loaded machine.
 INTAKE_PREFETCH = 128
-PURGE_SECONDS = 600
+PURGE_SECONDS = 60
 
 
 @dataclass

@@ -160,7 +160,7 @@ async def reconcile(deps: StatusDeps) -> list[CloudEvent]:
 
 RETENTION_BATCH = 100
 RETENTION_BATCHES_PER_PASS = 20
-EXPIRY_SECONDS = 600  # how often expired sessions and idempotency records are removed (shared.db.expiry)
+EXPIRY_SECONDS = 60  # how often expired sessions and idempotency records are removed (shared.db.expiry)
 
 
 async def remove_expired(deps: StatusDeps) -> int:

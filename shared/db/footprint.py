@@ -3,11 +3,11 @@
 SecantusDB (WiredTiger underneath) slows to a stall once what it stores outgrows its cache: with 256 MB,
 about 60,000 stored jobs filled it and every operation then waited in cache eviction for minutes; with 1 GB
 the stall came at 71,000-81,000 jobs (979 MB on disk). So ``paiq up`` sizes the cache from the machine
-(:func:`auto_cache_mb`: a quarter of the memory, at least 1 GB, at most 16 GB, unless
-``PAIQ_EMBEDDED_DB_CACHE`` says), reports what is stored on disk against it (``paiq_embedded_db_*``
+(:func:`auto_cache_mb`: a quarter of the memory, or of the container's limit, at least 1 GB, at most 16 GB,
+unless ``PAIQ_EMBEDDED_DB_CACHE`` says), reports what is stored on disk against it (``paiq_embedded_db_*``
 metrics, the alert ``PaiqEmbeddedDatabaseOutgrowsCache``), and warns at start once it is past
-:data:`WARN_SHARE` of it. What is on disk (data, indexes, the server's own oplog and log) is an upper bound
-of what must be hot, and costs a directory listing to know.
+:data:`WARN_SHARE` of it. What is on disk (data, indexes, the server's own oplog and WiredTiger's journal) is
+an upper bound of what must be hot, and costs a directory listing to know.
 """
 
 from __future__ import annotations
@@ -27,8 +27,20 @@ def auto_cache_mb(memory_bytes: int) -> int:
     return max(MIN_AUTO_MB, min(MAX_AUTO_MB, memory_bytes // 4 // MB))
 
 
-def machine_memory_bytes() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+CGROUP_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+
+
+def machine_memory_bytes(limits: tuple[Path, ...] = CGROUP_LIMITS) -> int:
+    """The machine's memory, or the container's limit where it is lower (cgroup v2, then v1)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in limits:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            memory = min(memory, int(limit))
+    return memory
 
 
 def resolve_cache_size(setting: str, memory_bytes: int | None = None) -> str:

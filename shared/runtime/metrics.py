@@ -84,8 +84,8 @@ LAUNCH_FAILURES = Counter("paiq_launch_failures_total", "Tasks that could not st
                           "refused)", ["node", "reason"])
 # Only a process running paiq up's embedded database exports these (labelled by its directory).
 EMBEDDED_DB_STORED = Gauge("paiq_embedded_db_stored_bytes", "What paiq up's embedded database holds on disk (data, "
-                           "indexes, its oplog and log; every minute): past its cache, calls stall in eviction",
-                           ["storage"])
+                           "indexes, its oplog and WiredTiger's journal; every minute): past its cache, calls stall "
+                           "in eviction", ["storage"])
 EMBEDDED_DB_CACHE = Gauge("paiq_embedded_db_cache_bytes", "The cache paiq up gave its embedded database", ["storage"])
 # Read from the process's health report at every scrape (see record_health), as /healthz would answer now.
 HEALTHY = Gauge("paiq_healthy", "1 while the process's /healthz answers 200, else 0")

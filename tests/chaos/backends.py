@@ -82,7 +82,7 @@ class DiskDatabase:
         self.port = free_port()
         self.binary = binary
         self.proc: subprocess.Popen[bytes] | None = None
-        self.password = secrets.token_urlsafe(16)
+        self.password = secrets.token_hex(16)  # never a leading "-", which rabbitmqctl takes for an option
         self.login_made = False
 
     @property
@@ -153,7 +153,7 @@ class PrivateBroker:
         self.dist_port = _free_port_below(30000)  # the CLI's own ports are this + 10000..10010
         self.log = root / "rabbitmq-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.password = secrets.token_urlsafe(16)
+        self.password = secrets.token_hex(16)  # never a leading "-", which rabbitmqctl takes for an option
         self.login_made = False
 
     @property

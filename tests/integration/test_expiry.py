@@ -1,5 +1,6 @@
-"""Expired records (shared.db.expiry) on a real server: removed by closed windows of their index, a backlog over
-several calls, nothing unexpired, and no TTL index left for the server's monitor to scan collections with."""
+"""Expired records (shared.db.expiry) on a real server: removed by closed windows of their index, a batch at most
+per delete, a backlog over several calls, nothing unexpired, and no TTL index left for the server's monitor to
+scan collections with."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from pymongo import ASCENDING
 
 from shared.db import expiry
-from shared.db.expiry import ExpiryPurger, next_window
+from shared.db.expiry import next_window
 from shared.db.store import Store, open_store
 from tests.infra import unique
 
@@ -24,7 +25,7 @@ async def store(mongo_uri: str) -> AsyncIterator[Store]:
         yield s
 
 
-async def test_a_backlog_goes_over_several_calls_a_window_at_a_time_and_nothing_unexpired_goes(
+async def test_a_backlog_goes_a_batch_at_a_time_over_several_calls_and_nothing_unexpired_goes(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     deliveries = store.notifications.deliveries
     # 3,000 deliveries that expired over the last 3 hours (one every 3.6 s), 200 still to expire
@@ -33,74 +34,92 @@ async def test_a_backlog_goes_over_several_calls_a_window_at_a_time_and_nothing_
     await deliveries.insert_many(expired + alive)
     # where the last purge stopped: 3 hours ago (a platform that was down that long)
     await store.meta.insert_one({"_id": "expiry:notify_deliveries", "to": NOW - timedelta(hours=3, seconds=10)})
-    monkeypatch.setattr(expiry, "WINDOWS_PER_CALL", 8)
+    monkeypatch.setattr(expiry, "BATCH", 100)
+    monkeypatch.setattr(expiry, "CALL_BUDGET_SECONDS", 0.3)
+    deletes: list[int] = []
+    real_delete = type(deliveries).delete_many
+
+    async def counted(self: object, query: dict[str, object], *args: object, **kwargs: object) -> object:
+        result = await real_delete(self, query, *args, **kwargs)  # type: ignore[arg-type]
+        deletes.append(result.deleted_count)
+        return result
+
+    monkeypatch.setattr(type(deliveries), "delete_many", counted)
     calls = []
-    for _ in range(40):
-        removed = await store.notifications.purge(NOW_MS)
-        calls.append(removed)
-        if removed == 0 and await deliveries.count_documents({"_id": {"$regex": "^old-"}}) == 0:
+    for _ in range(200):
+        calls.append(await store.notifications.purge(NOW_MS))
+        if not calls[-1] and not await deliveries.count_documents({"_id": {"$regex": "^old-"}}):
             break
     assert await deliveries.count_documents({}) == 200, "every expired delivery went, none of the others"
-    assert len([c for c in calls if c]) >= 3, f"the backlog went over several calls, not one: {calls}"
-    assert max(calls) < 3000
+    assert max(deletes) <= 100, f"no delete removed more than a batch: {deletes}"
+    assert len([c for c in calls if c]) >= 2, f"the backlog went over several calls, not one: {calls}"
     position = await store.meta.find_one({"_id": "expiry:notify_deliveries"})
     assert position is not None and position["to"].replace(tzinfo=UTC) == NOW, "it stopped at now, not past it"
 
 
-async def test_records_keep_their_time_after_their_field_and_the_first_purge_looks_back_an_hour(
+async def test_records_keep_their_time_after_their_field_and_the_first_purge_starts_at_the_oldest(
         store: Store) -> None:
     keep = timedelta(days=1)
     idem = store.idempotency
     await idem.insert_many([
-        {"_id": "two-hours-past", "created_at": NOW - keep - timedelta(hours=2)},  # went by the old TTL index
+        {"_id": "days-past", "created_at": NOW - keep - timedelta(days=3)},  # a paiq up stopped for days
         {"_id": "minutes-past", "created_at": NOW - keep - timedelta(minutes=5)},
         {"_id": "kept", "created_at": NOW - keep + timedelta(minutes=5)},
     ])
     await store.tokens.insert_many([{"_id": "ended", "expires_at": NOW - timedelta(seconds=30)},
                                     {"_id": "live", "expires_at": NOW + timedelta(hours=1)}])
-    assert await store.expiring.purge(NOW_MS) == 2
-    assert {d["_id"] async for d in idem.find({})} == {"two-hours-past", "kept"}
+    removed = 0
+    for _ in range(5):  # the first call starts at the oldest record; the window then grows over the gap
+        removed += await store.expiring.purge(NOW_MS)
+    assert removed == 3
+    assert [d["_id"] async for d in idem.find({})] == ["kept"]
     assert [d["_id"] async for d in store.tokens.find({})] == ["live"]
 
 
-async def test_an_older_paiqs_ttl_index_is_replaced_by_a_plain_one(mongo_uri: str) -> None:
+async def test_an_older_paiqs_ttl_indexes_are_replaced_by_plain_ones(mongo_uri: str) -> None:
     name = unique("expiry_")
     async with open_store(mongo_uri, name) as old:
-        await old.tokens.drop_indexes()
-        await old.tokens.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
-        await old.tokens.insert_one({"_id": "t", "expires_at": NOW})
+        targets = [(old.tokens, "expires_at"), (old.idempotency, "created_at"),
+                   *((c, "expires_at") for c in (old.notifications.deliveries, old.notifications.rates,
+                                                 old.notifications.changes))]
+        for col, field in targets:
+            await col.drop_indexes()
+            await col.create_index([(field, ASCENDING)], expireAfterSeconds=3600)
+            await col.insert_one({"_id": "r", field: NOW})
     async with open_store(mongo_uri, name) as new:
         await new.ensure_indexes()
-        by_field = {n: i for n, i in (await new.tokens.index_information()).items()
-                    if i["key"] == [("expires_at", ASCENDING)]}
-        assert list(by_field) == ["expiry"] and "expireAfterSeconds" not in by_field["expiry"]
-        for col in (new.idempotency, new.notifications.deliveries, new.notifications.rates,
-                    new.notifications.changes):
-            assert not [i for i in (await col.index_information()).values() if "expireAfterSeconds" in i], col.name
-        assert await new.tokens.count_documents({}) == 1, "the records stay"
-        assert await ExpiryPurger(new.meta.database, []).purge(NOW_MS) == 0
+        await new.ensure_indexes()  # a second service starting finds them done
+        for col_name, field in [(c.name, f) for c, f in targets]:
+            col = new.tokens.database[col_name]
+            by_field = {n: i for n, i in (await col.index_information()).items() if i["key"] == [(field, ASCENDING)]}
+            assert list(by_field) == ["expiry"] and "expireAfterSeconds" not in by_field["expiry"], col.name
+            assert await col.count_documents({}) == 1, "the records stay"
 
 
 def test_the_window_grows_over_sparse_stretches_and_halves_over_dense_ones() -> None:
     second = timedelta(seconds=1)
     assert next_window(second, 0) == 2 * second
     assert next_window(expiry.MAX_WINDOW, 0) == expiry.MAX_WINDOW
-    assert next_window(10 * second, 300) == 10 * second
-    assert next_window(10 * second, 501) == 5 * second
-    assert next_window(second, 10_000) == expiry.FIRST_WINDOW
+    assert next_window(10 * second, 200) == 10 * second
+    assert next_window(10 * second, 300) == 5 * second
+    assert next_window(expiry.FIRST_WINDOW, 10_000) == expiry.FIRST_WINDOW
 
 
-async def test_a_window_that_runs_out_of_time_is_tried_smaller_and_the_purge_goes_on(
+async def test_a_window_whose_records_take_too_long_to_find_is_tried_smaller_and_the_purge_goes_on(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     tokens = store.tokens
-    await tokens.insert_many([{"_id": f"t{i}", "expires_at": NOW - timedelta(minutes=30) + timedelta(seconds=i)}
-                              for i in range(1000)])
+    await tokens.insert_many([{"_id": f"t{i}", "expires_at": NOW - timedelta(minutes=30) + timedelta(seconds=i / 20)}
+                              for i in range(20_000)])
+    await store.meta.insert_one({"_id": "expiry:tokens", "to": NOW - timedelta(hours=1)})
     purger = store.expiring
-    purger._window["tokens"] = expiry.MAX_WINDOW  # one window would take them all
-    monkeypatch.setattr(expiry, "CALL_SECONDS", 0.000001)  # and no call has the time
+    purger._window["tokens"] = expiry.MAX_WINDOW  # one window holds them all
+    monkeypatch.setattr(expiry, "SELECT_MS", 1)  # and the server gives its read no time
+    monkeypatch.setattr(expiry, "CALL_BUDGET_SECONDS", 1.0)
     assert await purger.purge(NOW_MS) == 0, "no error: the periodic purge goes on"
-    assert purger._window["tokens"] == expiry.MAX_WINDOW / 8
-    monkeypatch.setattr(expiry, "CALL_SECONDS", 10.0)
-    for _ in range(10):
-        await purger.purge(NOW_MS)
+    assert purger._window["tokens"] <= expiry.MAX_WINDOW / 8, "a smaller window is tried"
+    assert await tokens.count_documents({}) == 20_000, "nothing deleted unseen"
+    monkeypatch.setattr(expiry, "SELECT_MS", 5_000)
+    for _ in range(100):
+        if not await purger.purge(NOW_MS) and not await tokens.count_documents({}):
+            break
     assert await tokens.count_documents({}) == 0

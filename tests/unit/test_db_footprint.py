@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.db.footprint import MB, auto_cache_mb, disk_bytes, outgrowing, resolve_cache_size, size_bytes
+from shared.db.footprint import (
+    MB,
+    auto_cache_mb,
+    disk_bytes,
+    machine_memory_bytes,
+    outgrowing,
+    resolve_cache_size,
+    size_bytes,
+)
 
 GB = 1024 * MB
 
@@ -31,3 +39,12 @@ def test_what_is_on_disk_counts_every_file_below(tmp_path: Path) -> None:
     (tmp_path / "journal" / "log.1").write_bytes(b"y" * 24)
     assert disk_bytes(tmp_path) == 1024
     assert disk_bytes(tmp_path / "absent") == 0
+
+
+def test_a_containers_memory_limit_is_the_machines_memory(tmp_path: Path) -> None:
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")  # cgroup v2 without a limit
+    whole = machine_memory_bytes((v2, v1))
+    v1.write_text(f"{2 * GB}\n")
+    assert machine_memory_bytes((v2, v1)) == min(whole, 2 * GB)
+    assert auto_cache_mb(machine_memory_bytes((v2, v1))) == 1024
