@@ -27,7 +27,8 @@ SecantusDB in its data directory, tests/infra.py's ``start_platform("all-in-one"
 that process, so containers start meanwhile. ``--whole-life``: each round also waits for every job's
 ``job.completed`` (containers run), and the CPU the control plane spent (paiq's processes, the database and the
 broker) over the round is divided by its jobs: ``cpu_ms_per_job``, what a job's whole life costs the platform
-(submit, place, start, exit, complete, usage, notifications).
+(submit, place, start, exit, complete, usage; on ``paiq up`` its notifier too). Only jobs that SUCCEEDED count
+as completed.
 
 ``--smoke``: 20 jobs of each protocol, 4 in flight, then 10 v1 jobs' whole lives on ``paiq up`` (its figures
 under ``paiq_up_whole_life`` in the JSON; seconds: that the benchmark runs, not its figures).
@@ -102,6 +103,8 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--whole-life", action="store_true",
                    help="wait for every job to complete too, and give the control plane's CPU per job")
     a = p.parse_args(argv)
+    if a.shape == "all-in-one" and a.mongo_uri and "--mongo-uri" in (argv if argv is not None else sys.argv):
+        p.error("--mongo-uri: paiq up (--shape all-in-one) runs its own database")
     if a.smoke:
         a.jobs, a.concurrency, a.protocol = 20, 4, "both"
     protocols = ("v1", "v2") if a.protocol == "both" else (a.protocol,)
@@ -177,7 +180,7 @@ def processes(platform: Platform, mongo_uri: str | None, amqp_url: str) -> dict[
     for proc in platform.procs:
         args = [str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)]
         name = next((a.split(".", 1)[1] for a in args if a.startswith("services.")), str(proc.pid))
-        pids[name] = proc.pid
+        pids["paiq up" if name == "cli.main" else name] = proc.pid
     if mongo_uri is None:  # paiq up: its own database is its child
         for proc in platform.procs:
             for child in children(proc.pid):
@@ -195,7 +198,7 @@ def processes(platform: Platform, mongo_uri: str | None, amqp_url: str) -> dict[
 
 def scheduler_metrics(platform: Platform) -> tuple[float, int]:
     """The scheduler's ``paiq_scheduler_decision_seconds`` sum and count (it times each pass's queue decision)."""
-    base = platform.ops.get("scheduler")
+    base = platform.ops.get("scheduler") or (platform.api if platform.shape == "all-in-one" else None)
     if not base:
         return 0.0, 0
     with urllib.request.urlopen(base + "/metrics", timeout=5) as resp:
@@ -213,14 +216,18 @@ class Feed:
     """job.scheduled and job.completed events seen on the live feed: job name -> monotonic time."""
 
     scheduled: dict[str, float] = field(default_factory=dict)
-    completed: dict[str, float] = field(default_factory=dict)
+    completed: dict[str, float] = field(default_factory=dict)  # SUCCEEDED ones
+    failed: dict[str, float] = field(default_factory=dict)
     expected: set[str] = field(default_factory=set)
     waiting_on: dict[str, float] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def follow(self, client: PaiqClient, user: str) -> None:
         async for event in client.events(user=user):
-            seen = {"job.scheduled": self.scheduled, "job.completed": self.completed}.get(str(event.get("type")))
+            kind = str(event.get("type"))
+            seen = {"job.scheduled": self.scheduled, "job.completed": self.completed}.get(kind)
+            if kind == "job.completed" and (event.get("data") or {}).get("state") != "SUCCEEDED":
+                seen = self.failed  # a job that failed (a missing image, ...) is not a life measured
             if seen is not None:
                 name = str(event.get("subject", "")).split("~")[1]
                 seen.setdefault(name, time.monotonic())

@@ -35,8 +35,8 @@ REPO = BENCHMARKS.parents[1]
 SMOKE: dict[str, float] = {
     "history": 300,
     "worst_job": 240,
+    "submit_to_scheduled": 210,
     "burst": 180,
-    "submit_to_scheduled": 150,
     "bigjob": 150,
     "nodes": 150,
     "launch": 120,
