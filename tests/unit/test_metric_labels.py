@@ -30,6 +30,7 @@ BOUNDED = {
     "check": "database or broker", "service": "a service with a lease (the scheduler)",
     "reason": "why a launch failed: image_pull, config or engine",
     "channel": "a notification's channel: email or webhook",
+    "storage": "paiq up's database directory: one per process",
 }
 PER_JOB = ("job", "task", "attempt", "role", "index", "user", "container", "name", "id")
 
