@@ -5,11 +5,11 @@ Not by the server's TTL indexes: SecantusDB's TTL monitor decodes every document
 one, under its global lock, every 60 s, so its cost grew with what is kept (a week of deliveries, a day of
 idempotency records) and the API waited behind it. Here a call walks the expiry index from where the last one
 stopped (kept in ``meta``; the first time, from the oldest record) towards now, a closed window ``[from, to)``
-at a time: it reads how many records the window holds, up to one more than :data:`BATCH` (the server gives
-that read a deadline, ``maxTimeMS``), and deletes the window's range only when it holds at most a batch,
-else halves the window and looks again; windows grow while they hold few. So no delete removes more than
-:data:`BATCH` records, whatever the backlog or a burst after a quiet stretch. A call stops after
-:data:`CALL_BUDGET_SECONDS`; the next goes on from there.
+at a time: it reads how many records the window holds, up to one more than :data:`BATCH` (under a
+``maxTimeMS`` deadline, which mongod keeps and SecantusDB 0.7 does not for this read), and deletes the
+window's range only when it holds at most a batch, else halves the window and looks again; windows grow while
+they hold few. So no delete removes more than :data:`BATCH` records, whatever the backlog or a burst after a
+quiet stretch. A call stops after :data:`CALL_BUDGET_SECONDS`; the next goes on from there.
 """
 
 from __future__ import annotations

@@ -191,6 +191,10 @@ async def test_anonymous_deep_pages_in_loops_get_429_and_leave_others_fast(deep:
     assert set(seen["codes"]) == {"TooManyRequestsError"}
     assert all(r is not None and r.isdigit() and int(r) >= 1 for r in seen["retry_after"]), seen["retry_after"][:5]
     assert len(times) >= 50
-    assert _p99(times) < 100, (f"other requests' p99 {_p99(times):.1f} ms while anonymous loops made "
-                               f"{statuses} (p50 {sorted(times)[len(times) // 2]:.1f} ms; alone before: p99 "
-                               f"{_p99(alone):.1f} ms)")
+    # 100 ms, or three times what the same requests took just before with nothing else asked, whichever is more:
+    # the machine's own load (a suite running beside) is not the loops' doing. Deep pages served to the loops
+    # unthrottled cost others seconds.
+    bound = max(100.0, 3 * _p99(alone))
+    assert _p99(times) < bound, (f"other requests' p99 {_p99(times):.1f} ms (bound {bound:.0f}) while anonymous "
+                                 f"loops made {statuses} (p50 {sorted(times)[len(times) // 2]:.1f} ms; alone "
+                                 f"before: p99 {_p99(alone):.1f} ms)")

@@ -319,7 +319,11 @@ async def test_the_job_page_charts_a_running_tasks_usage_from_real_samples(
         assert peak >= 150 * MIB and re.fullmatch(r"\d+ MiB", await page.text("#usage-memory-peak"))
         assert "of 512 MiB" in await page.text("#usage-summary")
         assert "no GPUs held" in await page.text("#usage-summary")
-        task = await cells(page, "#usage-tasks tr[data-usage-task='main[0]']")
+        row = "#usage-tasks tr[data-usage-task='main[0]']"
+        # the table is refreshed with the summary, apart from the charts: it may count a sample fewer for a moment
+        await page.wait(f"Number(document.querySelector({json.dumps(row)})?.cells[5]?.innerText) >= 3",
+                        "the task's row to count 3 samples", timeout_s=20)
+        task = await cells(page, row)
         assert task[:2] == ["main[0]", platform.node_id] and task[4] == "\u2014", task
         assert re.fullmatch(r"[\d.]+ cores? of 1", task[2]) and task[3].endswith(" MiB / 512 MiB"), task
         assert int(task[5]) >= 3

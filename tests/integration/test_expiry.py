@@ -105,21 +105,26 @@ def test_the_window_grows_over_sparse_stretches_and_halves_over_dense_ones() -> 
     assert next_window(expiry.FIRST_WINDOW, 10_000) == expiry.FIRST_WINDOW
 
 
-async def test_a_window_whose_records_take_too_long_to_find_is_tried_smaller_and_the_purge_goes_on(
+async def test_a_window_holding_more_than_a_batch_is_halved_until_it_holds_one(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst after a quiet stretch: the window has grown to its largest and lands on 20,000 records."""
     tokens = store.tokens
     await tokens.insert_many([{"_id": f"t{i}", "expires_at": NOW - timedelta(minutes=30) + timedelta(seconds=i / 20)}
                               for i in range(20_000)])
     await store.meta.insert_one({"_id": "expiry:tokens", "to": NOW - timedelta(hours=1)})
     purger = store.expiring
-    purger._window["tokens"] = expiry.MAX_WINDOW  # one window holds them all
-    monkeypatch.setattr(expiry, "SELECT_MS", 1)  # and the server gives its read no time
-    monkeypatch.setattr(expiry, "CALL_BUDGET_SECONDS", 1.0)
-    assert await purger.purge(NOW_MS) == 0, "no error: the periodic purge goes on"
-    assert purger._window["tokens"] <= expiry.MAX_WINDOW / 8, "a smaller window is tried"
-    assert await tokens.count_documents({}) == 20_000, "nothing deleted unseen"
-    monkeypatch.setattr(expiry, "SELECT_MS", 5_000)
+    purger._window["tokens"] = expiry.MAX_WINDOW
+    deletes: list[int] = []
+    real_delete = type(tokens).delete_many
+
+    async def counted(self: object, query: dict[str, object], *args: object, **kwargs: object) -> object:
+        result = await real_delete(self, query, *args, **kwargs)  # type: ignore[arg-type]
+        deletes.append(result.deleted_count)
+        return result
+
+    monkeypatch.setattr(type(tokens), "delete_many", counted)
     for _ in range(100):
         if not await purger.purge(NOW_MS) and not await tokens.count_documents({}):
             break
     assert await tokens.count_documents({}) == 0
+    assert deletes and max(deletes) <= expiry.BATCH, f"no delete removed more than a batch: {max(deletes)}"
