@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pymongo import ASCENDING
+from pymongo.asynchronous.collection import AsyncCollection
 
 from shared.db import expiry
 from shared.db.expiry import next_window
@@ -25,6 +27,20 @@ async def store(mongo_uri: str) -> AsyncIterator[Store]:
         yield s
 
 
+def counted_deletes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many records each ``delete_many`` of the real collections removed, in order, while the test runs."""
+    deletes: list[int] = []
+    real_delete = AsyncCollection.delete_many
+
+    async def counted(self: AsyncCollection[Any], query: dict[str, object], *args: Any, **kwargs: Any) -> Any:
+        result = await real_delete(self, query, *args, **kwargs)
+        deletes.append(result.deleted_count)
+        return result
+
+    monkeypatch.setattr(AsyncCollection, "delete_many", counted)
+    return deletes
+
+
 async def test_a_backlog_goes_a_batch_at_a_time_over_several_calls_and_nothing_unexpired_goes(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     deliveries = store.notifications.deliveries
@@ -36,15 +52,7 @@ async def test_a_backlog_goes_a_batch_at_a_time_over_several_calls_and_nothing_u
     await store.meta.insert_one({"_id": "expiry:notify_deliveries", "to": NOW - timedelta(hours=3, seconds=10)})
     monkeypatch.setattr(expiry, "BATCH", 100)
     monkeypatch.setattr(expiry, "CALL_BUDGET_SECONDS", 0.3)
-    deletes: list[int] = []
-    real_delete = type(deliveries).delete_many
-
-    async def counted(self: object, query: dict[str, object], *args: object, **kwargs: object) -> object:
-        result = await real_delete(self, query, *args, **kwargs)  # type: ignore[arg-type]
-        deletes.append(result.deleted_count)
-        return result
-
-    monkeypatch.setattr(type(deliveries), "delete_many", counted)
+    deletes = counted_deletes(monkeypatch)
     calls = []
     for _ in range(200):
         calls.append(await store.notifications.purge(NOW_MS))
@@ -114,15 +122,7 @@ async def test_a_window_holding_more_than_a_batch_is_halved_until_it_holds_one(
     await store.meta.insert_one({"_id": "expiry:tokens", "to": NOW - timedelta(hours=1)})
     purger = store.expiring
     purger._window["tokens"] = expiry.MAX_WINDOW
-    deletes: list[int] = []
-    real_delete = type(tokens).delete_many
-
-    async def counted(self: object, query: dict[str, object], *args: object, **kwargs: object) -> object:
-        result = await real_delete(self, query, *args, **kwargs)  # type: ignore[arg-type]
-        deletes.append(result.deleted_count)
-        return result
-
-    monkeypatch.setattr(type(tokens), "delete_many", counted)
+    deletes = counted_deletes(monkeypatch)
     for _ in range(100):
         if not await purger.purge(NOW_MS) and not await tokens.count_documents({}):
             break
