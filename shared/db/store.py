@@ -535,7 +535,7 @@ class Store(JobReads):
         try:
             with pymongo.timeout(RELEASE_SECONDS):
                 await self.release_lease(name, holder)
-        except Exception as e:  # shutting down: whatever went wrong, the lease runs out by itself
+        except PyMongoError as e:
             log.warning("could not hand a lease over; it runs out by itself", lease=name, error=describe(e))
 
     async def ping(self) -> None:
