@@ -12,6 +12,7 @@ journal it never read starts at its newest entry; one that was away longer than 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -27,6 +28,7 @@ log = structlog.get_logger("paiq.notify")
 
 LEASE = "notify-intake"
 LOOP = "notify-intake"
+RELEASE_SECONDS = 2.0
 CURSOR_ID = "notify-intake"
 LEASE_SECONDS = 10
 BATCH = 256
@@ -59,7 +61,9 @@ class Intake:
         wait for it)."""
         if self.leading:
             self.leading = False
-            await self.store.hand_over_lease(LEASE, self.instance)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await self.store.release_lease(LEASE, self.instance)
 
     async def run(self) -> None:
         """The loop: each batch a round of the process's vitals (a process that stops lets it end rather than

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 
+import pymongo
 import structlog
 from pymongo.errors import PyMongoError
 
@@ -62,7 +63,7 @@ from shared.runtime.metrics import (
     VC_LENT,
     VC_QUOTA,
 )
-from shared.runtime.vitals import Vitals, backoff
+from shared.runtime.vitals import Vitals, backoff, describe
 from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
 from shared.scheduling.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
 from shared.scheduling.placement import ClusterSnapshot, Plan
@@ -89,6 +90,7 @@ log = structlog.get_logger("paiq.scheduler")
 LEASE = "scheduler"
 LEAD_LOOP, PASSES_LOOP = "scheduler-lead", "scheduler-passes"
 LEADER, STANDBY = "leader", "standby"
+RELEASE_SECONDS = 2  # a shutdown waits this long at most to hand the lease over
 
 
 @dataclass
@@ -350,8 +352,13 @@ async def start_scheduler(stack: AsyncExitStack, deps: SchedulerDeps) -> None:
 
 
 async def _release(deps: SchedulerDeps) -> None:
-    """On shutdown: let a standby take over at once instead of after the lease's time."""
-    await deps.store.hand_over_lease(LEASE, deps.instance)
+    """On shutdown: let a standby take over at once instead of after the lease's time (if the database
+    answers; otherwise the lease simply runs out)."""
+    try:
+        with pymongo.timeout(RELEASE_SECONDS):  # the driver's deadline: a cancelled call can wedge its client
+            await deps.store.release_lease(LEASE, deps.instance)
+    except PyMongoError as e:
+        log.warning("could not release the scheduler lease; it runs out by itself", error=describe(e))
 
 
 async def _lead(deps: SchedulerDeps) -> None:

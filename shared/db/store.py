@@ -57,7 +57,7 @@ from shared.records import (
     now_ms,
     tasks_update,
 )
-from shared.runtime.vitals import CHECK_SECONDS, describe
+from shared.runtime.vitals import CHECK_SECONDS
 from shared.scheduling.queueing import Share
 from shared.scheduling.vclusters import VirtualCluster
 from shared.tasks.jobkeys import StoredJobKey
@@ -97,7 +97,6 @@ class _NothingWrittenError(Exception):
 
 
 T = TypeVar("T")
-RELEASE_SECONDS = 2.0  # the longest a shutdown waits to hand a lease over
 
 
 class Store(JobReads):
@@ -527,16 +526,6 @@ class Store(JobReads):
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self.leases.delete_one({"_id": name, "holder": holder})
-
-    async def hand_over_lease(self, name: str, holder: str) -> None:
-        """On shutdown: give the lease up so that another process takes over at once rather than when it runs
-        out; within the driver's own deadline (a cancelled call can wedge its client), and if the database does
-        not answer in time the lease simply runs out."""
-        try:
-            with pymongo.timeout(RELEASE_SECONDS):
-                await self.release_lease(name, holder)
-        except PyMongoError as e:
-            log.warning("could not hand a lease over; it runs out by itself", lease=name, error=describe(e))
 
     async def ping(self) -> None:
         """Whether the database answers, bounded by the driver's own deadline: never cancelled

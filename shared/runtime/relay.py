@@ -45,6 +45,7 @@ BUSY_LOOK_SECONDS = 0.05  # while entries keep coming
 COALESCE_SECONDS = 0.02  # between two rounds that both had work
 IDLE_LOOK_SECONDS = 2.0  # the longest a leader waits without a wake-up
 PURGE_EVERY_SECONDS = 60.0
+RELEASE_SECONDS = 2.0
 
 
 class Relay:
@@ -100,7 +101,9 @@ class Relay:
         process stopping because its database is gone does not wait for it)."""
         if self.leading:
             self.leading = False
-            await self.store.hand_over_lease(LEASE, self.instance)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await self.store.release_lease(LEASE, self.instance)
 
     # --- the loop ------------------------------------------------------------------------------
 
