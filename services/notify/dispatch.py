@@ -13,7 +13,10 @@ records the outcome (sent, tried again later: ``shared.notify.schedule``, or fai
 the other tries ending meanwhile. A notifier killed mid-try leaves the delivery pending and leased; once the
 lease ends the sweep finds it and tries again, with the same delivery id (the webhook's ``X-Paiq-Delivery``,
 CloudEvent ``id`` and the email's ``Message-ID``) for the receiver to recognise. Lines live in memory and are
-refilled from the database's due deliveries by a sweep every second, so nothing is lost with the process.
+refilled from the database's due deliveries by a sweep, so nothing is lost with the process. The sweep reads
+the database when something this process knows of comes due (a retry it scheduled, a digest's window it opened,
+a try it could not record, a delivery leased elsewhere) and otherwise every ``SWEEP_LOOK_SECONDS`` (another
+process's left-overs): an idle notifier does not ask the database every second for nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ SMTP_PARALLEL = 8  # tries at once through the one SMTP server (every address's 
 SUBSCRIPTION_SECONDS = 60.0
 SUBSCRIPTIONS_KEPT = 10_000
 SWEEP_LIMIT = 2000  # due deliveries read per sweep (the rest at the next)
+SWEEP_LOOK_SECONDS = 10.0  # the longest between two reads of what is due when nothing known here comes due
 Doc = dict[str, Any]
 
 
@@ -100,6 +104,8 @@ class Dispatcher:
         self._token = uuid.uuid4().hex[:12]
         self._subs: dict[str, tuple[Subscription, float]] = {}
         self._owned: dict[str, Doc] = {}  # deliveries written leased to this process, waiting in a line
+        self._due_ms: int | None = None  # the earliest time something this process knows of comes due
+        self._looked = float("-inf")  # when the sweep last read the database (monotonic)
 
     @property
     def lease_ms(self) -> int:
@@ -124,12 +130,28 @@ class Dispatcher:
         self._lines.setdefault(endpoint, Line()).waiting.append((delivery_id, owner))
         self._pump()
 
+    def due_at(self, at_ms: int) -> None:
+        """Something this process wrote or saw comes due at ``at_ms``: the sweep reads the database then."""
+        self._due_ms = at_ms if self._due_ms is None else min(self._due_ms, at_ms)
+
     async def sweep(self) -> int:
-        """Offer every due delivery (retries come due, a restarted or other notifier's left-overs)."""
-        due = await self._notes.due(now_ms(), SWEEP_LIMIT)
+        """Offer every due delivery (retries come due, a restarted or other notifier's left-overs), when
+        something known comes due or ``SWEEP_LOOK_SECONDS`` after the last read; how many were due."""
+        now, looked = now_ms(), time.monotonic()
+        if (self._due_ms is None or self._due_ms > now) and looked - self._looked < SWEEP_LOOK_SECONDS:
+            return 0
+        due = await self._notes.due(now, SWEEP_LIMIT)
+        self._looked = looked
+        if self._due_ms is not None and self._due_ms <= now:  # what came due by now was in that read
+            self._due_ms = None
         for doc in due:
-            if doc.get("lease_ms", 0) < now_ms():
+            lease_ms = int(doc.get("lease_ms", 0))
+            if lease_ms < now_ms():
                 self.offer(doc["_id"], doc["channel"], doc["target"], str(doc.get("owner", "")))
+            else:  # another try holds it: due again if its lease ends unrecorded
+                self.due_at(lease_ms)
+        if len(due) >= SWEEP_LIMIT:  # more than one read takes: the rest at the next sweep
+            self.due_at(now)
         return len(due)
 
     def _pump(self) -> None:
@@ -153,6 +175,7 @@ class Dispatcher:
         except Exception as e:  # the database away: the lease ends, and the sweep offers it again
             log.warning("a notification try could not be recorded; it is tried again", delivery_id=delivery_id,
                         error=repr(e))
+            self.due_at(now_ms() + self.lease_ms)
         finally:
             self._owned.pop(delivery_id, None)
             self._queued.discard(delivery_id)
@@ -253,6 +276,7 @@ class Dispatcher:
             else:
                 changes = {"next_ms": at, "last_error": outcome.error}
                 result = "retried"
+                self.due_at(at)
         if await self._finish((doc["_id"], self._token, changes)):  # with the other tries ending meanwhile
             NOTIFICATIONS.labels(channel, result).inc()
 

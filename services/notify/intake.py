@@ -32,7 +32,8 @@ RELEASE_SECONDS = 2.0
 CURSOR_ID = "notify-intake"
 LEASE_SECONDS = 10
 BATCH = 256
-IDLE_SECONDS = 2.0
+IDLE_SECONDS = 2.0  # between two tries to lead
+LOOK_SECONDS = LEASE_SECONDS / 2  # the longest the leader waits for a change its process's relay did not tell it
 MAX_TRIES = 5  # an entry whose handling keeps failing (not an outage) is passed over after this many
 CHANGES = frozenset({"task.started", "job.completed", "job.retrying"})
 
@@ -47,6 +48,7 @@ class Intake:
         self.concurrency = concurrency
         self.leading = False
         self._lease_at = 0.0
+        self._at: int | None = None  # its place, while it leads (read again after a lease that ran out)
         self._tries: dict[str, int] = {}
 
     async def start(self, stack: AsyncExitStack) -> None:
@@ -68,23 +70,27 @@ class Intake:
     async def run(self) -> None:
         """The loop: each batch a round of the process's vitals (a process that stops lets it end rather than
         cancel its database calls)."""
-        cursor = 0
         while True:
             async with self.vitals.round(LOOP):
-                busy = await self._lead() and await self.round()
-                if self.leading and not busy:
-                    cursor = await self.cursor()
+                try:
+                    busy = await self._lead() and await self.round()
+                except BaseException:
+                    self._at = None  # a batch that failed half-way: read the place again
+                    raise
             self.vitals.ok(LOOP)
-            if not self.leading:
+            if not self.leading or self._at is None:
                 await asyncio.sleep(IDLE_SECONDS)
             elif not busy:
-                await self.store.journal.tail.wait_past(cursor, IDLE_SECONDS)
+                await self.store.journal.tail.wait_past(self._at, LOOK_SECONDS)
 
     async def _lead(self) -> bool:
         now = asyncio.get_running_loop().time()
-        if not self.leading or now - self._lease_at > LEASE_SECONDS / 3:
+        if not self.leading or now - self._lease_at > LEASE_SECONDS / 2:  # renewed half-way
+            ran_out = not self.leading or now - self._lease_at >= LEASE_SECONDS  # another may have read meanwhile
             self.leading = await self.store.hold_lease(LEASE, self.instance, LEASE_SECONDS * 1000)
             self._lease_at = now
+            if ran_out or not self.leading:
+                self._at = None
         return self.leading
 
     async def cursor(self) -> int:
@@ -98,7 +104,9 @@ class Intake:
 
     async def round(self) -> bool:
         """Handle the next batch; whether there was one."""
-        cursor = await self.cursor()
+        if self._at is None:
+            self._at = await self.cursor()
+        cursor = self._at
         state = await self.store.journal.state()
         if cursor < state.first - 1:
             log.warning("the notifier was away longer than the journal keeps its events: changes after it were "
@@ -109,6 +117,7 @@ class Intake:
             return False
         await self._handle([e for e in entries if e.type in CHANGES])
         await self.store.meta.update_one({"_id": CURSOR_ID}, {"$max": {"seq": entries[-1].seq}}, upsert=True)
+        self._at = entries[-1].seq
         return True
 
     async def _handle(self, entries: list[JournalEntry]) -> None:

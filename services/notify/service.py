@@ -221,6 +221,7 @@ async def plan(deps: NotifyDeps, change: Change, job: JobFacts, recipient: Recip
         if held:
             doc.update(state=DeliveryState.HELD,
                        digest_id=await _digest_for(deps, job, recipient, window, window_end))
+            deps.dispatcher.due_at(window_end)  # the digest goes when the window ends
     if not held:  # written leased to this process, which tries it at once (others once the lease ends)
         lease_until = now + deps.dispatcher.lease_ms
         doc.update(lease_ms=lease_until, lease_token=deps.dispatcher.token, next_ms=lease_until)

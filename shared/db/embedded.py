@@ -57,8 +57,10 @@ class DbLogin:
         # retryWrites=false: SecantusDB 0.7.0b3 keeps a record of every retryable write and, past 10,000 of
         # them, sorts them all on each write to evict one; with 1,000 heartbeating nodes that pegged it at a
         # whole core (tests/benchmarks/nodes.py). On loopback a write is hardly ever worth retrying.
+        # serverMonitoringMode=poll: a streaming monitor's hello is held by the server in quarter-second polls
+        # of its socket, four wake-ups a second per client for nothing (one server: no topology to follow).
         return (f"mongodb://{self.user}:{self.password}@127.0.0.1:{port}/"
-                "?directConnection=true&retryWrites=false&authSource=admin")
+                "?directConnection=true&retryWrites=false&authSource=admin&serverMonitoringMode=poll")
 
 
 def new_login(user: str = "paiq") -> DbLogin:

@@ -43,7 +43,7 @@ LEASE_SECONDS = 10
 BATCH = 500
 BUSY_LOOK_SECONDS = 0.05  # while entries keep coming
 COALESCE_SECONDS = 0.02  # between two rounds that both had work
-IDLE_LOOK_SECONDS = 2.0  # the longest a leader waits without a wake-up
+IDLE_LOOK_SECONDS = 5.0  # the longest a leader waits without a wake-up (one lost: a writer killed before it woke)
 PURGE_EVERY_SECONDS = 60.0
 RELEASE_SECONDS = 2.0
 
@@ -58,6 +58,7 @@ class Relay:
         self.leading = False
         self._wake = asyncio.Event()
         self._lease_until = 0.0
+        self._settled = False  # while it leads: all it numbered is published (an idle look reads no state)
         self._purged = 0.0
         self._vitals: Vitals | None = None
         store.journal.listeners.append(self.written)
@@ -126,7 +127,9 @@ class Relay:
         """One look: lead if the lease is free (or ours), then number, publish and purge; else follow. Whether
         there was work (look again soon)."""
         now = time.monotonic()
-        if now >= self._lease_until - LEASE_SECONDS * 2 / 3:  # renew a third of the way in
+        if now >= self._lease_until - LEASE_SECONDS / 2:  # renew half-way
+            if now >= self._lease_until:  # not held, or run out: another may have led meanwhile, and left
+                self._settled = False  # numbered entries unpublished
             held = await self.store.hold_lease(LEASE, self.instance, LEASE_SECONDS * 1000)
             if held != self.leading:
                 log.info("leading the journal" if held else "another process leads the journal",
@@ -137,25 +140,31 @@ class Relay:
             self.tail.advanced((await self.store.journal.state()).last)
             return False
         try:
-            state, batch = await self._number()
+            numbered = await self._number()
         except LeaseLostError:
             self.leading, self._lease_until = False, 0.0
             return False
+        if numbered is None:
+            return False
+        state, batch = numbered
+        self._settled = False
         published = await self._publish(state, batch)
         if published or batch:
             await self.bus.publish([JournalNumbered(data=JournalNumberedData(last=state.last))])
+        self._settled = True
         self.tail.advanced(state.last)
         if self.retention_ms and now - self._purged >= PURGE_EVERY_SECONDS:
             self._purged = now
             await self._purge()
         return len(batch) > 0 or published > 0
 
-    async def _number(self) -> tuple[JournalState, list[JournalEntry]]:
+    async def _number(self) -> tuple[JournalState, list[JournalEntry]] | None:
         """Number what waits (in one transaction, fenced by the lease); the journal's state after, and the
-        entries just numbered (with their bodies: published from here, not read again)."""
+        entries just numbered (with their bodies: published from here, not read again). None: nothing waits
+        and all this leader numbered is published."""
         waiting = await self.store.journal.waiting(BATCH, bodies=True)
         if not waiting:
-            return await self.store.journal.state(), []
+            return None if self._settled else (await self.store.journal.state(), [])
         ordered = numbering_order(waiting)
 
         async def write(session: AsyncClientSession | None) -> tuple[JournalState, int]:

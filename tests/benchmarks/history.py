@@ -428,6 +428,7 @@ async def time_passes(deps: SchedulerDeps, passes: int) -> list[float]:
 
 async def idle_cpu(pids: dict[str, int], seconds: float) -> dict[str, float]:
     await asyncio.sleep(3)  # the stops of the POSTed jobs settle
+    print(f"idle: measuring the CPU of {pids} for {seconds:.0f} s", file=sys.stderr, flush=True)
     before, t0 = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
     await asyncio.sleep(seconds)
     wall = time.monotonic() - t0

@@ -15,11 +15,14 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 
+from services.notify import dispatch
 from services.notify.service import start_notify
 from shared.bus.memory import MemoryBus
 from shared.db.embedded import free_port
+from shared.db.notifications import expiry
 from shared.db.store import Store, open_store
 from shared.events import (
     CloudEvent,
@@ -338,3 +341,50 @@ async def test_three_subscriptions_to_one_url_get_one_post_per_change(mongo_uri:
         [got] = hooks.received["same"]
         assert got.signed and checked(json.dumps(got.body).encode(), got.headers["Content-Type"])
         assert len(await recorded(n, user, lambda ds: [d["state"] for d in ds] == ["sent"])) == 1
+
+
+async def test_an_idle_sweep_reads_the_database_only_when_something_comes_due(
+        mongo_uri: str, smtp: SmtpServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep reads what is due at start, then only when something this process knows of comes due (here a
+    retry's time) or SWEEP_LOOK_SECONDS after its last read: a delivery another process left behind is found
+    then, and sent."""
+    monkeypatch.setattr(dispatch, "SWEEP_LOOK_SECONDS", 1.0)
+    settings = Settings.from_env({"PAIQ_SMTP_HOST": "127.0.0.1", "PAIQ_SMTP_PORT": str(smtp.port),
+                                  "PAIQ_SMTP_TLS": "none", "PAIQ_SMTP_FROM": "paiq@cluster.example"})
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(mongo_uri, unique("sweep_").replace("-", "_")))
+        await store.ensure_indexes()
+        reads: list[int] = []
+        due = store.notifications.due
+
+        async def counted(now: int, limit: int) -> list[dict[str, Any]]:
+            found = await due(now, limit)
+            reads.append(len(found))
+            return found
+
+        monkeypatch.setattr(store.notifications, "due", counted)
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        dispatcher = dispatch.Dispatcher(store.notifications, settings.notify, None, session)
+        stack.push_async_callback(dispatcher.close)
+        assert await dispatcher.sweep() == 0 and reads == [0]  # at start
+        for _ in range(5):
+            await dispatcher.sweep()
+        assert reads == [0], "swept the database with nothing known to come due"
+        dispatcher.due_at(now_ms() + 300)  # e.g. a retry this process scheduled
+        await dispatcher.sweep()
+        assert reads == [0]
+        await asyncio.sleep(0.35)
+        await dispatcher.sweep()
+        assert reads == [0, 0], "a retry's time came and the sweep did not look"
+        user, now = unique("u"), now_ms()  # another notifier's delivery, left pending and no longer leased
+        await store.notifications.insert_delivery({
+            "_id": unique("d"), "owner": user, "job_id": "", "job_name": "", "kind": "failed", "change": "c",
+            "channel": "email", "target": f"{user}@example.com", "format": "text", "subscription_id": "",
+            "state": "pending", "tries": 0, "next_ms": now, "lease_ms": 0, "created_ms": now, "event_ms": now,
+            "event_id": "", "subject": "left behind", "text": "by another notifier", "body": b"", "last_error": "",
+            "expires_at": expiry(now + 3_600_000)})
+        await dispatcher.sweep()
+        assert reads == [0, 0]
+        await asyncio.sleep(1.05)
+        assert await dispatcher.sweep() == 1 and reads == [0, 0, 1]
+        await wait_until(lambda: len(smtp.box.mails) == 1, 10, "the left-over delivery sent")
