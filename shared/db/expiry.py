@@ -30,6 +30,7 @@ from shared.records import now_ms
 Doc = dict[str, object]
 BATCH = 500  # the most records one delete removes
 FIRST_WINDOW = timedelta(milliseconds=1)  # the precision of stored dates: the smallest window
+START_WINDOW = timedelta(minutes=1)  # a process's first window (halved at once if it holds too many)
 MAX_WINDOW = timedelta(hours=6)
 CALL_BUDGET_SECONDS = 5.0  # a call stops after this long; the next goes on from where it stopped
 SELECT_MS = 5_000  # the server's deadline for finding a window's records
@@ -101,8 +102,8 @@ class ExpiryPurger:
         else:
             start = await self._oldest(target, cut)
             await self.meta.update_one({"_id": key}, {"$max": {"to": start}}, upsert=True)
-        window = self._window.get(name, FIRST_WINDOW)
-        removed = 0
+        window = self._window.get(name, START_WINDOW)
+        removed, moved = 0, False
         stop_at = time.monotonic() + CALL_BUDGET_SECONDS
         while start < cut and time.monotonic() < stop_at:
             end = min(cut, start + window)
@@ -122,7 +123,11 @@ class ExpiryPurger:
                 # later); by range, which SecantusDB deletes at half the cost of by _id and a quarter of $in
                 removed += (await col.delete_many(span)).deleted_count
             window = next_window(window, held)
-            start = end
+            start, moved = end, True
+            if held:  # where the deletes stopped, at once; past empty windows, once at the end
+                await self.meta.update_one({"_id": key}, {"$max": {"to": start}}, upsert=True)
+                moved = False
+        if moved:
             await self.meta.update_one({"_id": key}, {"$max": {"to": start}}, upsert=True)
         self._window[name] = window
         return removed
