@@ -124,6 +124,10 @@ class Store(JobReads):
         self.expiring = ExpiryPurger(db, [Expiring(self.tokens, "expires_at"),
                                           Expiring(self.idempotency, "created_at", timedelta(seconds=KEEP_SECONDS))])
         self._transactions: bool | None = None
+        # Ended jobs are counted one at a time in a process: their transactions all move the same few counter
+        # documents (a user's day of usage, the lists' counts), and side by side each but one failed with a
+        # write conflict and ran again (half of all transactions in a burst of endings, issue 37).
+        self._counting = asyncio.Lock()
 
     async def ensure_indexes(self) -> None:
         # Reach the server first within a call's bounds (the server selection, PAIQ_MONGODB_TIMEOUT_SECONDS):
@@ -309,10 +313,12 @@ class Store(JobReads):
         service's pass finds it uncounted and counts again, which the tally refuses to do twice). The mark
         and the job's place in the lists' counts are one transaction (shared.db.lists.counts). Its usage goes
         into the daily rollups first, once (shared.db.usage)."""
-        await self.usage.record_job(job, await self.attempts_of(job.id), atomic=await self.supports_transactions())
-        await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
-        await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value,
-                                     atomic=await self.supports_transactions())
+        archived = await self.attempts_of(job.id)
+        atomic = await self.supports_transactions()
+        async with self._counting:
+            await self.usage.record_job(job, archived, atomic=atomic)
+            await self.tallies.add(job.virtual_cluster, job.state.value, job.id)
+            await self.list_counts.count(job.id, job.created_ms, job.user, job.state.value, atomic=atomic)
 
     async def commit_placements(self, placements: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
                                 fence: Fence | None = None,
