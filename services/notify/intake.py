@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -49,6 +50,7 @@ class Intake:
         self.leading = False
         self._lease_at = 0.0
         self._at: int | None = None  # its place, while it leads (read again after a lease that ran out)
+        self._state_at = float("-inf")  # when it last read the journal's state (monotonic)
         self._tries: dict[str, int] = {}
 
     async def start(self, stack: AsyncExitStack) -> None:
@@ -106,13 +108,18 @@ class Intake:
         """Handle the next batch; whether there was one."""
         if self._at is None:
             self._at = await self.cursor()
-        cursor = self._at
-        state = await self.store.journal.state()
-        if cursor < state.first - 1:
-            log.warning("the notifier was away longer than the journal keeps its events: changes after it were "
-                        "not told", missed=state.first - 1 - cursor, retention_setting="PAIQ_EVENT_RETENTION_HOURS")
-            cursor = state.first - 1
-        entries = await self.store.journal.read(cursor, BATCH, through=state.last)
+        cursor, through = self._at, self.store.journal.tail.last  # numbered, as this process's relay told it
+        looked = time.monotonic()
+        if through <= cursor or looked - self._state_at >= LOOK_SECONDS:  # nothing told, or time to look
+            state = await self.store.journal.state()
+            self._state_at = looked
+            if cursor < state.first - 1:
+                log.warning("the notifier was away longer than the journal keeps its events: changes after it "
+                            "were not told", missed=state.first - 1 - cursor,
+                            retention_setting="PAIQ_EVENT_RETENTION_HOURS")
+                cursor = state.first - 1
+            through = state.last
+        entries = await self.store.journal.read(cursor, BATCH, through=through)
         if not entries:
             return False
         await self._handle([e for e in entries if e.type in CHANGES])
