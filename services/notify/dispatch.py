@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from services.notify.batching import Batcher
+from shared.db.batching import Batcher
 from services.notify.channels import NOTHING_TO_SEND, Outcome, post_webhook
 from services.notify.metrics import DELIVERY_SECONDS, NOTIFICATIONS
 from services.notify.smtp import SmtpPool, email_bytes

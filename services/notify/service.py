@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import structlog
 
-from services.notify.batching import Batcher
+from shared.db.batching import Batcher
 from services.notify.channels import CheckedResolver
 from services.notify.dispatch import Dispatcher
 from services.notify.intake import Intake
@@ -45,7 +45,7 @@ log = structlog.get_logger("paiq.notify")
 CACHE_SECONDS = 60.0  # a user's subscriptions, unless a change of them says otherwise sooner
 CACHE_USERS = 10_000
 SWEEP_SECONDS = 1.0
-# Events in hand at once: each is a job read and its deliveries written, batched (services.notify.batching: 64 a
+# Events in hand at once: each is a job read and its deliveries written, batched (shared.db.batching: 64 a
 # call), so a burst of jobs ending is taken two bulk calls deep, the next batch's jobs read while this one's
 # deliveries are written; not the bus's default of 16. A burst of 1,000 (tests/benchmarks/notify.py): p99
 # 1.4-2.5 s with 128, 2.0-3.9 s with 64 at once, on the same loaded machine.

@@ -37,7 +37,7 @@ from shared.db.logs import LogStore
 from shared.db.notifications import NotificationStore
 from shared.db.profiles import ProfileStore
 from shared.db.retry import idempotent
-from shared.db.submission import submit_job
+from shared.db.submission import Submissions, submit_job
 from shared.db.tags import add_tag, delete_tag, tags_of
 from shared.db.tallies import Tallies
 from shared.db.usage import MARK, UsageStore
@@ -128,6 +128,7 @@ class Store(JobReads):
         # documents (a user's day of usage, the lists' counts), and side by side each but one failed with a
         # write conflict and ran again (half of all transactions in a burst of endings, issue 37).
         self._counting = asyncio.Lock()
+        self.submissions = Submissions(self)  # new jobs, a transaction for those submitted together
 
     async def ensure_indexes(self) -> None:
         # Reach the server first within a call's bounds (the server selection, PAIQ_MONGODB_TIMEOUT_SECONDS):

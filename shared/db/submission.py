@@ -7,6 +7,12 @@ fate is unknown (it may have reached the server: the commit sent, no answer) is 
 back. So ``STORED`` is said only of a job that is stored, an error is raised only for one that is not, and
 :class:`~shared.errors.SubmitOutcomeUnknownError` only when a try may have reached the server and the
 database stayed away too long to tell.
+
+Jobs submitted at once are stored together (:class:`Submissions`): while one transaction is out, the next
+submissions wait and go as one transaction, so a burst costs a commit per batch, not per job (issue 37). Each
+caller is answered with its own outcome: a batch one of whose jobs is refused (its name taken, its
+``Idempotency-Key`` used meanwhile) is stored again one job at a time, each told its own refusal; a batch whose
+outcome is unknown lets each caller settle its own job as above.
 """
 
 from __future__ import annotations
@@ -15,12 +21,21 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pymongo
 import structlog
-from pymongo.errors import AutoReconnect, DuplicateKeyError, OperationFailure, PyMongoError, ServerSelectionTimeoutError
+from pymongo.errors import (
+    AutoReconnect,
+    BulkWriteError,
+    DuplicateKeyError,
+    OperationFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 
+from shared.db.batching import Batcher
 from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.retry import WINDOW_SECONDS, idempotent
 from shared.errors import JobExistsError, SubmitOutcomeUnknownError
@@ -33,6 +48,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("paiq.store")
 WRITE_CONFLICT = 112  # a transaction that met another's write: tried again, nothing went away
+DUPLICATE_KEY = 11000
+MOST_TOGETHER = 32  # submissions in one transaction at most
 
 
 def _outcome_unknown(error: PyMongoError) -> bool:
@@ -85,6 +102,71 @@ async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: St
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
+@dataclass(frozen=True)
+class Submission:
+    """One job to store, with what goes with it."""
+
+    job: JobRecord
+    document: EncodedJob
+    key: StoredJobKey | None
+    idempotency: IdempotencyRecord | None
+    events: Sequence[CloudEvent]
+
+
+class Submissions:
+    """The submissions of one process, stored a transaction per batch of those that arrive together."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._batcher: Batcher[Submission, Exception | None] = Batcher(self._store_many, most=MOST_TOGETHER)
+
+    async def store(self, submission: Submission) -> None:
+        """Store it (with the others arriving meanwhile); raises as storing it alone would."""
+        refused = await self._batcher(submission)
+        if refused is not None:
+            raise refused
+
+    async def _store_many(self, batch: list[Submission]) -> list[Exception | None]:
+        """One transaction for the batch; a batch one of whose jobs is refused (a duplicate key: the whole
+        transaction went) one job at a time, each with its own outcome. Another error reaches every caller."""
+        if len(batch) > 1:
+            try:
+                await _insert_together(self._store, batch)
+                return [None] * len(batch)
+            except (DuplicateKeyError, BulkWriteError) as e:
+                if isinstance(e, BulkWriteError) and any(
+                        w.get("code") != DUPLICATE_KEY for w in e.details.get("writeErrors", [])):
+                    raise
+        outcomes: list[Exception | None] = []
+        for one in batch:
+            try:
+                await _insert_together(self._store, [one])
+                outcomes.append(None)
+            except DuplicateKeyError as e:
+                outcomes.append(e)
+            except BulkWriteError as e:
+                if any(w.get("code") != DUPLICATE_KEY for w in e.details.get("writeErrors", [])):
+                    raise
+                outcomes.append(DuplicateKeyError(str(e), DUPLICATE_KEY, e.details))
+        return outcomes
+
+
+async def _insert_together(store: Store, batch: Sequence[Submission]) -> None:
+    """The batch's keys, idempotency records, configs, jobs and events in one transaction (inserts: a job id
+    is new, its random suffix, and an insert costs the server less than an upsert)."""
+    keys = [s.key.to_document() for s in batch if s.key is not None]
+    records = [s.idempotency.to_document() for s in batch if s.idempotency is not None]
+    configs = [s.document.configs for s in batch if s.document.configs is not None]
+    async with store.start_session() as session, await session.start_transaction():
+        for collection, docs in ((store.job_keys, keys), (store.idempotency, records), (store.job_configs, configs),
+                                 (store.jobs, [s.document.job for s in batch])):
+            if len(docs) == 1:
+                await collection.insert_one(docs[0], session=session)
+            elif docs:
+                await collection.insert_many(docs, ordered=True, session=session)
+        await store.journal.record_changes([(s.events, s.job.version) for s in batch if s.events], session=session)
+
+
 async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
                        idempotency: IdempotencyRecord | None, events: Sequence[CloudEvent]) -> None:
     if not await store.supports_transactions():  # a standalone mongod: key, configs, job, then the record
@@ -106,16 +188,7 @@ async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: 
         with contextlib.suppress(DuplicateKeyError):  # a try whose answer was lost journaled them already
             await store.journal.record(events, version=job.version, session=None)
         return
-    async with store.start_session() as session, await session.start_transaction():
-        # an insert: a job id is new (its random suffix), and an insert costs the server less than an upsert
-        if key is not None:
-            await store.job_keys.insert_one(key.to_document(), session=session)
-        if idempotency is not None:
-            await store.idempotency.insert_one(idempotency.to_document(), session=session)
-        if document.configs is not None:
-            await store.job_configs.insert_one(document.configs, session=session)
-        await store.jobs.insert_one(document.job, session=session)
-        await store.journal.record(events, version=job.version, session=session)
+    await store.submissions.store(Submission(job, document, key, idempotency, events))
 
 async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
                   maybe_sent: bool) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
+from pymongo import AsyncMongoClient, MongoClient, monitoring
 from pymongo.errors import PyMongoError
 from secantus import SecantusDBServer
 
@@ -81,10 +81,13 @@ async def test_pooled_connections_never_outlive_the_servers_idle_limit(store: St
     writes that nobody retries: each succeeds. (The store closes connections idle for half a second here;
     PyMongo 4.20 also checks a connection idle over a second before using it, so this shows the behaviour
     that matters, not which of the two gave it.)"""
-    await store.vcs.insert_one({"_id": unique("vc-")})
+    first = unique("vc-")
+    await store.vcs.insert_one({"_id": first})
     await asyncio.sleep(SERVER_IDLE_S * 2)
-    for _ in range(5):
-        await store.vcs.insert_one({"_id": unique("vc-")})
+    later = [unique("vc-") for _ in range(5)]
+    for vc in later:
+        await store.vcs.insert_one({"_id": vc})
+    assert await store.vcs.count_documents({"_id": {"$in": [first, *later]}}) == 6
 
 
 async def test_a_submission_whose_commit_loses_its_connection_is_stored_once_with_its_key(
@@ -171,3 +174,60 @@ async def test_user_writes_whose_connection_dies_are_done_once_and_answered_as_d
     await users.delete(name)
     assert not await users.exists(name)
 
+
+
+class Commits(monitoring.CommandListener):
+    """Counts the transactions a client commits."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent += event.command_name == "commitTransaction"
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def test_jobs_submitted_together_are_stored_together_and_each_answered_alone(faulty_server: str) -> None:
+    """Eleven submissions at once are stored, each with its key, in fewer transactions than jobs; then four at
+    once, one of them a name taken by then: that one is refused alone, storing nothing, and the three stored."""
+    from shared.errors import JobExistsError
+    commits = Commits()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(faulty_server, event_listeners=[commits])
+    try:
+        store = Store(client, unique("together_"))
+        await store.ensure_indexes()
+
+        async def submit(batch: list[JobRecord]) -> list[Any]:
+            return await asyncio.gather(*(store.submit_job(j, encoded_job(j), key_of(j)) for j in batch),
+                                        return_exceptions=True)
+
+        jobs = [new_job(unique("together-")) for _ in range(11)]
+        assert await submit(jobs) == [Submitted.STORED] * 11
+        assert commits.sent < 11, f"{commits.sent} commits for 11 jobs stored at once"
+        twin, more = new_job(jobs[5].name), [new_job(unique("together-")) for _ in range(3)]
+        outcomes = await submit([more[0], twin, *more[1:]])
+        assert isinstance(outcomes[1], JobExistsError)
+        assert outcomes[:1] + outcomes[2:] == [Submitted.STORED] * 3
+        for job in [*jobs, *more]:
+            assert await store.get_job(job.id) is not None and await store.job_key(job.id) is not None
+        assert await store.get_job(twin.id) is None and await store.job_key(twin.id) is None
+    finally:
+        await client.close()
+
+
+async def test_a_batch_whose_commit_loses_its_connection_stores_each_job_once(
+        store: Store, faulty_server: str) -> None:
+    """The commit of jobs submitted together loses its connection: each caller settles its own job, and every
+    job is stored once with its key."""
+    jobs = [new_job(unique("batch-lost-")) for _ in range(8)]
+    fail(faulty_server, ["commitTransaction"], 1, closeConnection=True)
+    outcomes = await asyncio.gather(*(store.submit_job(j, encoded_job(j), key_of(j)) for j in jobs))
+    assert outcomes == [Submitted.STORED] * 8
+    for job in jobs:
+        assert await store.jobs.count_documents({"user": "alice", "name": job.name}) == 1
+        assert await store.job_key(job.id) is not None
