@@ -31,10 +31,10 @@ from typing import Any
 import aiohttp
 import structlog
 
-from shared.db.batching import Batcher
 from services.notify.channels import NOTHING_TO_SEND, Outcome, post_webhook
 from services.notify.metrics import DELIVERY_SECONDS, NOTIFICATIONS
 from services.notify.smtp import SmtpPool, email_bytes
+from shared.db.batching import Batcher
 from shared.db.notifications import DeliveryState, NotificationStore
 from shared.notify.admission import Admission, Limits, Reply, Ticket
 from shared.notify.destinations import Destinations

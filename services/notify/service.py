@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 import aiohttp
 import structlog
 
-from shared.db.batching import Batcher
 from services.notify.channels import CheckedResolver
 from services.notify.dispatch import Dispatcher
 from services.notify.intake import Intake
 from services.notify.metrics import NOTIFICATIONS
 from shared.bus.base import Bus, Router, consume
+from shared.db.batching import Batcher
 from shared.db.notifications import DeliveryState, NotificationStore, expiry
 from shared.db.store import Store
 from shared.events import CloudEvent, JobCompleted, JobRetrying, SubscriptionsChanged, TaskStarted

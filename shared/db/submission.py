@@ -102,6 +102,7 @@ async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: St
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
+
 @dataclass(frozen=True)
 class Submission:
     """One job to store, with what goes with it."""
@@ -127,27 +128,29 @@ class Submissions:
             raise refused
 
     async def _store_many(self, batch: list[Submission]) -> list[Exception | None]:
-        """One transaction for the batch; a batch one of whose jobs is refused (a duplicate key: the whole
-        transaction went) one job at a time, each with its own outcome. Another error reaches every caller."""
+        """One transaction for the batch. One whose outcome is unknown (the connection lost, a conflict) reaches
+        every caller, who settles their own job; one refused (a duplicate key, or any other refusal: the whole
+        transaction went) is stored again one job at a time, each caller told their own outcome."""
         if len(batch) > 1:
             try:
                 await _insert_together(self._store, batch)
                 return [None] * len(batch)
-            except (DuplicateKeyError, BulkWriteError) as e:
-                if isinstance(e, BulkWriteError) and any(
-                        w.get("code") != DUPLICATE_KEY for w in e.details.get("writeErrors", [])):
+            except PyMongoError as e:
+                if _outcome_unknown(e):
                     raise
         outcomes: list[Exception | None] = []
         for one in batch:
             try:
                 await _insert_together(self._store, [one])
                 outcomes.append(None)
-            except DuplicateKeyError as e:
-                outcomes.append(e)
             except BulkWriteError as e:
-                if any(w.get("code") != DUPLICATE_KEY for w in e.details.get("writeErrors", [])):
-                    raise
-                outcomes.append(DuplicateKeyError(str(e), DUPLICATE_KEY, e.details))
+                duplicate = all(w.get("code") == DUPLICATE_KEY for w in e.details.get("writeErrors", []))
+                outcomes.append(DuplicateKeyError(str(e), DUPLICATE_KEY, e.details) if duplicate else e)
+            except PyMongoError as e:
+                outcomes.append(e)
+                if _outcome_unknown(e):  # the database away: the rest settle their own jobs rather than wait
+                    outcomes += [e] * (len(batch) - len(outcomes))
+                    break
         return outcomes
 
 

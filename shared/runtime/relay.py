@@ -144,19 +144,20 @@ class Relay:
         except LeaseLostError:
             self.leading, self._lease_until = False, 0.0
             return False
-        if numbered is None:
-            return False
-        state, batch = numbered
-        self._settled = False
-        published = await self._publish(state, batch)
-        if published or batch:
-            await self.bus.publish([JournalNumbered(data=JournalNumberedData(last=state.last))])
-        self._settled = True
-        self.tail.advanced(state.last)
+        busy = False
+        if numbered is not None:
+            state, batch = numbered
+            self._settled = False
+            published = await self._publish(state, batch)
+            if published or batch:
+                await self.bus.publish([JournalNumbered(data=JournalNumberedData(last=state.last))])
+            self._settled = True
+            self.tail.advanced(state.last)
+            busy = len(batch) > 0 or published > 0
         if self.retention_ms and now - self._purged >= PURGE_EVERY_SECONDS:
             self._purged = now
             await self._purge()
-        return len(batch) > 0 or published > 0
+        return busy
 
     async def _number(self) -> tuple[JournalState, list[JournalEntry]] | None:
         """Number what waits (in one transaction, fenced by the lease); the journal's state after, and the
