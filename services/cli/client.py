@@ -28,6 +28,35 @@ def _refusal(resp: aiohttp.ClientResponse, body: Any) -> ApiCallError:
     return ApiCallError(resp.status, str(body.get("code", "UnknownError")), str(body.get("message", resp.reason)))
 
 
+class _Frame:
+    """Server-Sent Events as the standard reads them: an event is whole only at the blank line after it, and
+    its id counts from then (a stream cut between an event's ``id:`` and its end, a server killed mid-write,
+    is taken up again before that event, not after it). A line cut short (no line end) is dropped."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None  # the last whole event's id
+        self._id: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, raw: bytes) -> dict[str, Any] | None:
+        """One line of the stream; the event it completes (its ``data`` as JSON), if any."""
+        if not raw.endswith(b"\n"):
+            return None  # the stream ended mid-line
+        line = raw.decode().rstrip("\r\n")
+        if line:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "id" and "\0" not in value:
+                self._id = value
+            elif field == "data":
+                self._data.append(value)
+            return None
+        data, self._data = self._data, []
+        if self._id is not None:
+            self.id = self._id
+        return dict(json.loads("\n".join(data))) if data else None
+
+
 class PaiqClient:
     def __init__(self, session: aiohttp.ClientSession, base_url: str, token: str | None = None) -> None:
         self._session = session
@@ -135,12 +164,13 @@ class PaiqClient:
                     if resp.status >= 400:
                         raise _refusal(resp, await resp.json(content_type=None))
                     delay = 0.5
+                    frame = _Frame()
                     async for raw in resp.content:
-                        line = raw.decode().rstrip("\n")
-                        if line.startswith("id: "):
-                            last = line[len("id: "):]
-                        elif line.startswith("data: "):
-                            yield dict(json.loads(line[len("data: "):]))
+                        event = frame.feed(raw)
+                        if event is not None:
+                            if frame.id is not None:
+                                last = frame.id
+                            yield event
             except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:  # refused, or cut mid-answer
                 if not reconnect:
                     raise self._unreachable(e) from e

@@ -22,6 +22,7 @@ process's left-overs): an idle notifier does not ask the database every second f
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 import uuid
 from collections import deque
@@ -53,6 +54,7 @@ SUBSCRIPTION_SECONDS = 60.0
 SUBSCRIPTIONS_KEPT = 10_000
 SWEEP_LIMIT = 2000  # due deliveries read per sweep (the rest at the next)
 SWEEP_LOOK_SECONDS = 10.0  # the longest between two reads of what is due when nothing known here comes due
+DUE_KEPT = 100_000  # times things come due, kept in memory at most
 Doc = dict[str, Any]
 
 
@@ -104,7 +106,7 @@ class Dispatcher:
         self._token = uuid.uuid4().hex[:12]
         self._subs: dict[str, tuple[Subscription, float]] = {}
         self._owned: dict[str, Doc] = {}  # deliveries written leased to this process, waiting in a line
-        self._due_ms: int | None = None  # the earliest time something this process knows of comes due
+        self._due: list[int] = []  # when what this process knows of comes due (a heap; the earliest first)
         self._looked = float("-inf")  # when the sweep last read the database (monotonic)
 
     @property
@@ -132,18 +134,19 @@ class Dispatcher:
 
     def due_at(self, at_ms: int) -> None:
         """Something this process wrote or saw comes due at ``at_ms``: the sweep reads the database then."""
-        self._due_ms = at_ms if self._due_ms is None else min(self._due_ms, at_ms)
+        if len(self._due) < DUE_KEPT:  # beyond: the look every SWEEP_LOOK_SECONDS finds the rest
+            heapq.heappush(self._due, at_ms)
 
     async def sweep(self) -> int:
         """Offer every due delivery (retries come due, a restarted or other notifier's left-overs), when
         something known comes due or ``SWEEP_LOOK_SECONDS`` after the last read; how many were due."""
         now, looked = now_ms(), time.monotonic()
-        if (self._due_ms is None or self._due_ms > now) and looked - self._looked < SWEEP_LOOK_SECONDS:
+        if (not self._due or self._due[0] > now) and looked - self._looked < SWEEP_LOOK_SECONDS:
             return 0
         due = await self._notes.due(now, SWEEP_LIMIT)
         self._looked = looked
-        if self._due_ms is not None and self._due_ms <= now:  # what came due by now was in that read
-            self._due_ms = None
+        while self._due and self._due[0] <= now:  # what came due by now was in that read
+            heapq.heappop(self._due)
         for doc in due:
             lease_ms = int(doc.get("lease_ms", 0))
             if lease_ms < now_ms():

@@ -117,7 +117,7 @@ class Intake:
                 log.warning("the notifier was away longer than the journal keeps its events: changes after it "
                             "were not told", missed=state.first - 1 - cursor,
                             retention_setting="PAIQ_EVENT_RETENTION_HOURS")
-                cursor = state.first - 1
+                cursor = self._at = state.first - 1
             through = state.last
         entries = await self.store.journal.read(cursor, BATCH, through=through)
         if not entries:

@@ -135,9 +135,11 @@ class Submissions:
             try:
                 await _insert_together(self._store, batch)
                 return [None] * len(batch)
-            except PyMongoError as e:
-                if _outcome_unknown(e):
+            except Exception as e:  # a duplicate, or one job's document refused by the driver: each alone says whose
+                if isinstance(e, PyMongoError) and _outcome_unknown(e):
                     raise
+                log.info("submissions stored together were refused; storing them one by one", jobs=len(batch),
+                         error=type(e).__name__)
         outcomes: list[Exception | None] = []
         for one in batch:
             try:
@@ -151,6 +153,8 @@ class Submissions:
                 if _outcome_unknown(e):  # the database away: the rest settle their own jobs rather than wait
                     outcomes += [e] * (len(batch) - len(outcomes))
                     break
+            except Exception as e:  # its own document refused by the driver (too large, not encodable): its alone
+                outcomes.append(e)
         return outcomes
 
 

@@ -173,6 +173,7 @@ class Relay:
             before = await self.store.journal.state(session)
             return before, await self.store.journal.number(ordered, before.last, session)
 
+        self._settled = False  # a commit that raises may still have numbered them: the next look reads the state
         before, last = await self.store.atomically(write, True, journaled=False)  # numbers, not entries: none to wake
         entries = [JournalEntry.of({**d, "seq": before.last + i}) for i, d in enumerate(ordered, 1)]
         return before.model_copy(update={"last": last}), entries

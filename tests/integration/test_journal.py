@@ -162,3 +162,33 @@ async def test_the_status_services_write_journals_the_event_it_took_in_as_publis
     assert [e.type for e in heard.events] == ["job.completed"], "what came from the bus is not published again"
     assert parse_event(entries[0].body).id == came.id
     await asyncio.sleep(0)
+
+
+async def test_a_numbering_whose_commit_answer_is_lost_is_published_at_the_next_look(store: Store) -> None:
+    """The relay's numbering transaction commits but its answer is lost (the connection dropped after the
+    commit): the entries are numbered and nothing waits, yet the next look publishes them (the relay does not
+    take itself for settled, which on an idle platform would leave them until the next entry)."""
+    from pymongo.errors import AutoReconnect
+
+    bus = MemoryBus()
+    heard = Heard()
+    await heard.on(bus)
+    relay = Relay(store, bus, retention_ms=0)
+    assert await relay.round() is False  # an idle look: all it numbered is published
+    job = make_job(make_config(jobName=unique("j")), user="u")
+    await store.journal.record([submitted(job.id)], version=0, session=None)
+    atomically = store.atomically
+
+    async def committed_then_lost(*args: object, **kwargs: object) -> object:
+        await atomically(*args, **kwargs)  # type: ignore[arg-type]
+        raise AutoReconnect("connection closed after the commit")
+
+    store.atomically = committed_then_lost  # type: ignore[method-assign,assignment]
+    with pytest.raises(AutoReconnect):
+        await relay.round()
+    store.atomically = atomically  # type: ignore[method-assign]
+    assert await store.journal.waiting() == [] and (await store.journal.state()).last == 1
+    await relay.round()
+    await bus.drained()
+    assert [e.id for e in heard.events] == [(await store.journal.read(0, 10))[0].id]
+    assert (await store.journal.state()).published == 1

@@ -388,3 +388,52 @@ async def test_an_idle_sweep_reads_the_database_only_when_something_comes_due(
         await asyncio.sleep(1.05)
         assert await dispatcher.sweep() == 1 and reads == [0, 0, 1]
         await wait_until(lambda: len(smtp.box.mails) == 1, 10, "the left-over delivery sent")
+        await dispatcher.sweep()  # a read, after the wait (the look period): the place the times below count from
+        read = len(reads)
+        dispatcher.due_at(now_ms() + 200)  # a retry's time, and a later one (a digest window's end, a lease)
+        dispatcher.due_at(now_ms() + 550)
+        await asyncio.sleep(0.25)
+        await dispatcher.sweep()
+        assert len(reads) == read + 1, "the first time came and the sweep did not look"
+        await asyncio.sleep(0.4)  # the later time has come; the look period (1 s) has not
+        await dispatcher.sweep()
+        assert len(reads) == read + 2, "the later time was dropped by the read at the earlier one"
+
+
+async def test_an_intake_back_after_the_journal_removed_its_place_moves_past_the_gap_once(
+        mongo_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notifier was away longer than the journal keeps (its place 2, the journal's numbers 1-10 all removed
+    by retention): its first round warns once and takes the first kept place; the rounds after, across look
+    periods, neither warn again nor read the removed range again."""
+    from structlog.testing import capture_logs
+
+    from services.notify import intake as intake_module
+    from shared.db.journal import META_ID
+    from shared.runtime.vitals import Vitals
+
+    monkeypatch.setattr(intake_module, "LOOK_SECONDS", 0.1)
+    async with open_store(mongo_uri, unique("gap_").replace("-", "_")) as store:
+        await store.journal.ensure_indexes()
+        await store.meta.insert_one({"_id": META_ID, "last": 10, "published": 10, "first": 11})
+        await store.meta.insert_one({"_id": intake_module.CURSOR_ID, "seq": 2})
+        store.journal.tail.advanced(10)  # as its relay told it
+        ranges: list[tuple[int, int]] = []
+        read = store.journal.read
+
+        async def counted(after: int, limit: int = 500, through: int | None = None) -> Any:
+            ranges.append((after, through or after + limit))
+            return await read(after, limit, through)
+
+        monkeypatch.setattr(store.journal, "read", counted)
+
+        async def handle(_: Any) -> list[Any]:
+            return []
+
+        intake = intake_module.Intake(store, handle, Vitals(), concurrency=1)
+        with capture_logs() as logs:
+            for _ in range(4):
+                assert await intake.round() is False
+                await asyncio.sleep(0.15)  # past the look period: the journal's state is read again
+        warned = [e for e in logs if "longer than the journal keeps" in e["event"]]
+        assert len(warned) == 1 and warned[0]["missed"] == 8, logs
+        assert [r for r in ranges if r[0] < r[1]] == [], f"the removed range read: {ranges}"

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, MongoClient, monitoring
+from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import PyMongoError
 from secantus import SecantusDBServer
 
@@ -19,6 +19,7 @@ from shared.db.store import Store, encoded_job, open_store
 from shared.records import JobRecord, initial_tasks, new_job_id, now_ms
 from shared.runtime.vitals import is_outage
 from shared.scheduling.vclusters import VirtualCluster
+from tests.dbcommands import CommandCounts
 from tests.infra import unique
 from tests.unit.factories import make_config
 
@@ -176,27 +177,11 @@ async def test_user_writes_whose_connection_dies_are_done_once_and_answered_as_d
 
 
 
-class Commits(monitoring.CommandListener):
-    """Counts the transactions a client commits."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.sent += event.command_name == "commitTransaction"
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
 async def test_jobs_submitted_together_are_stored_together_and_each_answered_alone(faulty_server: str) -> None:
     """Eleven submissions at once are stored, each with its key, in fewer transactions than jobs; then four at
     once, one of them a name taken by then: that one is refused alone, storing nothing, and the three stored."""
     from shared.errors import JobExistsError
-    commits = Commits()
+    commits = CommandCounts()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(faulty_server, event_listeners=[commits])
     try:
         store = Store(client, unique("together_"))
@@ -208,7 +193,8 @@ async def test_jobs_submitted_together_are_stored_together_and_each_answered_alo
 
         jobs = [new_job(unique("together-")) for _ in range(11)]
         assert await submit(jobs) == [Submitted.STORED] * 11
-        assert commits.sent < 11, f"{commits.sent} commits for 11 jobs stored at once"
+        sent = commits.sent["commitTransaction"]
+        assert sent < 11, f"{sent} commits for 11 jobs stored at once"
         twin, more = new_job(jobs[5].name), [new_job(unique("together-")) for _ in range(3)]
         outcomes = await submit([more[0], twin, *more[1:]])
         assert isinstance(outcomes[1], JobExistsError)
@@ -231,3 +217,22 @@ async def test_a_batch_whose_commit_loses_its_connection_stores_each_job_once(
     for job in jobs:
         assert await store.jobs.count_documents({"user": "alice", "name": job.name}) == 1
         assert await store.job_key(job.id) is not None
+
+
+async def test_a_batch_with_a_document_the_driver_refuses_stores_the_others(store: Store) -> None:
+    """Six submissions at once, one of whose configs the driver refuses before sending (over the 16 MB a
+    document may hold): that caller gets the driver's error, nothing of its job is stored, and the five others
+    are stored, each with its key (before: the batch's one error reached every caller)."""
+    from bson import encode
+    from bson.raw_bson import RawBSONDocument
+    from pymongo.errors import DocumentTooLarge
+
+    jobs = [new_job(unique("too-large-")) for _ in range(6)]
+    big = encoded_job(jobs[2])._replace(configs=RawBSONDocument(encode({"_id": jobs[2].id, "blob": "x" * 17_000_000})))
+    outcomes = await asyncio.gather(*(store.submit_job(j, big if i == 2 else encoded_job(j), key_of(j))
+                                      for i, j in enumerate(jobs)), return_exceptions=True)
+    assert isinstance(outcomes[2], DocumentTooLarge), outcomes
+    assert outcomes[:2] + outcomes[3:] == [Submitted.STORED] * 5
+    assert await store.get_job(jobs[2].id) is None and await store.job_key(jobs[2].id) is None
+    for job in jobs[:2] + jobs[3:]:
+        assert await store.get_job(job.id) is not None and await store.job_key(job.id) is not None

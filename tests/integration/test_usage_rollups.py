@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, monitoring
+from pymongo import AsyncMongoClient
 
 from services.status.service import StatusDeps, on_task_exited, remove_expired, retry_policy
 from shared.bus.memory import MemoryBus
@@ -22,13 +22,13 @@ from shared.records import AttemptRecord, JobRecord, JobState, SubState, TaskRec
 from shared.settings.model import Settings
 from shared.usage.days import DAY_MS, DayRange, day_of
 from shared.usage.report import Asked, Asker, ReportRow, row_filters
+from tests.dbcommands import CommandCounts
 from tests.infra import unique
 from tests.unit.factories import make_config, make_job, role_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 H = 3_600_000
-WRITE_CONFLICT = 112
 
 
 @pytest.fixture
@@ -284,30 +284,13 @@ async def test_a_backfill_cut_off_goes_on_where_it_stopped_and_bulk_inserted_job
     assert await store.usage.backfilled_to(store.meta) == ordered[-1].id
 
 
-class Conflicts(monitoring.CommandListener):
-    """Counts the commands the server failed with a write conflict (each runs its whole transaction again)."""
-
-    def __init__(self) -> None:
-        self.seen = 0
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        pass
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        if isinstance(event.failure, dict) and event.failure.get("code") == WRITE_CONFLICT:
-            self.seen += 1
-
-
 async def test_many_jobs_of_one_user_ending_at_once_are_counted_without_write_conflicts(mongo_uri: str) -> None:
     """Twenty of alice's jobs end at once (a sweep): each is counted once, in her day's usage and the lists'
     counts, and their counting transactions do not collide on those counters (side by side, each but one
     failed with a write conflict and ran again)."""
-    conflicts = Conflicts()
+    counts = CommandCounts()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True,
-                                                                 event_listeners=[conflicts])
+                                                                 event_listeners=[counts])
     try:
         store = Store(client, unique("usage_"))
         await store.ensure_indexes()
@@ -319,6 +302,6 @@ async def test_many_jobs_of_one_user_ending_at_once_are_counted_without_write_co
         await asyncio.gather(*(store.count_finished(j) for j in ended))
         assert sum(n for _, n in (await held(store)).values()) == 20
         assert await store.list_counts.col.count_documents({}) > 0
-        assert conflicts.seen == 0, f"{conflicts.seen} write conflicts counting 20 jobs"
+        assert counts.conflicts == 0, f"{counts.conflicts} write conflicts counting 20 jobs"
     finally:
         await client.close()
