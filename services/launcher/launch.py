@@ -38,6 +38,7 @@ from shared.tasks.plugins import PluginRefError, TaskPlugins, task_plugins
 from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
+READ_AGAIN_AFTER_SECONDS = 1.0  # a launch that took longer (a pull, a clone) reads its job again before it starts
 
 
 async def launch_and_report(deps: LauncherDeps, spec: TaskSpec, job_env: Mapping[str, str]) -> None:
@@ -129,10 +130,11 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
     (:mod:`services.launcher.container.jobsecrets`)."""
     node_id = deps.node.node_id
     try:
-        await ensure_image(deps, spec, key, registry_login(job.config, spec.role, deps.settings.secrets_key))
-        # A pull can take minutes: the job may have ended or moved on meanwhile, and its task's
-        # resources been given to another. Then nothing starts.
-        if not await _still_wanted(deps, spec):
+        pulled = await ensure_image(deps, spec, key, registry_login(job.config, spec.role, deps.settings.secrets_key))
+        # A pull (or a clone) can take minutes: the job may have ended or moved on meanwhile, and its task's
+        # resources been given to another. Then nothing starts. Read again only then: just read, the check after
+        # the start (below) is enough.
+        if (pulled or time.monotonic() - began > READ_AGAIN_AFTER_SECONDS) and not await _still_wanted(deps, spec):
             await deps.logs.set_ended(key, exit_code=exitcodes.STOPPED_BY_USER, container_id=None, diagnostics="",
                                       reason="not started: the job ended or moved to another attempt first")
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
@@ -172,9 +174,10 @@ async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
                         spec.task_attempt)
 
 
-async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline: RegistryAuth | None = None) -> None:
+async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline: RegistryAuth | None = None) -> bool:
     """Pull the task's image when the node lacks it (or it is ``latest`` and the node re-pulls those),
-    with the credentials given inline (a v2 role's ``auth``, opened) or else in the job's authFile.
+    with the credentials given inline (a v2 role's ``auth``, opened) or else in the job's authFile; whether
+    it pulled (or tried to).
 
     Tasks needing the same image with the same credentials (one authFile, or one role's) share one pull.
     A refresh of an image the node has that fails for any reason but refused credentials falls back to
@@ -182,7 +185,7 @@ async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline:
     """
     present = await deps.driver.has_image(spec.image)
     if not wants_pull(spec.image, present=present, pull_latest=deps.options.pull_latest):
-        return
+        return False
     auth = inline
     if auth is None and spec.auth_file:
         auth = await asyncio.to_thread(read_auth_file, spec.auth_file, deps.settings.default_fs_uri)
@@ -196,5 +199,6 @@ async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline:
     except PullError as e:
         if present and not e.login_refused:
             log.warning("could not refresh the image; the node's copy is used", image=spec.image, reason=e.reason)
-            return
+            return True
         raise
+    return True

@@ -110,7 +110,7 @@ class Intake:
             self._at = await self.cursor()
         cursor, through = self._at, self.store.journal.tail.last  # numbered, as this process's relay told it
         looked = time.monotonic()
-        if through <= cursor or looked - self._state_at >= LOOK_SECONDS:  # nothing told, or time to look
+        if looked - self._state_at >= LOOK_SECONDS:  # time to look (a relay's word missed: late, never lost)
             state = await self.store.journal.state()
             self._state_at = looked
             if cursor < state.first - 1:

@@ -111,6 +111,13 @@ class JournalState(BaseModel):
     first: int = 1
 
 
+class JournalMovedError(Exception):
+    """The journal was numbered past what its numberer knew (another numbered meanwhile): nothing is written."""
+
+    def __init__(self, known: int) -> None:
+        super().__init__(f"the journal was numbered past {known} by another")
+
+
 class JournalTail:
     """How far the journal is numbered, as this process knows it, and a wake-up for its readers."""
 
@@ -203,16 +210,26 @@ class Journal:
         doc = await self.meta.find_one({"_id": META_ID}, session=session)
         return JournalState.model_validate({k: v for k, v in (doc or {}).items() if k != "_id"})
 
-    async def number(self, batch: Sequence[Doc], after: int, session: AsyncClientSession | None) -> int:
+    async def number(self, batch: Sequence[Doc], after: int, session: AsyncClientSession | None, *,
+                     known: bool = False) -> int:
         """Give ``batch`` (in :func:`numbering_order`) the numbers after ``after``; the last one given. In the
-        caller's transaction, with the lease checked there (:mod:`shared.runtime.relay`)."""
+        caller's transaction, with the lease checked there (:mod:`shared.runtime.relay`). ``known``: ``after``
+        is the last number as the caller last wrote it, not read in this transaction: the journal's state is
+        moved on only from there, else :class:`JournalMovedError` (and the transaction goes)."""
         if not batch:
             return after
         writes = [UpdateOne({"_id": d["_id"], "q": {"$gte": 0}}, {"$set": {"seq": after + i}, "$unset": {"q": ""}})
                   for i, d in enumerate(batch, 1)]
         await self.entries.bulk_write(writes, ordered=True, session=session)
         last = after + len(batch)
-        await self.meta.update_one({"_id": META_ID}, {"$max": {"last": last}}, upsert=True, session=session)
+        if known:  # from ``after`` only (a journal never numbered has no document yet: made here)
+            try:
+                await self.meta.update_one({"_id": META_ID, "last": after}, {"$set": {"last": last}}, upsert=True,
+                                           session=session)
+            except DuplicateKeyError as e:  # there, at another number
+                raise JournalMovedError(after) from e
+        else:
+            await self.meta.update_one({"_id": META_ID}, {"$max": {"last": last}}, upsert=True, session=session)
         return last
 
     async def mark_published(self, seq: int) -> None:

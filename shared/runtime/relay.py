@@ -27,7 +27,7 @@ import structlog
 from pymongo.asynchronous.client_session import AsyncClientSession
 
 from shared.bus.base import Bus, Router
-from shared.db.journal import JournalEntry, JournalState, numbering_order
+from shared.db.journal import JournalEntry, JournalMovedError, JournalState, numbering_order
 from shared.db.store import Store
 from shared.errors import LeaseLostError
 from shared.events import CloudEvent, JournalNumbered, JournalNumberedData, JournalWritten, parse_event
@@ -59,6 +59,7 @@ class Relay:
         self._wake = asyncio.Event()
         self._lease_until = 0.0
         self._settled = False  # while it leads: all it numbered is published (an idle look reads no state)
+        self._known: JournalState | None = None  # while it leads: the journal's state as it wrote it (else read)
         self._purged = 0.0
         self._vitals: Vitals | None = None
         store.journal.listeners.append(self.written)
@@ -129,7 +130,7 @@ class Relay:
         now = time.monotonic()
         if now >= self._lease_until - LEASE_SECONDS / 2:  # renew half-way
             if now >= self._lease_until:  # not held, or run out: another may have led meanwhile, and left
-                self._settled = False  # numbered entries unpublished
+                self._settled, self._known = False, None  # numbered entries unpublished; numbers given
             held = await self.store.hold_lease(LEASE, self.instance, LEASE_SECONDS * 1000)
             if held != self.leading:
                 log.info("leading the journal" if held else "another process leads the journal",
@@ -144,18 +145,23 @@ class Relay:
         except LeaseLostError:
             self.leading, self._lease_until = False, 0.0
             return False
+        except JournalMovedError:  # numbered by another meanwhile (its lease and ours overlapped): read it again
+            log.warning("the journal was numbered by another process meanwhile; reading its state again",
+                        instance=self.instance)
+            return True
         busy = False
         if numbered is not None:
             state, batch = numbered
             self._settled = False
-            published = await self._publish(state, batch)
+            published, done = await self._publish(state, batch)
             if published or batch:
                 await self.bus.publish([JournalNumbered(data=JournalNumberedData(last=state.last))])
-            self._settled = True
+            self._settled, self._known = True, state.model_copy(update={"published": done})
             self.tail.advanced(state.last)
             busy = len(batch) > 0 or published > 0
         if self.retention_ms and now - self._purged >= PURGE_EVERY_SECONDS:
             self._purged = now
+            self._known = None  # the first kept moves
             await self._purge()
         return busy
 
@@ -167,26 +173,31 @@ class Relay:
         if not waiting:
             return None if self._settled else (await self.store.journal.state(), [])
         ordered = numbering_order(waiting)
+        # What it wrote last, while it led throughout, is not read again (in a transaction, which the journal's
+        # state moved on by another fails; without transactions, read each time).
+        known = self._known if await self.store.supports_transactions() else None
 
         async def write(session: AsyncClientSession | None) -> tuple[JournalState, int]:
             await self.store.check_lease(LEASE, self.instance, session)
-            before = await self.store.journal.state(session)
-            return before, await self.store.journal.number(ordered, before.last, session)
+            before = known if known is not None else await self.store.journal.state(session)
+            return before, await self.store.journal.number(ordered, before.last, session, known=known is not None)
 
-        self._settled = False  # a commit that raises may still have numbered them: the next look reads the state
+        # A commit that raises may still have numbered them: the next look reads the state.
+        self._settled, self._known = False, None
         before, last = await self.store.atomically(write, True, journaled=False)  # numbers, not entries: none to wake
         entries = [JournalEntry.of({**d, "seq": before.last + i}) for i, d in enumerate(ordered, 1)]
         return before.model_copy(update={"last": last}), entries
 
-    async def _publish(self, state: JournalState, batch: list[JournalEntry]) -> int:
-        """Publish what is numbered and not yet published, in order, a batch at a time; how many. The batch just
-        numbered is published as it is in hand; what an earlier leader left unpublished is read back first."""
+    async def _publish(self, state: JournalState, batch: list[JournalEntry]) -> tuple[int, int]:
+        """Publish what is numbered and not yet published, in order, a batch at a time; how many, and the last
+        number published. The batch just numbered is published as it is in hand; what an earlier leader left
+        unpublished is read back first."""
         done, count = state.published, 0
         if batch and done == batch[0].seq - 1:  # nothing left before it: the usual round
             await self.bus.publish([_event(e) for e in batch if not e.published])
             fault_point("journal-published")
             await self.store.journal.mark_published(batch[-1].seq)
-            return len(batch)
+            return len(batch), batch[-1].seq
         while done < state.last:
             entries = await self.store.journal.read(done, BATCH, through=state.last)
             if not entries:
@@ -196,7 +207,7 @@ class Relay:
             done = entries[-1].seq
             count += len(entries)
             await self.store.journal.mark_published(done)
-        return count
+        return count, done
 
     async def _purge(self) -> None:
         removed = await self.store.journal.purge(now_ms() - self.retention_ms)

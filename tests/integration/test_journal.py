@@ -192,3 +192,41 @@ async def test_a_numbering_whose_commit_answer_is_lost_is_published_at_the_next_
     await bus.drained()
     assert [e.id for e in heard.events] == [(await store.journal.read(0, 10))[0].id]
     assert (await store.journal.state()).published == 1
+
+
+async def test_a_leader_numbers_from_what_it_wrote_and_rereads_when_another_numbered(store: Store) -> None:
+    """While it leads throughout, the relay numbers from the last number it gave, without reading the journal's
+    state each round. Should the journal have moved on meanwhile (another numberer whose lease overlapped:
+    here written by hand), its transaction writes nothing, and the next round reads the state and numbers
+    after it: no number given twice."""
+    from shared.db.journal import META_ID
+
+    bus = MemoryBus()
+    relay = Relay(store, bus, retention_ms=0)
+    job = make_job(make_config(jobName=unique("j")), user="u")
+    await store.journal.record([submitted(job.id)], version=0, session=None)
+    while await relay.round():
+        pass
+    reads = 0
+    state = store.journal.state
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        nonlocal reads
+        reads += 1
+        return await state(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.journal.state = counted  # type: ignore[method-assign,assignment]
+    for version in range(1, 4):
+        await store.journal.record([completed(job.id)] if version == 3 else [submitted(f"{job.id}-{version}")],
+                                   version=version, session=None)
+        assert await relay.round() is True
+    assert reads == 0, "the journal's state read while the leader knew it"
+    assert (await state()).last == 4
+    await store.meta.update_one({"_id": META_ID}, {"$set": {"last": 9}})  # another numbered 5-9 meanwhile
+    await store.journal.record([submitted(f"{job.id}-late")], version=5, session=None)
+    assert await relay.round() is True
+    assert (await state()).last == 9 and len(await store.journal.waiting()) == 1, "written over the other's numbers"
+    while await relay.round():
+        pass
+    assert reads >= 1 and (await state()).last == 10
+    assert [e.seq for e in await store.journal.read(0, 100)] == [1, 2, 3, 4, 10]
