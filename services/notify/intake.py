@@ -2,11 +2,12 @@
 order, from where the notifier stopped.
 
 One notify process at a time reads (the lease ``notify-intake``); its place is ``meta``'s ``notify-intake``,
-moved on once a batch's deliveries are written. A notifier killed at any moment reads the batch again when
-it is back: each delivery's id is derived from the change and the recipient, so what was written before is
-not written twice, and nothing committed is missed (a change can only be late). A notifier that starts on a
-journal it never read starts at its newest entry; one that was away longer than the journal keeps
-(``PAIQ_EVENT_RETENTION_HOURS``) says how many changes it missed and goes on from the oldest kept.
+moved on once a batch's deliveries are written (written at most once a second while changes come, and when
+they stop). A notifier killed at any moment reads those changes again when it is back: each delivery's id is
+derived from the change and the recipient, so what was written before is not written twice, and nothing
+committed is missed (a change can only be late). A notifier that starts on a journal it never read starts at
+its newest entry; one that was away longer than the journal keeps (``PAIQ_EVENT_RETENTION_HOURS``) says how
+many changes it missed and goes on from the oldest kept.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ LEASE_SECONDS = 10
 BATCH = 256
 IDLE_SECONDS = 2.0  # between two tries to lead
 LOOK_SECONDS = LEASE_SECONDS / 2  # the longest the leader waits for a change its process's relay did not tell it
+SAVE_SECONDS = 1.0  # its place is written at most this often while changes come (and once they stop)
 MAX_TRIES = 5  # an entry whose handling keeps failing (not an outage) is passed over after this many
 CHANGES = frozenset({"task.started", "job.completed", "job.retrying"})
 
@@ -51,6 +53,8 @@ class Intake:
         self._lease_at = 0.0
         self._at: int | None = None  # its place, while it leads (read again after a lease that ran out)
         self._state_at = float("-inf")  # when it last read the journal's state (monotonic)
+        self._saved = 0  # its place as last written
+        self._saved_at = float("-inf")  # when (monotonic)
         self._tries: dict[str, int] = {}
 
     async def start(self, stack: AsyncExitStack) -> None:
@@ -67,6 +71,8 @@ class Intake:
             self.leading = False
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(RELEASE_SECONDS):
+                    if self._at is not None and self._saved < self._at:
+                        await self._save(self._at, time.monotonic())
                     await self.store.release_lease(LEASE, self.instance)
 
     async def run(self) -> None:
@@ -121,11 +127,21 @@ class Intake:
             through = state.last
         entries = await self.store.journal.read(cursor, BATCH, through=through)
         if not entries:
+            if self._saved < cursor:  # the changes stopped: where it got to
+                await self._save(cursor, looked)
             return False
         await self._handle([e for e in entries if e.type in CHANGES])
-        await self.store.meta.update_one({"_id": CURSOR_ID}, {"$max": {"seq": entries[-1].seq}}, upsert=True)
         self._at = entries[-1].seq
+        if looked - self._saved_at >= SAVE_SECONDS:
+            await self._save(self._at, looked)
         return True
+
+    async def _save(self, at: int, now: float) -> None:
+        """Write its place: at most every SAVE_SECONDS while changes come, so that a burst costs a write a second,
+        not one a batch. Killed before, the next leader handles that second's changes again, which writes no
+        delivery twice (each one's id is derived from its change and recipient)."""
+        await self.store.meta.update_one({"_id": CURSOR_ID}, {"$max": {"seq": at}}, upsert=True)
+        self._saved, self._saved_at = at, now
 
     async def _handle(self, entries: list[JournalEntry]) -> None:
         """Each entry's deliveries written, ``concurrency`` at a time (their writes batched together). An

@@ -25,6 +25,7 @@ import structlog
 from pymongo.errors import PyMongoError
 
 from shared.bus.base import Bus, Handler, Router, consume
+from shared.db.jobcache import JobCache
 from shared.db.journal import split
 from shared.db.store import Fence, Store
 from shared.errors import LeaseLostError
@@ -91,6 +92,9 @@ LEASE = "scheduler"
 LEAD_LOOP, PASSES_LOOP = "scheduler-lead", "scheduler-passes"
 LEADER, STANDBY = "leader", "standby"
 RELEASE_SECONDS = 2  # a shutdown waits this long at most to hand the lease over
+# The least time between the starts of two passes: events arriving meanwhile are decided together (as Slurm's
+# sched_min_interval). A burst of submissions and endings costs a pass per gap, not one per event.
+PASS_GAP_SECONDS = 0.1
 
 
 @dataclass
@@ -114,6 +118,7 @@ class SchedulerDeps:
     # This scheduler's view of the database, and why silent nodes are spared now (see detect_lost_nodes).
     db_watch: DatabaseWatch = field(default_factory=DatabaseWatch)
     held_back: str | None = None
+    jobs: JobCache = field(default_factory=JobCache)  # the pass's jobs, decoded, read whole only when they change
 
 
 async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
@@ -125,7 +130,7 @@ async def schedule_pass(deps: SchedulerDeps) -> list[CloudEvent]:
 
 async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
     vcs = with_default(await deps.store.list_vcs())
-    holding = await deps.store.jobs_holding_resources()
+    holding = await deps.store.jobs_holding_resources(deps.jobs)
     snapshot = ClusterSnapshot.build(await deps.store.list_nodes(), holding)
     shape = _shape(snapshot, vcs)
     if shape != deps.shape:  # nodes or quotas changed: what could never fit may fit now
@@ -133,7 +138,7 @@ async def _decide_and_commit(deps: SchedulerDeps) -> list[CloudEvent]:
         unparked = await deps.store.unpark_queued()
         if unparked:
             log.info("the cluster changed: jobs that could not fit are looked at again", jobs=unparked)
-    queued = await deps.store.queued_jobs()  # parked jobs left out: a standing queue costs nothing
+    queued = await deps.store.queued_jobs(deps.jobs)  # parked jobs left out: a standing queue costs nothing
     capacity = capacity_of(snapshot)
     shares = user_shares(holding, vcs, capacity)
     if shares != deps.shares:  # what reads derive queue positions from: the order this pass decides in
@@ -475,9 +480,13 @@ async def _passes(deps: SchedulerDeps) -> None:
     """Run a pass whenever one is wanted: events that arrive during a pass ask for one more, however many.
     A pass that fails (the database or the broker away) is tried again with backoff."""
     failures = 0
+    started = float("-inf")
     while True:
         await deps.wanted.wait()
+        if (gap := started + PASS_GAP_SECONDS - time.monotonic()) > 0:
+            await asyncio.sleep(gap)  # more events come meanwhile: one pass for them all
         deps.wanted.clear()
+        started = time.monotonic()
         try:
             async with deps.vitals.round(PASSES_LOOP):
                 events = await schedule_pass(deps)

@@ -8,7 +8,7 @@ for, never the whole history: see :mod:`shared.db.indexes` for the index behind 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pymongo import ASCENDING
@@ -21,6 +21,9 @@ from shared.db.tallies import Tallies
 from shared.records import ACTIVE_JOB_STATES, CONFIGS_APART, AttemptRecord, JobRecord, JobState, SubState, now_ms
 from shared.scheduling.priority import FIELD_PATH, class_of_extras
 from shared.scheduling.queueing import QueueEntry, Share
+
+if TYPE_CHECKING:
+    from shared.db.jobcache import JobCache
 
 Doc = dict[str, Any]
 log = structlog.get_logger("paiq.store")
@@ -111,10 +114,11 @@ class JobReads:
 
     # --- the queue -------------------------------------------------------------------------
 
-    async def queued_jobs(self) -> list[JobRecord]:
-        """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first."""
-        cursor = self.jobs.find({"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False})
-        jobs = await self.records_of(cursor)
+    async def queued_jobs(self, cache: JobCache | None = None) -> list[JobRecord]:
+        """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first (``cache``:
+        the reader's, :mod:`shared.db.jobcache`)."""
+        query = {"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False}
+        jobs = await (cache.read(self, "queued", query) if cache else self.records_of(self.jobs.find(query)))
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
 
     async def queue_order(self) -> list[QueueEntry]:
@@ -157,11 +161,12 @@ class JobReads:
                                  "sub_state": {"$ne": SubState.QUEUED.value}})
         return await self.records_of(cursor)
 
-    async def jobs_holding_resources(self) -> list[JobRecord]:
+    async def jobs_holding_resources(self, cache: JobCache | None = None) -> list[JobRecord]:
         """Jobs with a task holding resources (see :func:`shared.records.holds_resources`), final jobs
         included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
-        containers are really gone."""
-        return await self.records_of(self.jobs.find({"holds": True}))
+        containers are really gone (``cache``: the reader's, :mod:`shared.db.jobcache`)."""
+        query = {"holds": True}
+        return await (cache.read(self, "holding", query) if cache else self.records_of(self.jobs.find(query)))
 
     async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
         """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""

@@ -437,3 +437,50 @@ async def test_an_intake_back_after_the_journal_removed_its_place_moves_past_the
         warned = [e for e in logs if "longer than the journal keeps" in e["event"]]
         assert len(warned) == 1 and warned[0]["missed"] == 8, logs
         assert [r for r in ranges if r[0] < r[1]] == [], f"the removed range read: {ranges}"
+
+
+async def test_a_burst_of_changes_moves_the_intakes_place_about_once_a_second(
+        mongo_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve changes read two a batch: each is handled once, and the intake's place is written twice (after
+    the first batch, and once the changes stop), not once a batch. A second intake that takes over before the
+    place was written last would handle from the place written, again (each delivery's id makes that
+    harmless): the place never runs ahead of what was handled."""
+    from services.notify import intake as intake_module
+    from shared.bus.memory import MemoryBus
+    from shared.runtime.relay import Relay
+    from shared.runtime.vitals import Vitals
+
+    monkeypatch.setattr(intake_module, "BATCH", 2)
+    async with open_store(mongo_uri, unique("burst_").replace("-", "_")) as store:
+        await store.journal.ensure_indexes()
+        handled: list[str] = []
+
+        async def handle(event: CloudEvent) -> list[CloudEvent]:
+            handled.append(event.id)
+            return []
+
+        intake = intake_module.Intake(store, handle, Vitals(), concurrency=1)
+        await intake.cursor()  # made at the journal's newest (0), as at a notifier's first start
+        for i in range(12):
+            job_id = f"u~burst{i}~0123456789ab"
+            await store.journal.record([JobCompleted(subject=job_id, data=JobCompletedData(
+                job_id=job_id, attempt=0, state=JobState.SUCCEEDED))], version=1, session=None)
+        relay = Relay(store, MemoryBus(), retention_ms=0)
+        while await relay.round():
+            pass
+        writes: list[int] = []
+        update_one = store.meta.update_one
+
+        async def counted(filter: dict[str, Any], update: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            if filter.get("_id") == intake_module.CURSOR_ID:
+                writes.append(int(update["$max"]["seq"]))
+            return await update_one(filter, update, *args, **kwargs)
+
+        monkeypatch.setattr(store.meta, "update_one", counted)
+        assert await intake._lead()
+        batches = 0
+        while await intake.round():
+            batches += 1
+            assert (await store.meta.find_one({"_id": intake_module.CURSOR_ID}))["seq"] <= intake._at
+        assert batches == 6 and len(handled) == 12 and len(set(handled)) == 12
+        assert writes == [2, 12], f"the place written at {writes}"
