@@ -21,6 +21,7 @@ import docker
 import docker.errors
 import requests.exceptions
 import structlog
+from docker.models.containers import _create_container_args  # type: ignore[attr-defined]  # the SDK's own, private
 from docker.types import CancellableStream, DeviceRequest, LogConfig, Mount
 from docker.utils import convert_filters, parse_repository_tag
 
@@ -129,25 +130,28 @@ class DockerDriver:
         return network_gateway(name, attrs)
 
     async def run(self, spec: ContainerSpec) -> str:
-        kwargs = create_args(spec)
+        api: Any = self._client.api
+        # The SDK's containers.create, less the inspect it makes after (a GET a task, of nothing used here).
+        args = _create_container_args({**create_args(spec), "image": spec.image, "version": api._version})
         try:
-            container = await self._call(self._client.containers.create, spec.image, **kwargs)
+            container_id = str((await self._call(api.create_container, **args))["Id"])
         except docker.errors.APIError as e:
             if e.status_code == 409:  # the name is taken: this task's container exists already
                 return await self._start_existing(spec)
             raise DriverError(f"create {spec.name} failed", exit_code=EXIT_ENGINE_FAILURE,
                               reason=f"the engine refused to create the container: {_explain(e)}") from e
         try:
-            await self._put_files(container, spec)
-            await self._call(container.start)
+            await self._put_files(container_id, spec)
+            await self._call(api.start, container_id)
         except docker.errors.APIError as e:
-            await self.remove(str(container.id))
+            await self.remove(container_id)
             code, reason = start_failure(_explain(e))
             raise DriverError(f"start {spec.name} failed", exit_code=code, reason=reason) from e
-        return str(container.id)
+        return container_id
 
-    async def _put_files(self, container: Any, spec: ContainerSpec) -> None:
-        if spec.files and not await self._call(container.put_archive, "/", files_archive(spec.files)):
+    async def _put_files(self, container_id: str, spec: ContainerSpec) -> None:
+        api: Any = self._client.api
+        if spec.files and not await self._call(api.put_archive, container_id, "/", files_archive(spec.files)):
             raise docker.errors.APIError(f"the engine did not take the files of {spec.name}")
 
     async def _start_existing(self, spec: ContainerSpec) -> str:
@@ -157,7 +161,7 @@ class DockerDriver:
         container = await self._call(self._client.containers.get, name)
         if container.status == "created":
             try:
-                await self._put_files(container, spec)
+                await self._put_files(str(container.id), spec)
                 await self._call(container.start)
             except docker.errors.APIError as e:
                 code, reason = start_failure(_explain(e))
