@@ -250,6 +250,12 @@ async def test_a_scheduler_that_loses_its_lease_stands_by_and_leads_again_withou
         await role_becomes("standby")
         report = await deps.vitals.report()
         assert report.status == "ok" and report.roles == {"scheduler": "standby"}
+        # The role says standby at once; the leader's loops stop once their rounds in flight end (bounded by
+        # the vitals' round grace): a full suite on two cores once read the report in between.
+        for _ in range(100):
+            if "scheduler-passes" not in (report := await deps.vitals.report()).loops:
+                break
+            await asyncio.sleep(0.05)
         assert "scheduler-passes" not in report.loops, "a standby runs no passes"
         waiting = job("while-standing-by")
         await store.insert_job(waiting)
