@@ -36,12 +36,12 @@ class JobCache:
         version changed since the last read of ``name``, and those new to it, read whole; the others kept."""
         kept = self._by_query.get(name, {})
         heads = [(str(d["_id"]), int(d.get("version", 0))) async for d in reads.jobs.find(query, {"version": 1})]
-        stale = [job_id for job_id, version in heads if (j := kept.get(job_id)) is None or j.version != version]
-        fresh = {j.id: j for j in await reads.records_of(reads.jobs.find({"_id": {"$in": stale}}))} if stale else {}
+        stale = {job_id for job_id, version in heads if (j := kept.get(job_id)) is None or j.version != version}
+        fresh = await reads.get_jobs(list(stale)) if stale else {}
         self.read_whole += len(fresh)
         now: dict[str, JobRecord] = {}
         for job_id, _ in heads:
-            record = fresh.get(job_id) or kept.get(job_id)
+            record = fresh.get(job_id) if job_id in stale else kept[job_id]
             if record is not None:  # gone between the two reads (deleted): left out, as a later read would
                 now[job_id] = record
         self._by_query[name] = now

@@ -47,3 +47,21 @@ async def test_a_pass_reads_whole_only_the_jobs_that_changed(store: Store) -> No
     assert set(after) == {j.id for j in jobs} - {jobs[3].id}
     assert after[jobs[1].id].reason == "written since" and after[jobs[1].id].version == changed.version + 1
     assert after == {j.id: j for j in await store.jobs_holding_resources()}, "the same as a read without it"
+
+
+async def test_a_job_deleted_between_the_two_reads_is_left_out_not_its_old_record(store: Store) -> None:
+    """A job written (its version moved) and then deleted between the read of the versions and the read of the
+    jobs whole: the pass does not get the record it held from before."""
+    job = make_job(make_config(jobName=unique("gone")), user="u", tasks=[make_task(node_id="n1", ip="10.0.0.1")])
+    await store.insert_job(job)
+    cache = JobCache()
+    [held] = await store.jobs_holding_resources(cache)
+    assert await store.replace_job(held.model_copy(update={"reason": "moved on"}), held.version)
+    get_jobs = store.get_jobs
+
+    async def deleted_meanwhile(job_ids: list[str]) -> dict[str, object]:
+        await store.jobs.delete_one({"_id": job.id})
+        return await get_jobs(job_ids)  # type: ignore[return-value]
+
+    store.get_jobs = deleted_meanwhile  # type: ignore[method-assign,assignment]
+    assert await store.jobs_holding_resources(cache) == []
