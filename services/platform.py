@@ -22,10 +22,10 @@ from shared.db.footprint import disk_bytes, outgrowing, resolve_cache_size, size
 from shared.db.store import Store, open_store
 from shared.jobconfig.sealing import SETTING as SECRETS_KEY_SETTING
 from shared.jobconfig.sealing import key_problem, new_key
-from shared.runtime import metrics
+from shared.ops import metrics
+from shared.ops.vitals import Vitals
 from shared.runtime.relay import start_relay
 from shared.runtime.service import Starter, open_bus, refuse_open_servers, watch_dependencies
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.platform")

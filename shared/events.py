@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from shared.records import JobState, TaskSpec, TaskSubState
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 
 def _now() -> datetime:

@@ -11,12 +11,12 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from shared.db.lists.keywords import name_keys
-from shared.db.packing import PACK_MIN_BYTES, configs_once, configs_whole, pack, unpack
 from shared.jobconfig.limits import bson_bytes
 from shared.jobconfig.model import JobConfig, TaskRole
-from shared.scheduling.priority import FIELD_PATH, priority_class_of, written_class
-from shared.tasks.ref import TaskRef
+from shared.jobconfig.priority import FIELD_PATH, priority_class_of, written_class
+from shared.keywords import name_keys
+from shared.packing import PACK_MIN_BYTES, configs_once, configs_whole, pack, unpack
+from shared.taskref import TaskRef
 
 
 def now_ms() -> int:
@@ -245,7 +245,7 @@ class JobRecord(_Record):
     counted: bool = False
 
     def to_document(self, *, packed: bool = True) -> dict[str, Any]:
-        """The job as one document: a big job's configs and tasks packed (:mod:`shared.db.packing`;
+        """The job as one document: a big job's configs and tasks packed (:mod:`shared.packing`;
         ``packed=False``: its plain form, which is never smaller), the fields queries read plain, with the
         derived ones (what it holds, its counts). A new job is stored as :meth:`documents`."""
         doc = self.head_document(packed=packed)

@@ -26,7 +26,7 @@ import docker.errors
 
 from shared.db.embedded import free_port
 from shared.jobconfig.sealing import new_key
-from shared.runtime.listen import PORT_TAKEN
+from shared.ops.listen import PORT_TAKEN
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -200,7 +200,7 @@ def start_platform(shape: str, workdir: Path, *, mongo_uri: str | None = None, a
     """``new_session``: each process leads its own process group (a test may signal it as a terminal does).
 
     Its ports are picked free here but bound later by the platform's processes; a port another test takes
-    meanwhile stops a process, saying so (shared/runtime/listen.py), and the platform is started again on
+    meanwhile stops a process, saying so (shared/ops/listen.py), and the platform is started again on
     new ports, at most twice more."""
     tries = [workdir, workdir / "try1", workdir / "try2"]
     for folder in tries[:-1]:

@@ -98,6 +98,8 @@ log "ruff"
 .venv/bin/ruff check shared services tests k8s
 log "mypy (strict)"
 .venv/bin/mypy
+log "import contracts (lint-imports: pyproject.toml's [tool.importlinter])"
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 if [ $# -gt 0 ]; then
   log "pytest $*"
   .venv/bin/pytest -q --durations=25 "$@"

@@ -315,9 +315,9 @@ async def cmd_events(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from services.platform import running_platform
-    from shared.runtime.logsetup import configure_logging
+    from shared.ops.logsetup import configure_logging
+    from shared.ops.vitals import Vitals
     from shared.runtime.service import freeze_startup_heap, wait_for_shutdown
-    from shared.runtime.vitals import Vitals
     from shared.settings.model import Settings
 
     env = dict(os.environ)

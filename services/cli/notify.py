@@ -11,7 +11,7 @@ from typing import Any
 
 from services.cli.client import PaiqClient, paiq_client
 from services.cli.options import api_of, print_answer, token_of
-from shared.notify.kinds import KIND_NAMES, parse_kinds
+from shared.jobconfig.notifykinds import KIND_NAMES, parse_kinds
 
 PATH = "/api/v1/notifications"
 

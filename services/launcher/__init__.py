@@ -19,7 +19,7 @@ from services.launcher.service import start_launcher
 from shared.bus.base import Bus
 from shared.db.logs import LogStore
 from shared.db.store import Store
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 from shared.settings.model import Settings
 from shared.storageconfig import load_storage_configs
 

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict
 
 from services.launcher.engine.driver import ContainerExit, ContainerInfo
 from shared.records import JobRecord, TaskRecord, TaskState
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 
 class Prompt(StrEnum):

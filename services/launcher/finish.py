@@ -31,8 +31,8 @@ from shared.events import (
 )
 from shared.lifecycle import exitcodes
 from shared.records import JobRecord, TaskState, TaskSubState
+from shared.taskref import TaskRef
 from shared.tasks.launchspec import ref_container_name
-from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
 

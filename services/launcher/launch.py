@@ -30,12 +30,12 @@ from shared.errors import DriverError
 from shared.events import CloudEvent
 from shared.lifecycle import exitcodes
 from shared.lifecycle.taskretry import relaunch_delay_ms
+from shared.ops.metrics import LAUNCH, count_launch_failure
 from shared.records import JobRecord, TaskSpec, TaskSubState
-from shared.runtime.metrics import LAUNCH, count_launch_failure
+from shared.taskref import TaskRef
 from shared.tasks.jobkeys import StoredJobKey
 from shared.tasks.launchspec import ref_container_name
 from shared.tasks.plugins import PluginRefError, TaskPlugins, task_plugins
-from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
 READ_AGAIN_AFTER_SECONDS = 1.0  # a launch that took longer (a pull, a clone) reads its job again before it starts

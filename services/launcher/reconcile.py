@@ -25,8 +25,8 @@ from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from shared.records import JobRecord, now_ms
 from shared.scheduling.placement import Plan, TaskPlacement
+from shared.taskref import TaskRef
 from shared.tasks.launchspec import JobLaunch, job_launch, ref_container_name
-from shared.tasks.ref import TaskRef
 
 log = structlog.get_logger("paiq.launcher")
 

@@ -16,7 +16,7 @@ import structlog
 
 from services.launcher.engine.driver import ContainerDriver, LogLine
 from shared.db.logs import LogChunk, LogLineRecord, LogStore
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 log = structlog.get_logger("paiq.launcher.logs")
 

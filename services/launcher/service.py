@@ -33,9 +33,9 @@ from shared.events import (
     RelaunchTask,
     StopTasks,
 )
+from shared.ops.metrics import count_launch_failures_from_zero
+from shared.ops.vitals import Vitals
 from shared.records import GpuInfo, NodeRecord, now_ms
-from shared.runtime.metrics import count_launch_failures_from_zero
-from shared.runtime.vitals import Vitals
 from shared.settings.model import NodeSettings
 from shared.tasks.launchspec import ref_container_name
 

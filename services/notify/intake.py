@@ -24,7 +24,7 @@ import structlog
 from shared.db.journal import JournalEntry
 from shared.db.store import Store
 from shared.events import CloudEvent, parse_event
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 
 log = structlog.get_logger("paiq.notify")
 

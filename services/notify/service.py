@@ -29,15 +29,15 @@ from shared.db.batching import Batcher
 from shared.db.notifications import DeliveryState, NotificationStore, expiry
 from shared.db.store import Store
 from shared.events import CloudEvent, JobCompleted, JobRetrying, SubscriptionsChanged, TaskStarted
+from shared.jobconfig.notifykinds import Kind, switch_kinds
 from shared.notify.admission import FAILING_SHARE
 from shared.notify.decide import FINAL_KINDS, Change, JobFacts, Recipient, delivery_id, recipients
 from shared.notify.destinations import Destinations
-from shared.notify.kinds import Kind, switch_kinds
 from shared.notify.render import Message, chat_body, cloudevent_body, message
 from shared.notify.schedule import RateLimit
 from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
+from shared.ops.vitals import Vitals
 from shared.records import CONFIGS_APART, PACKED_CONFIG, JobRecord, now_ms
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.notify")

@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 from services.scheduler.service import SchedulerDeps, start_scheduler
 from shared.bus.base import Bus
 from shared.db.store import Store
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 from shared.settings.model import Settings
 
 

@@ -47,9 +47,9 @@ from shared.events import (
     TaskExited,
     TaskExitedData,
 )
+from shared.jobconfig.priority import priority_name, priority_of
 from shared.lifecycle import exitcodes
-from shared.records import JobRecord, PreemptedBy, TaskSpec, holds_resources, now_ms
-from shared.runtime.metrics import (
+from shared.ops.metrics import (
     NODE_GPUS,
     NODE_LOST,
     NODES_SILENT,
@@ -64,12 +64,12 @@ from shared.runtime.metrics import (
     VC_LENT,
     VC_QUOTA,
 )
-from shared.runtime.vitals import Vitals, backoff, describe
+from shared.ops.vitals import Vitals, backoff, describe
+from shared.records import JobRecord, PreemptedBy, TaskSpec, holds_resources, now_ms
 from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
 from shared.scheduling.nodeliveness import DatabaseWatch, Heartbeat, judge_nodes
 from shared.scheduling.placement import ClusterSnapshot, Plan
 from shared.scheduling.preemption.rounds import candidates_of, lineage_after, preemption_round
-from shared.scheduling.priority import priority_name, priority_of
 from shared.scheduling.queueing import (
     QueueDecision,
     Share,

@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 from services.status.service import StatusDeps, retry_policy, start_status
 from shared.bus.base import Bus
 from shared.db.store import Store
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 from shared.settings.model import Settings
 
 

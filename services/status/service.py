@@ -23,9 +23,9 @@ from shared.lifecycle import transitions as lifecycle
 from shared.lifecycle.completion import decide_completion
 from shared.lifecycle.exitspec import load_table
 from shared.lifecycle.transitions import Change, RetryPolicy
+from shared.ops.metrics import JOBS
+from shared.ops.vitals import Vitals
 from shared.records import JobRecord, SubState, now_ms
-from shared.runtime.metrics import JOBS
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 
 log = structlog.get_logger("paiq.status")

@@ -18,7 +18,7 @@ from services.submit.app import start_submit
 from services.submit.atrest import seal_at_rest
 from shared.bus.base import Bus
 from shared.db.store import Store
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 from shared.settings.model import Settings
 
 # How long a thread keeps the interpreter before the event loop may take it back (Python's default: 5 ms).

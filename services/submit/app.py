@@ -11,23 +11,23 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError, for_status, shown
 from services.submit.contract.headers import stamp
 from services.submit.contract.httpparser import ApiRunner
-from services.submit.contract.openapi import document
 from services.submit.contract.route import add_routes, route_of
 from services.submit.deps import DEPS, SubmitDeps
+from services.submit.errors import ApiError, for_status, shown
+from services.submit.openapi import document
 from services.submit.routes.feed import add_feed
 from services.submit.routes.pages import add_portal
 from services.submit.routes.passwords import login_guard
 from services.submit.routes.table import DOCUMENT, ROUTES
-from services.submit.throttle import heavy_read_budget
+from services.submit.routes.throttle import heavy_read_budget
 from services.submit.users import Users
+from shared.admission.validation import MAX_CONFIG_BYTES
 from shared.bus.base import Bus
 from shared.db.store import Store
-from shared.jobconfig.validation import MAX_CONFIG_BYTES
-from shared.runtime.listen import listen
-from shared.runtime.vitals import Vitals, describe, is_outage
+from shared.ops.listen import listen
+from shared.ops.vitals import Vitals, describe, is_outage
 from shared.scheduling.vclusters import load_config
 from shared.settings.credentials import credentials_path, write_credentials
 from shared.settings.model import Settings
@@ -95,7 +95,7 @@ async def api_headers(request: web.Request, response: web.StreamResponse) -> Non
 def create_app(deps: SubmitDeps) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_CONFIG_BYTES * 2)
     app[DEPS] = deps
-    app.cleanup_ctx.append(heavy_read_budget)  # anonymous heavy reads (services.submit.throttle)
+    app.cleanup_ctx.append(heavy_read_budget)  # anonymous heavy reads (services.submit.routes.throttle)
     app.cleanup_ctx.append(login_guard)  # wrong passwords (services.submit.loginguard)
     add_feed(app)
     add_portal(app)

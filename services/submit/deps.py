@@ -10,7 +10,7 @@ from aiohttp import web
 from services.submit.users import Users
 from shared.bus.base import Bus
 from shared.db.store import Store
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 from shared.settings.model import Settings
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
-from services.submit.contract.errors import ApiError, shown
+from services.submit.errors import ApiError, shown
 from shared.db.retry import idempotent
 from shared.db.store import Store
 from shared.records import now_ms

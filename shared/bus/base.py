@@ -11,8 +11,8 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from shared.events import CloudEvent
-from shared.runtime.metrics import DEAD_LETTERED
-from shared.runtime.vitals import backoff, describe, is_outage
+from shared.ops.metrics import DEAD_LETTERED
+from shared.ops.vitals import backoff, describe, is_outage
 
 _log = structlog.get_logger("paiq.bus")
 

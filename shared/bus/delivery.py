@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from shared.bus.base import AfterFailure, Outages, Router, after_failure, said_failure
 from shared.events import CloudEvent, parse_event
-from shared.runtime.metrics import DEAD_LETTERED, EVENTS_HANDLED
+from shared.ops.metrics import DEAD_LETTERED, EVENTS_HANDLED
 
 _log = structlog.get_logger("paiq.bus")
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pymongo import ASCENDING, DESCENDING, UpdateOne
 
-from shared.db.lists.keywords import name_keys
 from shared.db.usage import MARK
 from shared.errors import StoreError
+from shared.keywords import name_keys
 from shared.records import ACTIVE_JOB_STATES, AttemptRecord, JobRecord
 
 if TYPE_CHECKING:
-    from shared.db.store import Store
+    from shared.db.jobreads import JobReads
 
 log = structlog.get_logger("paiq.store")
 
@@ -35,13 +35,13 @@ OBSOLETE_INDEXES = ("created_ms_-1", "user_1_created_ms_-1", "state_1_sub_state_
 Doc = dict[str, Any]
 
 
-async def ensure_schema(store: Store) -> None:
+async def ensure_schema(store: JobReads) -> None:
     fresh = "jobs" not in await store.jobs.database.list_collection_names()
     await _create_indexes(store)
     await _migrate(store, fresh)
 
 
-async def _create_indexes(store: Store) -> None:
+async def _create_indexes(store: JobReads) -> None:
     jobs = store.jobs
     # find_job, and a name is unique per user
     await jobs.create_index([("user", ASCENDING), ("name", ASCENDING)], unique=True)
@@ -58,13 +58,13 @@ async def _create_indexes(store: Store) -> None:
                    ("virtual_cluster", "user", "state")):
         await jobs.create_index([*((f, ASCENDING) for f in fields), ("created_ms", DESCENDING), ("_id", ASCENDING)],
                                 name="_".join(("vc", *fields[1:], "created")))
-    # its keyword: the prefixes of a name and of its words (multikey; shared.db.lists.keywords)
+    # its keyword: the prefixes of a name and of its words (multikey; shared.keywords)
     await jobs.create_index([("name_keys", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
                             name="name_keys_created")
     # its tagsContain (shared.db.tags)
     await jobs.create_index([("tags", ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
                             name="tags_created")
-    # its orders by a field of few values (shared.db.lists.ordered): each value's jobs newest first
+    # its orders by a field of few values (shared.db.listorder): each value's jobs newest first
     for field in ("retries", "task_count", "gpu_count", "job_priority"):
         await jobs.create_index([(field, ASCENDING), ("created_ms", DESCENDING), ("_id", ASCENDING)],
                                 name=f"{field}_created")
@@ -101,7 +101,7 @@ async def _create_indexes(store: Store) -> None:
             await jobs.drop_index(name)
 
 
-async def _migrate(store: Store, fresh: bool) -> None:
+async def _migrate(store: JobReads, fresh: bool) -> None:
     doc = await store.meta.find_one({"_id": "schema"})
     if doc is not None and int(doc.get("version", 0)) >= SCHEMA_VERSION:
         return
@@ -133,7 +133,7 @@ async def _migrate(store: Store, fresh: bool) -> None:
         await store.release_lease("schema-migration", me)
 
 
-async def _migrate_jobs(store: Store, me: str) -> None:
+async def _migrate_jobs(store: JobReads, me: str) -> None:
     """Version 1 -> 2: earlier attempts out of the job documents, the indexed fields of active work and
     of lists added, and the tallies of ended jobs counted (once, over the whole history)."""
     log.warning("migrating job documents to schema version 2; services wait for it", schema=SCHEMA_VERSION)
@@ -156,7 +156,7 @@ async def _migrate_jobs(store: Store, me: str) -> None:
     log.warning("job documents migrated to schema version 2", jobs=done)
 
 
-async def _count_positions(store: Store, me: str) -> None:
+async def _count_positions(store: JobReads, me: str) -> None:
     """Version 2 -> 3: the counts of ended jobs by creation time behind deep pages (shared.db.lists.counts),
     counted once over the whole history."""
     log.warning("counting the stored jobs for deep pages (schema version 3); services wait for it")
@@ -164,7 +164,7 @@ async def _count_positions(store: Store, me: str) -> None:
     log.warning("stored jobs counted for deep pages", jobs=counted)
 
 
-async def _count_values(store: Store, me: str) -> None:
+async def _count_values(store: JobReads, me: str) -> None:
     """Version 4 -> 5: the values the v2 list's orders visit (shared.db.lists.counts), counted once over the
     ended jobs (version 3's recount counts them with the rest)."""
     log.warning("counting the stored jobs' values for the v2 list's orders (schema version 5); services wait for it")
@@ -173,7 +173,7 @@ async def _count_values(store: Store, me: str) -> None:
     log.warning("stored jobs' values counted", jobs=counted)
 
 
-async def _backfill_usage(store: Store, me: str) -> None:
+async def _backfill_usage(store: JobReads, me: str) -> None:
     """Version 5 -> 6: the usage of the jobs that ended before the usage rollups (shared.db.usage), added once:
     every ended job counted in the tallies without the rollups' mark (one ended since is marked; one not yet
     counted is added when it is), from after the last one a cut-off migration added, in chunks by id, each read
@@ -194,7 +194,7 @@ async def _backfill_usage(store: Store, me: str) -> None:
     log.warning("usage of earlier jobs added", jobs=added, **({"after": after} if after else {}))
 
 
-async def _with_attempts(store: Store, ids: list[str]) -> list[tuple[JobRecord, list[AttemptRecord]]]:
+async def _with_attempts(store: JobReads, ids: list[str]) -> list[tuple[JobRecord, list[AttemptRecord]]]:
     """Jobs read whole by id, each with its earlier attempts (a query for each kind)."""
     jobs = await store.records_of(store.jobs.find({"_id": {"$in": ids}}))
     archived: dict[str, list[AttemptRecord]] = {job.id: [] for job in jobs}
@@ -203,9 +203,9 @@ async def _with_attempts(store: Store, ids: list[str]) -> list[tuple[JobRecord, 
     return [(job, sorted(archived[job.id], key=lambda a: a.attempt)) for job in jobs]
 
 
-async def _key_names(store: Store, me: str) -> None:
+async def _key_names(store: JobReads, me: str) -> None:
     """Version 3 -> 4: the ``name_keys`` of jobs stored before them (GET /api/v2/jobs's keyword,
-    shared.db.lists.keywords), once over the jobs that lack them."""
+    shared.keywords), once over the jobs that lack them."""
     done = 0
     batch: list[UpdateOne] = []
     async for doc in store.jobs.find({"name_keys": {"$exists": False}}, {"name": 1}):
@@ -221,7 +221,7 @@ async def _key_names(store: Store, me: str) -> None:
     log.warning("stored jobs keyed for the v2 list's keyword (schema version 4)", jobs=done)
 
 
-async def _wait_for_migration(store: Store, limit_s: float = 1800) -> None:
+async def _wait_for_migration(store: JobReads, limit_s: float = 1800) -> None:
     log.warning("another service is migrating the job documents; waiting for it")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s

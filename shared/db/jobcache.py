@@ -15,13 +15,16 @@ holds what the last read of each query returned, no more.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shared.db.jobreads import JobReads
+    from pymongo.asynchronous.collection import AsyncCollection
+
     from shared.records import JobRecord
 
 Doc = dict[str, Any]
+JobsById = Callable[[Sequence[str]], Awaitable[dict[str, "JobRecord"]]]
 
 
 class JobCache:
@@ -31,13 +34,14 @@ class JobCache:
         self._by_query: dict[str, dict[str, JobRecord]] = {}
         self.read_whole = 0  # jobs read whole so far (the rest came from here)
 
-    async def read(self, reads: JobReads, name: str, query: Doc) -> list[JobRecord]:
-        """The jobs matching ``query`` (``name`` tells the queries apart), in the database's order: those whose
-        version changed since the last read of ``name``, and those new to it, read whole; the others kept."""
+    async def read(self, jobs: AsyncCollection[Doc], get_jobs: JobsById, name: str, query: Doc) -> list[JobRecord]:
+        """The jobs of ``jobs`` matching ``query`` (``name`` tells the queries apart), in the database's order: those
+        whose version changed since the last read of ``name``, and those new to it, read whole (by ``get_jobs``:
+        :meth:`shared.db.jobreads.JobReads.get_jobs`); the others kept."""
         kept = self._by_query.get(name, {})
-        heads = [(str(d["_id"]), int(d.get("version", 0))) async for d in reads.jobs.find(query, {"version": 1})]
+        heads = [(str(d["_id"]), int(d.get("version", 0))) async for d in jobs.find(query, {"version": 1})]
         stale = {job_id for job_id, version in heads if (j := kept.get(job_id)) is None or j.version != version}
-        fresh = await reads.get_jobs(list(stale)) if stale else {}
+        fresh = await get_jobs(list(stale)) if stale else {}
         self.read_whole += len(fresh)
         now: dict[str, JobRecord] = {}
         for job_id, _ in heads:

@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from pymongo import ASCENDING
-from pymongo.asynchronous.collection import AsyncCollection
 
-from shared.db.lists.counts import ListCounts
+from shared.db.base import StoreBase
 from shared.db.lists.paging import Cursor, JobPage, list_page
 from shared.db.lists.totals import list_total
-from shared.db.tallies import Tallies
+from shared.jobconfig.priority import FIELD_PATH, class_of_extras
 from shared.records import ACTIVE_JOB_STATES, CONFIGS_APART, AttemptRecord, JobRecord, JobState, SubState, now_ms
-from shared.scheduling.priority import FIELD_PATH, class_of_extras
 from shared.scheduling.queueing import QueueEntry, Share
 
 if TYPE_CHECKING:
@@ -31,15 +29,8 @@ PRIORITY_FIELD = f"config.{FIELD_PATH}"  # the one field of the config a query p
 QUEUE_SHARES = "queue_shares"  # meta document: the users' shares of the scheduler's last pass
 
 
-class JobReads:
-    """The job reads of :class:`shared.db.store.Store`, which sets the collections they read."""
-
-    jobs: AsyncCollection[Doc]
-    job_configs: AsyncCollection[Doc]
-    attempts: AsyncCollection[Doc]
-    meta: AsyncCollection[Doc]
-    tallies: Tallies
-    list_counts: ListCounts
+class JobReads(StoreBase):
+    """The job reads of :class:`shared.db.store.Store`, over the collections of :class:`StoreBase`."""
 
     # --- one job ---------------------------------------------------------------------------
 
@@ -118,7 +109,8 @@ class JobReads:
         """WAITING jobs that hold no placement yet and are not parked as never fitting, oldest first (``cache``:
         the reader's, :mod:`shared.db.jobcache`)."""
         query = {"state": JobState.WAITING.value, "sub_state": SubState.QUEUED.value, "parked": False}
-        jobs = await (cache.read(self, "queued", query) if cache else self.records_of(self.jobs.find(query)))
+        jobs = await (cache.read(self.jobs, self.get_jobs, "queued", query) if cache
+                      else self.records_of(self.jobs.find(query)))
         return sorted(jobs, key=lambda j: (j.created_ms, j.id))
 
     async def queue_order(self) -> list[QueueEntry]:
@@ -166,7 +158,8 @@ class JobReads:
         included: a completed job's leftover tasks hold their CPUs, GPUs and ports until their
         containers are really gone (``cache``: the reader's, :mod:`shared.db.jobcache`)."""
         query = {"holds": True}
-        return await (cache.read(self, "holding", query) if cache else self.records_of(self.jobs.find(query)))
+        return await (cache.read(self.jobs, self.get_jobs, "holding", query) if cache
+                      else self.records_of(self.jobs.find(query)))
 
     async def jobs_on_node(self, node_id: str) -> list[JobRecord]:
         """Jobs with a task on the node that holds resources (final jobs whose tasks still stop included)."""

@@ -26,7 +26,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from shared.records import now_ms
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 Doc = dict[str, Any]
 STREAM_CODES = {"stdout": "o", "stderr": "e"}

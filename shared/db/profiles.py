@@ -22,7 +22,7 @@ from shared.profiling.idle import IdleState
 from shared.profiling.series import Added, Series
 from shared.profiling.totals import TaskTotals, TaskUse
 from shared.profiling.usage import Usage
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 Doc = dict[str, Any]
 LEVEL_FIELDS = ("l0", "l1", "l2", "l3")

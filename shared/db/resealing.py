@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pymongo import ASCENDING, UpdateOne
 
-from shared.db.packing import configs_whole, unpack
 from shared.jobconfig.model import JobConfig
 from shared.jobconfig.sealing import SETTING, SealingError, key_fingerprint, needs_key, reseal_config, reseal_text
+from shared.packing import configs_whole, unpack
 from shared.records import ACTIVE_JOB_STATES, CONFIGS_APART, PACKED_CONFIG, apart_configs, config_fields
 from shared.tasks.jobkeys import CLEAR_FIELD, resealed
 

@@ -15,34 +15,25 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
-import bson
 import pymongo
 import structlog
-from bson.raw_bson import RawBSONDocument
-from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
+from pymongo import ASCENDING, AsyncMongoClient, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
-from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from shared.db.expiry import Expiring, ExpiryPurger
-from shared.db.idempotency import KEEP_SECONDS, IdempotencyRecord, Submitted
+from shared.db.idempotency import IdempotencyRecord, Submitted
 from shared.db.indexes import ensure_schema
 from shared.db.jobreads import QUEUE_SHARES, JobReads
-from shared.db.journal import Journal
-from shared.db.lists.counts import ListCounts
 from shared.db.logs import LogStore
-from shared.db.notifications import NotificationStore
-from shared.db.profiles import ProfileStore
 from shared.db.retry import idempotent
-from shared.db.submission import Submissions, submit_job
+from shared.db.submission import EncodedJob, Submissions
 from shared.db.tags import add_tag, delete_tag, tags_of
-from shared.db.tallies import Tallies
-from shared.db.usage import MARK, UsageStore
+from shared.db.usage import MARK
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.events import CloudEvent
+from shared.ops.vitals import CHECK_SECONDS
 from shared.records import (
     CONFIGS_APART,
     PACKED_CONFIG,
@@ -57,7 +48,6 @@ from shared.records import (
     now_ms,
     tasks_update,
 )
-from shared.runtime.vitals import CHECK_SECONDS
 from shared.scheduling.queueing import Share
 from shared.scheduling.vclusters import VirtualCluster
 from shared.tasks.jobkeys import StoredJobKey
@@ -67,21 +57,6 @@ log = structlog.get_logger("paiq.store")
 CLOSE_SECONDS = 3
 SCHEMA_SECONDS = 3600  # index builds and a migration, once at start
 MAX_IDLE_MS = 60_000  # well under a server's idle limit (SecantusDB closes connections idle for 300 s)
-
-
-class EncodedJob(NamedTuple):
-    """A new job's documents as :meth:`Store.insert_job` stores them, encoded: the job's, and its configs'
-    where they are big (:meth:`shared.records.JobRecord.documents`)."""
-
-    job: RawBSONDocument
-    configs: RawBSONDocument | None
-
-
-def encoded_job(job: JobRecord) -> EncodedJob:
-    """The job's documents, encoded: pure CPU (~15 ms for the largest job), for a worker thread."""
-    doc, configs = job.documents()
-    return EncodedJob(RawBSONDocument(bson.encode(doc)),
-                      None if configs is None else RawBSONDocument(bson.encode(configs)))
 
 
 @dataclass(frozen=True)
@@ -100,30 +75,11 @@ T = TypeVar("T")
 
 
 class Store(JobReads):
+    """The store: the job reads (:class:`~shared.db.jobreads.JobReads`) and every write, over the collections
+    of :class:`~shared.db.base.StoreBase`."""
+
     def __init__(self, client: AsyncMongoClient[Doc], database: str) -> None:
-        self._client = client
-        db = client[database]
-        self.jobs: AsyncCollection[Doc] = db["jobs"]
-        self.job_configs: AsyncCollection[Doc] = db["job_configs"]  # big jobs' configs (JobRecord.documents)
-        self.nodes: AsyncCollection[Doc] = db["nodes"]
-        self.users: AsyncCollection[Doc] = db["users"]
-        self.vcs: AsyncCollection[Doc] = db["virtual_clusters"]
-        self.leases: AsyncCollection[Doc] = db["leases"]
-        self.tokens: AsyncCollection[Doc] = db["tokens"]
-        self.attempts: AsyncCollection[Doc] = db["job_attempts"]
-        self.meta: AsyncCollection[Doc] = db["meta"]
-        self.job_keys: AsyncCollection[Doc] = db["job_keys"]  # shared.tasks.jobkeys: never in a job document
-        self.idempotency: AsyncCollection[Doc] = db["idempotency"]  # submissions by Idempotency-Key, a day
-        self.tallies = Tallies(db)
-        self.list_counts = ListCounts(db)  # ended jobs by creation time, for deep pages (shared.db.lists.counts)
-        self.profiles = ProfileStore(db)  # tasks' usage series (the launchers write, the API reads)
-        self.notifications = NotificationStore(db)  # subscriptions and deliveries (shared.db.notifications)
-        self.usage = UsageStore(db, self.profiles)  # daily usage per VC and user, counted as jobs end
-        self.journal = Journal(db)  # every job and task event, stored with its change (shared.db.journal)
-        # sessions and idempotency records, removed a window at a time once expired (shared.db.expiry)
-        self.expiring = ExpiryPurger(db, [Expiring(self.tokens, "expires_at"),
-                                          Expiring(self.idempotency, "created_at", timedelta(seconds=KEEP_SECONDS))])
-        self._transactions: bool | None = None
+        super().__init__(client, database)
         # Ended jobs are counted one at a time in a process: their transactions all move the same few counter
         # documents (a user's day of usage, the lists' counts), and side by side each but one failed with a
         # write conflict and ran again (half of all transactions in a burst of endings, issue 37).
@@ -157,16 +113,12 @@ class Store(JobReads):
                          idempotency: IdempotencyRecord | None = None, events: Sequence[CloudEvent] = ()) -> Submitted:
         """Store a new job with its SSH key (sealed; None: the job has none), idempotency record and events as
         one step (:mod:`shared.db.submission`)."""
-        return await submit_job(self, job, document, key, idempotency, events)
+        return await self.submissions.submit(job, document, key, idempotency, events)
 
     async def idempotent_submission(self, user: str, key: str) -> IdempotencyRecord | None:
         """The submission an ``Idempotency-Key`` already made (kept a day)."""
         doc = await self.idempotency.find_one({"_id": IdempotencyRecord.id_of(user, key)})
         return IdempotencyRecord.from_document(doc) if doc else None
-
-    def start_session(self) -> AsyncClientSession:
-        """A session of the store's client, for a transaction."""
-        return self._client.start_session()
 
     async def insert_jobs(self, jobs: Sequence[JobRecord]) -> None:
         """Insert many jobs at once (imports, benchmarks) with their ``archived`` attempts; finished ones
@@ -407,21 +359,6 @@ class Store(JobReads):
                    if changed is None or changed(doc)]
         await self.journal.record_changes(changes, session=session)  # one insert for the whole pass
 
-    @property
-    def transactions_known(self) -> bool | None:
-        """Whether the server takes transactions, as far as asked already (None: not asked yet)."""
-        return self._transactions
-
-    async def supports_transactions(self) -> bool:
-        """Whether the server is a replica set member (mongod's condition for transactions); asked once."""
-        if self._transactions is None:
-            hello = await self._client.admin.command("hello")
-            self._transactions = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
-            if not self._transactions:
-                log.warning("the MongoDB server is not a replica set: scheduler commits are not fenced by "
-                            "its lease (run mongod as a replica set, even of one member)")
-        return self._transactions
-
     async def set_waiting_reasons(self, waiting: Sequence[tuple[JobRecord, str, bool]],
                                   announce: Mapping[str, Sequence[CloudEvent]] | None = None) -> None:
         """Record why each job waits and whether it is parked as never fitting, in one round trip (where
@@ -456,10 +393,6 @@ class Store(JobReads):
         deleted = await self.list_counts.delete_job(job_id, atomic=await self.supports_transactions())
         await self.job_configs.delete_one({"_id": job_id})
         return deleted
-
-    async def put_job_key(self, key: StoredJobKey) -> None:
-        await idempotent(lambda: self.job_keys.replace_one({"_id": key.job_id}, key.to_document(), upsert=True),
-                         "store a job's key")
 
     async def job_key(self, job_id: str) -> StoredJobKey | None:
         """The job's SSH key pair as stored, its private key sealed (:meth:`StoredJobKey.opened` where it is
@@ -517,26 +450,9 @@ class Store(JobReads):
 
         return await idempotent(delete, "delete a virtual cluster")
 
-    # --- leases ------------------------------------------------------------------------------
-
-    async def hold_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Take or renew the lease ``name`` for ``holder``; False while someone else holds it."""
-        now = now_ms()
-        try:
-            doc = await self.leases.find_one_and_update(
-                {"_id": name, "$or": [{"holder": holder}, {"expires_ms": {"$lt": now}}]},
-                {"$set": {"holder": holder, "expires_ms": now + ttl_ms}}, upsert=True,
-                return_document=ReturnDocument.AFTER)
-        except DuplicateKeyError:
-            return False  # held by another: the upsert tried to create a second one
-        return doc is not None and doc.get("holder") == holder
-
-    async def release_lease(self, name: str, holder: str) -> None:
-        await self.leases.delete_one({"_id": name, "holder": holder})
-
     async def ping(self) -> None:
         """Whether the database answers, bounded by the driver's own deadline: never cancelled
-        (shared.runtime.vitals)."""
+        (shared.ops.vitals)."""
         with pymongo.timeout(CHECK_SECONDS):
             await self._client.admin.command("ping")
 

@@ -22,10 +22,12 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+import bson
 import pymongo
 import structlog
+from bson.raw_bson import RawBSONDocument
 from pymongo.errors import (
     AutoReconnect,
     BulkWriteError,
@@ -44,12 +46,27 @@ from shared.records import JobRecord
 from shared.tasks.jobkeys import StoredJobKey
 
 if TYPE_CHECKING:
-    from shared.db.store import EncodedJob, Store
+    from shared.db.base import StoreBase
 
 log = structlog.get_logger("paiq.store")
 WRITE_CONFLICT = 112  # a transaction that met another's write: tried again, nothing went away
 DUPLICATE_KEY = 11000
 MOST_TOGETHER = 32  # submissions in one transaction at most
+
+
+class EncodedJob(NamedTuple):
+    """A new job's documents as :meth:`shared.db.store.Store.insert_job` stores them, encoded: the job's, and its
+    configs' where they are big (:meth:`shared.records.JobRecord.documents`)."""
+
+    job: RawBSONDocument
+    configs: RawBSONDocument | None
+
+
+def encoded_job(job: JobRecord) -> EncodedJob:
+    """The job's documents, encoded: pure CPU (~15 ms for the largest job), for a worker thread."""
+    doc, configs = job.documents()
+    return EncodedJob(RawBSONDocument(bson.encode(doc)),
+                      None if configs is None else RawBSONDocument(bson.encode(configs)))
 
 
 def _outcome_unknown(error: PyMongoError) -> bool:
@@ -58,49 +75,6 @@ def _outcome_unknown(error: PyMongoError) -> bool:
     return (isinstance(error, AutoReconnect) or error.timeout
             or error.has_error_label("TransientTransactionError")
             or error.has_error_label("UnknownTransactionCommitResult"))
-
-
-async def submit_job(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
-                     idempotency: IdempotencyRecord | None = None, events: Sequence[CloudEvent] = ()) -> Submitted:
-    """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
-    or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
-    goes first and is removed again when the job was refused).
-
-    A connection error on the way (a database restarting) is tried again within the server-selection
-    window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
-    back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
-    is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
-    ``DUPLICATE``: the idempotency record says an earlier request stored this submission already. ``events``
-    (``job.submitted``) are journaled in the same transaction (:mod:`shared.db.journal`)."""
-    deadline = time.monotonic() + WINDOW_SECONDS
-    delay = 0.1
-    maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
-    while True:
-        try:
-            await _submit_once(store, job, document, key, idempotency, events)
-            if events:
-                store.journal.touched()
-            return Submitted.STORED
-        except DuplicateKeyError as e:
-            if await _stored(store, job.id):
-                return Submitted.STORED  # an earlier try of this request committed
-            if idempotency is not None and await store.idempotency.find_one({"_id": idempotency.id}) is not None:
-                return Submitted.DUPLICATE  # another request with this key stored its job first
-            raise JobExistsError(job.id) from e
-        except PyMongoError as e:
-            if not _outcome_unknown(e):
-                raise
-            maybe_sent |= not isinstance(e, ServerSelectionTimeoutError)
-            if await _settle(store, job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
-                                  maybe_sent=maybe_sent):
-                return Submitted.STORED
-            if isinstance(e, OperationFailure) and e.code == WRITE_CONFLICT:
-                log.info("storing a job conflicted with another write; trying again", job_id=job.id)
-            else:
-                log.info("the database went away while a job was stored; trying again", job_id=job.id,
-                         error=type(e).__name__)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
 
 
 @dataclass(frozen=True)
@@ -117,7 +91,7 @@ class Submission:
 class Submissions:
     """The submissions of one process, stored a transaction per batch of those that arrive together."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreBase) -> None:
         self._store = store
         self._batcher: Batcher[Submission, Exception | None] = Batcher(self._store_many, most=MOST_TOGETHER)
 
@@ -126,6 +100,49 @@ class Submissions:
         refused = await self._batcher(submission)
         if refused is not None:
             raise refused
+
+    async def submit(self, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
+                     idempotency: IdempotencyRecord | None = None, events: Sequence[CloudEvent] = ()) -> Submitted:
+        """Store a new job with its SSH key (and the client's idempotency record) as one step: all of them
+        or none, in a transaction where the server has them (a replica set; on a standalone mongod the key
+        goes first and is removed again when the job was refused).
+
+        A connection error on the way (a database restarting) is tried again within the server-selection
+        window; a try whose outcome is unknown (the commit sent, no answer) is settled by reading the job
+        back, so the caller is told ``STORED`` only for a job that is stored and raises only for one that
+        is not, or :class:`SubmitOutcomeUnknownError` when the database stayed away too long to tell.
+        ``DUPLICATE``: the idempotency record says an earlier request stored this submission already. ``events``
+        (``job.submitted``) are journaled in the same transaction (:mod:`shared.db.journal`)."""
+        store = self._store
+        deadline = time.monotonic() + WINDOW_SECONDS
+        delay = 0.1
+        maybe_sent = False  # whether any try may have reached the server (no server selected: it did not)
+        while True:
+            try:
+                await _submit_once(store, self, job, document, key, idempotency, events)
+                if events:
+                    store.journal.touched()
+                return Submitted.STORED
+            except DuplicateKeyError as e:
+                if await _stored(store, job.id):
+                    return Submitted.STORED  # an earlier try of this request committed
+                if idempotency is not None and await store.idempotency.find_one({"_id": idempotency.id}) is not None:
+                    return Submitted.DUPLICATE  # another request with this key stored its job first
+                raise JobExistsError(job.id) from e
+            except PyMongoError as e:
+                if not _outcome_unknown(e):
+                    raise
+                maybe_sent |= not isinstance(e, ServerSelectionTimeoutError)
+                if await _settle(store, job.id, e, deadline=deadline, last=time.monotonic() + delay >= deadline,
+                                      maybe_sent=maybe_sent):
+                    return Submitted.STORED
+                if isinstance(e, OperationFailure) and e.code == WRITE_CONFLICT:
+                    log.info("storing a job conflicted with another write; trying again", job_id=job.id)
+                else:
+                    log.info("the database went away while a job was stored; trying again", job_id=job.id,
+                             error=type(e).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def _store_many(self, batch: list[Submission]) -> list[Exception | None]:
         """One transaction for the batch. One whose outcome is unknown (the connection lost, a conflict) reaches
@@ -158,7 +175,7 @@ class Submissions:
         return outcomes
 
 
-async def _insert_together(store: Store, batch: Sequence[Submission]) -> None:
+async def _insert_together(store: StoreBase, batch: Sequence[Submission]) -> None:
     """The batch's keys, idempotency records, configs, jobs and events in one transaction (inserts: a job id
     is new, its random suffix, and an insert costs the server less than an upsert)."""
     keys = [s.key.to_document() for s in batch if s.key is not None]
@@ -174,8 +191,9 @@ async def _insert_together(store: Store, batch: Sequence[Submission]) -> None:
         await store.journal.record_changes([(s.events, s.job.version) for s in batch if s.events], session=session)
 
 
-async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: StoredJobKey | None,
-                       idempotency: IdempotencyRecord | None, events: Sequence[CloudEvent]) -> None:
+async def _submit_once(store: StoreBase, submissions: Submissions, job: JobRecord, document: EncodedJob,
+                       key: StoredJobKey | None, idempotency: IdempotencyRecord | None,
+                       events: Sequence[CloudEvent]) -> None:
     if not await store.supports_transactions():  # a standalone mongod: key, configs, job, then the record
         if key is not None:
             await store.put_job_key(key)
@@ -195,9 +213,9 @@ async def _submit_once(store: Store, job: JobRecord, document: EncodedJob, key: 
         with contextlib.suppress(DuplicateKeyError):  # a try whose answer was lost journaled them already
             await store.journal.record(events, version=job.version, session=None)
         return
-    await store.submissions.store(Submission(job, document, key, idempotency, events))
+    await submissions.store(Submission(job, document, key, idempotency, events))
 
-async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
+async def _settle(store: StoreBase, job_id: str, error: PyMongoError, *, deadline: float, last: bool,
                   maybe_sent: bool) -> bool:
     """After a failed try: True when the job is stored; False to try again; on the ``last`` try, raise
     ``error`` when it is surely not stored (no try reached a server, or the job is not there; its key
@@ -217,15 +235,15 @@ async def _settle(store: Store, job_id: str, error: PyMongoError, *, deadline: f
     raise error
 
 
-async def _unstore_parts(store: Store, job_id: str) -> None:
+async def _unstore_parts(store: StoreBase, job_id: str) -> None:
     """Remove what a submission without a transaction stored before the job: its key and configs."""
     await store.job_keys.delete_one({"_id": job_id})
     await store.job_configs.delete_one({"_id": job_id})
 
-async def _stored(store: Store, job_id: str) -> bool:
+async def _stored(store: StoreBase, job_id: str) -> bool:
     return await store.jobs.find_one({"_id": job_id}, {"_id": 1}) is not None
 
-async def _stored_or_none(store: Store, job_id: str) -> bool | None:
+async def _stored_or_none(store: StoreBase, job_id: str) -> bool | None:
     """Whether the job is stored; None when the database cannot be asked."""
     try:
         return await _stored(store, job_id)

@@ -35,7 +35,7 @@ class JobLimits:
     """Bounds on one job submission (see README, "Limits of a job"); the defaults fit real jobs."""
 
     # Every task's environment lists every task's host and ports, and Linux starts a process only if its
-    # environment fits (shared/jobconfig/envsize.py): about 4,400 tasks with the default ports (4,490 at best).
+    # environment fits (shared/admission/envsize.py): about 4,400 tasks with the default ports (4,490 at best).
     # 5,000 is a round bound above that, checked before anything is built per task.
     max_job_tasks: int = MAX_ROLE_TASKS
     max_task_roles: int = MAX_TASK_ROLES  # each role adds its variables and host list to every task's environment

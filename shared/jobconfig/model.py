@@ -4,7 +4,7 @@ Field names follow the protocol (camelCase aliases); defaults are OpenPAI's (see
 let through beyond the plain types is declared on the fields (:mod:`shared.jobconfig.lenient`: integers
 written as strings, null as the default), so these models, the validator and the published JSON Schema
 read it from one place. Unknown fields (warned about), size limits and cross-field rules are
-:mod:`shared.jobconfig.validation`'s.
+:mod:`shared.admission.validation`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from shared.jobconfig.lenient import JOI_INTEGER, EmptyMeansDefault, Internal, NullMeansDefault, defaults_for_nulls
-from shared.notify.kinds import Kind, switch_kinds
+from shared.jobconfig.notifykinds import Kind, switch_kinds
 
 # OpenPAI v0.14's own jobName pattern: no ``~``, which separates the parts of paiq's job ids
 # (``user~jobName~suffix``, shared.records.new_job_id). Role names and port labels may hold one.

@@ -68,7 +68,7 @@ from shared.records import (
     holds_resources,
     initial_tasks,
 )
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 Change = tuple[JobRecord, list[CloudEvent]]
 Counter = Literal["user", "platform", "resource"]

@@ -3,7 +3,7 @@ recipients of one message each. Pure.
 
 Rules (README "Notifications"):
 
-- A change is one of OpenPAI's five kinds (:class:`~shared.notify.kinds.Kind`), identified by a key that is
+- A change is one of OpenPAI's five kinds (:class:`~shared.jobconfig.notifykinds.Kind`), identified by a key that is
   the same however often its event arrives: ``<job>/running`` (once per job: the first task that starts, as
   OpenPAI's ``notifiedAtRunning``), ``<job>/<attempt>/retried`` (once per attempt), ``<job>/<final state>``.
 - A user's subscription is told of the kinds the job's ``extras.jobStatusChangeNotification`` turns on when
@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.jobconfig.notifykinds import Kind
 from shared.notify.endpoints import same_url
-from shared.notify.kinds import Kind
 from shared.notify.subscriptions import Channel, Format, Subscription
 from shared.records import JobState
 

@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.jobconfig.notifykinds import Kind
 from shared.notify.decide import Change, JobFacts
-from shared.notify.kinds import Kind
 
 NOTIFICATION_TYPE = "paiq.notification"  # the CloudEvent type of a webhook's body
 DIGEST_LINES = 20  # a digest lists this many changes; it counts them all

@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.notify.kinds import Kind
+from shared.jobconfig.notifykinds import Kind
 
 PLATFORM = ""  # the owner of an operator's platform-wide webhook: every user's jobs
 MAX_SUBSCRIPTIONS = 20  # per user (and for the platform): each is read at every change of their jobs

@@ -32,8 +32,8 @@ from shared.db.store import Store
 from shared.errors import LeaseLostError
 from shared.events import CloudEvent, JournalNumbered, JournalNumberedData, JournalWritten, parse_event
 from shared.faults import fault_point
+from shared.ops.vitals import Vitals
 from shared.records import now_ms
-from shared.runtime.vitals import Vitals
 
 log = structlog.get_logger("paiq.journal")
 

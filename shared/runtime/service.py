@@ -17,7 +17,7 @@ import structlog
 
 from shared.bus.base import Bus
 from shared.bus.memory import MemoryBus
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 from shared.settings.model import Settings
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ Starter = Callable[[AsyncExitStack, Settings, "Store", Bus, Vitals], Awaitable[N
 
 def watch_dependencies(vitals: Vitals, store: Store, bus: Bus, stack: AsyncExitStack) -> None:
     """What /healthz checks besides the loops: the database answers and the broker is connected; and the
-    watch that stops a process whose rounds or checks are stuck (shared.runtime.vitals)."""
+    watch that stops a process whose rounds or checks are stuck (shared.ops.vitals)."""
     vitals.add_check("database", store.ping)
     vitals.add_check("broker", bus.check)
     vitals.watch_stuck(stack)
@@ -115,8 +115,8 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     """The whole ``__main__`` of a service: settings -> logging -> store -> bus -> handlers -> wait."""
     from shared.db.store import open_store
     from shared.errors import PaiqError
-    from shared.runtime.logsetup import configure_logging
-    from shared.runtime.metrics import start_ops_server
+    from shared.ops.logsetup import configure_logging
+    from shared.ops.metrics import start_ops_server
     from shared.runtime.relay import start_relay
 
     try:

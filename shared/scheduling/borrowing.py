@@ -18,8 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.jobconfig.priority import is_opportunistic, priority_of
 from shared.records import JobRecord, holdings
-from shared.scheduling.priority import is_opportunistic, priority_of
 from shared.scheduling.vclusters import Resources, VirtualCluster, limit, quota_problem, share_of
 
 EPSILON = 1e-9

@@ -1,7 +1,7 @@
 """The waiting queue as a pure decision: which queued jobs start now, and why each other one waits.
 
 Each virtual cluster has its own queue, in one order (:func:`queue_key`): higher priority first
-(OpenPAI's ``extras.hivedScheduler.jobPriorityClass``, :mod:`shared.scheduling.priority`), then, among equal
+(OpenPAI's ``extras.hivedScheduler.jobPriorityClass``, :mod:`shared.jobconfig.priority`), then, among equal
 priorities, the user whose running jobs hold the smallest dominant share of the VC's quota (DRF: the
 largest of their GPU, CPU and memory fractions; the GPU fraction breaks ties), then the oldest. A job
 starts when its VC's quota allows it and the placement finds room for every task. A later job may start
@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from shared.jobconfig.priority import DEFAULT_CLASS, priority_of
 from shared.records import JobRecord, holdings
 from shared.scheduling.borrowing import Admission, admit, counts_in_quota, lendable
 from shared.scheduling.placement import ClusterSnapshot, Plan, place
-from shared.scheduling.priority import DEFAULT_CLASS, priority_of
 from shared.scheduling.vclusters import Resources, VirtualCluster, limit
 
 DEFAULT_PRIORITY = DEFAULT_CLASS.number

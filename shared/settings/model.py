@@ -273,7 +273,7 @@ class Settings(EnvModel):
     job_retention_days: Annotated[float, _text(parse_days)] = Field(0.0, alias="PAIQ_JOB_RETENTION_DAYS")
     # How long the journal keeps events for consumers that resume (shared.db.journal; 0: for ever).
     event_retention_hours: Annotated[float, _text(parse_hours)] = Field(24.0, alias="PAIQ_EVENT_RETENTION_HOURS")
-    # A second, all callers without a token together (services.submit.throttle).
+    # A second, all callers without a token together (services.submit.routes.throttle).
     anonymous_heavy_reads: Integer = Field(4, alias="PAIQ_ANONYMOUS_HEAVY_READS", ge=0, le=10_000)
     # paiq up's SecantusDB: its WiredTiger cache must hold what is stored (auto: shared.db.footprint).
     embedded_db_cache: Annotated[str, _text(parse_cache_size)] = Field("AUTO", alias="PAIQ_EMBEDDED_DB_CACHE")

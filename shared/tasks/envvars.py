@@ -250,7 +250,7 @@ def role_figures(role: TaskRole) -> dict[str, str]:
     }
 
 
-# The names of the variables about each task of a role, every task sees them all (shared.jobconfig.envsize sizes
+# The names of the variables about each task of a role, every task sees them all (shared.admission.envsize sizes
 # them with ``index=""``): its host, its ports per label (under two names), and the role's host list.
 def host_ip_name(r: str, index: str) -> str:
     return f"PAI_HOST_IP_{r}_{index}"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from shared.records import JobRecord, TaskRecord, TaskSpec
 from shared.scheduling.placement import Plan
+from shared.taskref import TaskRef
 from shared.tasks.envvars import JobEnvironment, app_id, job_environment, resolve_paths, task_environment
-from shared.tasks.ref import TaskRef
 
 
 def container_name(job_id: str, attempt: int, role: str, index: int, task_attempt: int = 0) -> str:

@@ -54,7 +54,7 @@ NEVER = "-1"  # frameworkcontroller's "never a trigger": what a v2 job wrote for
 
 def speaks_v1x(config: JobConfig) -> bool:
     """Whether the job came in protocol v2 (and its tasks get v1.x's variables): its mapping names every
-    role's image (shared.jobconfig.v2.tojob), which a v1 body never sets (an internal field)."""
+    role's image (shared.admission.v2.tojob), which a v1 body never sets (an internal field)."""
     return all(role.image for role in config.task_roles)
 
 

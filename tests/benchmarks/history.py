@@ -70,6 +70,7 @@ from shared.db.embedded import embedded_mongo, new_login
 from shared.db.store import Store, open_store
 from shared.jobconfig.model import JobConfig
 from shared.lifecycle import exitcodes
+from shared.ops.logsetup import configure_logging
 from shared.records import (
     AttemptRecord,
     JobRecord,
@@ -81,7 +82,6 @@ from shared.records import (
     initial_tasks,
     now_ms,
 )
-from shared.runtime.logsetup import configure_logging
 from shared.settings.model import Settings
 from tests.benchmarks.figures import percentile
 from tests.benchmarks.submit_to_scheduled import cpu_seconds, pid_listening_on
@@ -134,7 +134,7 @@ class Options:
     batch: int
     seed: int
     keep: bool
-    every_order: bool = True  # --smoke: one order of each way (shared.db.lists.ordered) and the deep pages
+    every_order: bool = True  # --smoke: one order of each way (shared.db.listorder) and the deep pages
 
 
 def parse(argv: list[str] | None = None) -> Options:

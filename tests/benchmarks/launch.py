@@ -51,15 +51,15 @@ from services.launcher.deps import LauncherDeps  # noqa: E402
 from services.launcher.engine.docker_driver import DockerDriver, create_args  # noqa: E402
 from services.launcher.reconcile import plan_of  # noqa: E402
 from services.launcher.service import start_launcher  # noqa: E402
+from shared.admission.validation import Accepted, validate_job_config  # noqa: E402
 from shared.bus.base import Bus  # noqa: E402
 from shared.db.embedded import embedded_mongo  # noqa: E402
 from shared.db.logs import LogStore  # noqa: E402
 from shared.db.store import Store, open_store  # noqa: E402
 from shared.events import LaunchTasks, LaunchTasksData  # noqa: E402
-from shared.jobconfig.validation import Accepted, validate_job_config  # noqa: E402
+from shared.ops.vitals import Vitals  # noqa: E402
 from shared.records import JobRecord, SubState, TaskRecord, TaskSpec, now_ms  # noqa: E402
 from shared.runtime.service import open_bus  # noqa: E402
-from shared.runtime.vitals import Vitals  # noqa: E402
 from shared.settings.model import Settings  # noqa: E402
 from shared.tasks.launchspec import container_name, task_specs  # noqa: E402
 

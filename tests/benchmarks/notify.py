@@ -40,14 +40,14 @@ from shared.bus.memory import MemoryBus  # noqa: E402
 from shared.db.embedded import embedded_mongo  # noqa: E402
 from shared.db.store import open_store  # noqa: E402
 from shared.events import JobCompleted, JobCompletedData  # noqa: E402
+from shared.jobconfig.notifykinds import Kind  # noqa: E402
 from shared.jobconfig.sealing import new_key  # noqa: E402
-from shared.notify.kinds import Kind  # noqa: E402
 from shared.notify.signing import new_secret, seal_secret  # noqa: E402
 from shared.notify.subscriptions import Channel, Subscription  # noqa: E402
+from shared.ops.logsetup import configure_logging  # noqa: E402
+from shared.ops.vitals import Vitals  # noqa: E402
 from shared.records import JobState  # noqa: E402
-from shared.runtime.logsetup import configure_logging  # noqa: E402
 from shared.runtime.relay import start_relay  # noqa: E402
-from shared.runtime.vitals import Vitals  # noqa: E402
 from shared.settings.model import Settings  # noqa: E402
 from tests.benchmarks.figures import exponent, percentile  # noqa: E402
 from tests.notifyharness import Receivers  # noqa: E402

@@ -43,10 +43,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from shared.jobconfig.model import JobConfig
+from shared.jobconfig.priority import PRIORITIES, PriorityClass
 from shared.records import GpuInfo, JobRecord, NodeRecord, TaskRecord, TaskState
 from shared.scheduling.placement import ClusterSnapshot, NodeUsage, Plan, place
 from shared.scheduling.preemption import Candidate, Held, NoPreemption, Preemption, Waiter, choose_victims, eligible
-from shared.scheduling.priority import PRIORITIES, PriorityClass
 from tests.benchmarks.figures import exponent, percentile
 
 PRIORITY_WEIGHTS = {PriorityClass.OPPO: 15, PriorityClass.TEST: 40, PriorityClass.PROD: 40, PriorityClass.CRIT: 5}

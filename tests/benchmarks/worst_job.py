@@ -71,8 +71,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp
 
-from shared.jobconfig.v2.checks import validate_v2_body
-from shared.jobconfig.validation import Accepted
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Accepted
 from tests.benchmarks.figures import percentile
 from tests.benchmarks.platform_run import separate_platform
 from tests.benchmarks.submit_to_scheduled import cpu_seconds

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from services.cli.client import ApiCallError, PaiqClient
-from services.submit.contract.openapi import document
+from services.submit.openapi import document
 from tests.e2e.conftest import job_config, logged_in, raw
 from tests.infra import Platform, unique, wait_final
 

@@ -19,7 +19,7 @@ import pytest
 
 from services.cli.client import PaiqClient
 from services.submit.routes.pages import PORTAL_DIR
-from shared.jobconfig.validation import Rejected, parse_job_json, validate_job_config
+from shared.admission.validation import Rejected, parse_job_json, validate_job_config
 from tests.e2e.browser import Page, chromium
 from tests.e2e.conftest import job_config, logged_in
 from tests.infra import FINAL, REPO, Platform, unique, wait_final

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from services.cli.client import PaiqClient
-from services.submit.contract.openapi import document
+from services.submit.openapi import document
 from tests.e2e.conftest import job_config, raw
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique, wait_final
 

@@ -22,17 +22,17 @@ from services.launcher.engine.docker_driver import DockerDriver
 from services.launcher.profiling.gpureader import GpuReader
 from services.launcher.reconcile import plan_of
 from services.launcher.service import start_launcher
+from shared.admission.validation import Accepted, validate_job_config
 from shared.bus.base import Router
 from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore
 from shared.db.store import Store, open_store
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
-from shared.jobconfig.validation import Accepted, validate_job_config
+from shared.ops.vitals import Vitals
 from shared.records import JobRecord, SubState, TaskRecord, TaskSpec, job_id_of, now_ms
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
+from shared.taskref import TaskRef
 from shared.tasks.launchspec import task_specs
-from shared.tasks.ref import TaskRef
 from tests.infra import unique
 
 E = TypeVar("E", bound=CloudEvent)

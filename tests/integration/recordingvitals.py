@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
-from shared.runtime.vitals import Vitals
+from shared.ops.vitals import Vitals
 
 
 class RecordingVitals(Vitals):

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 import bson
 import pytest
 
-from shared.db.store import Store, encoded_job, open_store
-from shared.jobconfig.validation import Accepted, validate_job_config
+from shared.admission.validation import Accepted, validate_job_config
+from shared.db.store import Store, open_store
+from shared.db.submission import encoded_job
 from shared.records import CONFIGS_APART, PACKED_CONFIG, PACKED_TASKS, JobRecord, TaskState, initial_tasks
 from shared.settings.model import Settings
 from tests.infra import unique

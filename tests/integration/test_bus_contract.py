@@ -23,7 +23,7 @@ from shared.events import (
     NodeRegistered,
     NodeRegisteredData,
 )
-from shared.runtime import vitals
+from shared.ops import vitals
 from tests.infra import rabbitmqctl, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

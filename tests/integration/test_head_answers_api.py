@@ -24,7 +24,7 @@ from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore
 from shared.db.store import Store
 from shared.settings.model import Settings
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 from tests.integration.test_task_runs_api import NAME, store_run, the_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -26,8 +26,8 @@ from shared.db.embedded import free_port
 from shared.db.logs import RunPhase
 from shared.errors import BusError
 from shared.events import CloudEvent, LaunchTasks, LaunchTasksData, TaskExited, TaskProgress, TaskStarted
+from shared.ops.metrics import EVENTS_HANDLED
 from shared.records import TaskSubState, now_ms
-from shared.runtime.metrics import EVENTS_HANDLED
 from shared.runtime.service import open_bus
 from tests.infra import rabbitmqctl, unique
 from tests.integration.launcher_harness import Harness, harness, running_launcher

@@ -33,14 +33,14 @@ from shared.events import (
     TaskStarted,
     TaskStartedData,
 )
+from shared.jobconfig.notifykinds import Kind
 from shared.jobconfig.sealing import new_key
 from shared.notify.destinations import why_internal
-from shared.notify.kinds import Kind
 from shared.notify.signing import new_secret, seal_secret
 from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
+from shared.ops.vitals import Vitals
 from shared.records import JobState, now_ms
 from shared.runtime.relay import start_relay
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.cloudeventspec import checked
 from tests.infra import unique
@@ -409,7 +409,7 @@ async def test_an_intake_back_after_the_journal_removed_its_place_moves_past_the
 
     from services.notify import intake as intake_module
     from shared.db.journal import META_ID
-    from shared.runtime.vitals import Vitals
+    from shared.ops.vitals import Vitals
 
     monkeypatch.setattr(intake_module, "LOOK_SECONDS", 0.1)
     async with open_store(mongo_uri, unique("gap_").replace("-", "_")) as store:
@@ -447,8 +447,8 @@ async def test_a_burst_of_changes_moves_the_intakes_place_about_once_a_second(
     harmless): the place never runs ahead of what was handled."""
     from services.notify import intake as intake_module
     from shared.bus.memory import MemoryBus
+    from shared.ops.vitals import Vitals
     from shared.runtime.relay import Relay
-    from shared.runtime.vitals import Vitals
 
     monkeypatch.setattr(intake_module, "BATCH", 2)
     async with open_store(mongo_uri, unique("burst_").replace("-", "_")) as store:

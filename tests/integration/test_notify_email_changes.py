@@ -22,11 +22,11 @@ from services.submit.users import Users
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store, open_store
 from shared.events import JobCompleted, JobCompletedData
-from shared.notify.kinds import Kind
+from shared.jobconfig.notifykinds import Kind
 from shared.notify.subscriptions import Channel, Subscription
+from shared.ops.vitals import Vitals
 from shared.records import JobState
 from shared.runtime.relay import start_relay
-from shared.runtime.vitals import Vitals
 from shared.settings.model import Settings
 from tests.infra import unique
 from tests.journalview import journal

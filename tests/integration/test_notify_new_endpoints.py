@@ -12,8 +12,8 @@ from contextlib import AsyncExitStack
 
 import pytest
 
+from shared.jobconfig.notifykinds import Kind
 from shared.notify.admission import Limits
-from shared.notify.kinds import Kind
 from tests.infra import unique
 from tests.integration.test_notify_delivery import _notifier, failed, publish
 from tests.notifyharness import Hooks, SmtpServer, wait_until

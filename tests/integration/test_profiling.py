@@ -16,7 +16,7 @@ import docker
 import pytest
 from prometheus_client import REGISTRY
 
-from services.launcher.profiling.enginestats import GpuReading
+from services.launcher.engine.enginestats import GpuReading
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
 from shared.db.profiles import ProfileStore, TaskProfile

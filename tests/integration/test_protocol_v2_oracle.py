@@ -8,7 +8,7 @@ mustache versions its lock file pinned, in node; installed by tests/run.sh) runs
   type or out of its range, a name against its pattern, an unknown key, a prerequisite named twice or
   not at all), judged by the oracle and by paiq: paiq refuses every one OpenPAI refused, and accepts
   every one OpenPAI accepted but where a bound of paiq's own refuses it (the deliberate differences of
-  shared/jobconfig/v2/checks.py).
+  shared/admission/v2/checks.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.jobconfig.v2.checks import validate_v2_body
-from shared.jobconfig.validation import Accepted
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Accepted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -33,7 +33,7 @@ ORACLE = ROOT / "tests" / "oracle" / "openpai_v2"
 CORPUS = ROOT / "tests" / "unit" / "protocol_v2_corpus"
 VERDICTS: dict[str, dict[str, Any]] = json.loads((CORPUS / "verdicts.json").read_text())["verdicts"]
 Doc = dict[str, Any]
-# Where paiq is stricter than OpenPAI's schema on purpose (shared/jobconfig/v2/checks.py): a refusal of a
+# Where paiq is stricter than OpenPAI's schema on purpose (shared/admission/v2/checks.py): a refusal of a
 # document OpenPAI accepted must name one of these (the last part of the path).
 PAIQ_BOUNDS = ("cpu", "memoryMB", "gpu", "instances", "shmMB", "minFailedInstances", "minSucceededInstances")
 

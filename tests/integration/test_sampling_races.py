@@ -28,8 +28,8 @@ from services.launcher.profiling.sampling import Sampler
 from services.launcher.service import start_launcher
 from shared.db.profiles import ProfileStore
 from shared.events import TaskExited
-from shared.runtime.vitals import Vitals
-from shared.tasks.ref import TaskRef
+from shared.ops.vitals import Vitals
+from shared.taskref import TaskRef
 from tests.integration.launcher_harness import Harness, harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -16,6 +16,7 @@ from shared.bus.memory import MemoryBus
 from shared.db.store import Fence, Store, open_store
 from shared.errors import LeaseLostError
 from shared.events import JobSubmitted, JobSubmittedData, TaskExited
+from shared.ops.metrics import SCHEDULER_PASS
 from shared.records import (
     JobRecord,
     JobState,
@@ -27,7 +28,6 @@ from shared.records import (
     initial_tasks,
     now_ms,
 )
-from shared.runtime.metrics import SCHEDULER_PASS
 from shared.scheduling.nodeliveness import DatabaseWatch
 from shared.settings.model import Settings
 from tests.infra import unique

@@ -20,10 +20,11 @@ from services.submit.atrest import CLEAR_LEFT, NO_KEY, seal_at_rest
 from services.submit.routes.ssh import new_job_key
 from shared.db import resealing
 from shared.db.resealing import META_ID, clear_keys_left, seal_stored
-from shared.db.store import Store, encoded_job
+from shared.db.store import Store
+from shared.db.submission import encoded_job
 from shared.errors import StoreError
+from shared.jobconfig.notifykinds import Kind
 from shared.jobconfig.sealing import SealedValueError, key_fingerprint, new_key, open_secrets, seal_config
-from shared.notify.kinds import Kind
 from shared.notify.signing import open_secret, seal_secret
 from shared.notify.subscriptions import Channel, Subscription
 from shared.records import JobState

@@ -25,9 +25,9 @@ from services.submit.contract.httpparser import ApiRunner
 from services.submit.deps import SubmitDeps
 from services.submit.routes.table import ROUTES
 from services.submit.users import Users
+from shared.admission.validation import MAX_CONFIG_BYTES
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store
-from shared.jobconfig.validation import MAX_CONFIG_BYTES
 from shared.settings.model import Settings
 from tests.integration.test_v2_access_api import STORAGES, Api
 from tests.integration.test_v2_admin_api import v1_job

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from shared.admission.validation import Accepted, validate_job_config
 from shared.db.store import Store, open_store
 from shared.errors import JobExistsError
-from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import JobRecord, JobState, PreemptedBy, SubState, initial_tasks, job_id_of
 from shared.scheduling.queueing import QueueEntry, Share
 from tests.infra import unique

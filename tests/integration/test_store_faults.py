@@ -15,9 +15,10 @@ from pymongo.errors import PyMongoError
 from secantus import SecantusDBServer
 
 from shared.db.idempotency import IdempotencyRecord, Submitted
-from shared.db.store import Store, encoded_job, open_store
+from shared.db.store import Store, open_store
+from shared.db.submission import encoded_job
+from shared.ops.vitals import is_outage
 from shared.records import JobRecord, initial_tasks, new_job_id, now_ms
-from shared.runtime.vitals import is_outage
 from shared.scheduling.vclusters import VirtualCluster
 from tests.dbcommands import CommandCounts
 from tests.infra import unique

@@ -24,7 +24,7 @@ from pymongo import AsyncMongoClient
 from services.status.service import StatusDeps, remove_expired, retry_policy
 from services.submit.routes.logs import archived_attempt
 from shared.bus.memory import MemoryBus
-from shared.db.lists.ordered import Asked, ordered_page
+from shared.db.listorder import Asked, ordered_page
 from shared.db.lists.orders import Order, OrderCursor
 from shared.db.lists.paging import Cursor
 from shared.db.logs import LogStore, runs_query
@@ -38,7 +38,7 @@ from shared.profiling.series import Series, add
 from shared.profiling.usage import Usage
 from shared.records import JobRecord, JobState, NodeRecord, PreemptedBy, TaskState, initial_tasks, now_ms
 from shared.settings.model import Settings
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 from shared.usage.days import DayRange, day_of
 from shared.usage.report import RowFilter
 from tests.conftest import mongo_server
@@ -97,7 +97,7 @@ Query = Callable[[Store], Awaitable[object]]
 
 def in_order(text: str, offset: int = 0, cursor: OrderCursor | None = None, user: str | None = None,
              state: str | None = None) -> Query:
-    """A page of GET /api/v2/jobs in one of v1.8's other orders (shared.db.lists.ordered)."""
+    """A page of GET /api/v2/jobs in one of v1.8's other orders (shared.db.listorder)."""
     asked = Asked(((user, state, None),))
     return lambda s: ordered_page(s, Order.parse(text), asked, limit=20, offset=offset, cursor=cursor)
 
@@ -476,7 +476,7 @@ async def test_a_2000_task_job_retried_10_times_stays_under_2_mb(mongo_uri: str)
         job = await _run_attempt(store, job, attempt, policy)
     size = len(bson.encode(await store.jobs.find_one({"_id": job.id}) or {}))
     assert job.state is JobState.FAILED and job.retry_counts.user == 10
-    plain = len(bson.encode(job.to_document(packed=False)))  # packed (shared/db/packing.py), it is far smaller
+    plain = len(bson.encode(job.to_document(packed=False)))  # packed (shared/packing.py), it is far smaller
     assert size <= plain < 2 * 1024 * 1024, f"the job document is {size} bytes, {plain} written plain"
     archived = [len(bson.encode(d)) async for d in store.attempts.find({"job_id": job.id})]
     assert len(archived) == 10 and max(archived) < 2 * 1024 * 1024

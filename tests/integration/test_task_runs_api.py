@@ -20,8 +20,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from pymongo import AsyncMongoClient
 
 from services.submit.app import create_app
-from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
+from services.submit.openapi import document
 from services.submit.routes.v2 import jobreads
 from services.submit.users import Users
 from shared.bus.memory import MemoryBus
@@ -32,7 +32,7 @@ from shared.profiling.series import add
 from shared.profiling.usage import Usage
 from shared.records import AttemptRecord, JobRecord, JobState, TaskRecord, TaskState
 from shared.settings.model import Settings
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 from tests.unit.factories import make_config, make_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from pymongo import AsyncMongoClient
 
 from services.submit.app import create_app
-from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
+from services.submit.openapi import document
 from services.submit.users import Users
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from shared.db.lists import ordered
-from shared.db.lists.ordered import Asked, OrderRefusedError, ordered_page
+from shared.db import listorder
+from shared.db.listorder import Asked, OrderRefusedError, ordered_page
 from shared.db.lists.orders import ALL, Order, OrderCursor
 from shared.db.lists.paging import JobSummary
 from shared.db.store import Store
@@ -173,7 +173,7 @@ async def test_a_page_at_an_offset_is_that_slice_of_the_sort(store: Stored, text
 
 async def test_a_list_too_long_to_sort_is_refused_saying_why(store: Stored, monkeypatch: pytest.MonkeyPatch) -> None:
     db, _, _ = store
-    monkeypatch.setattr(ordered, "MAX_SORTED", 30)
+    monkeypatch.setattr(listorder, "MAX_SORTED", 30)
     with pytest.raises(OrderRefusedError, match=r"order=jobName,ASC with these filters: no index holds"):
         await ordered_page(db, Order.parse("jobName,ASC"), FILTERS["none"], limit=10, offset=0, cursor=None)
     with pytest.raises(OrderRefusedError, match="at most 30 jobs"):  # refused after reading at most 31

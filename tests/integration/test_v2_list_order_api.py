@@ -15,11 +15,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from pymongo import AsyncMongoClient
 
 from services.submit.app import create_app
-from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
+from services.submit.openapi import document
 from services.submit.users import Users
 from shared.bus.memory import MemoryBus
-from shared.db.lists import ordered
+from shared.db import listorder
 from shared.db.lists.orders import Order
 from shared.db.store import Store
 from shared.settings.model import Settings
@@ -99,7 +99,7 @@ async def test_the_portals_sorts_page_as_a_plain_sort(env: Env, order: str, quer
 
 
 async def test_what_no_index_serves_is_a_400_that_says_why(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ordered, "MAX_SORTED", 20)
+    monkeypatch.setattr(listorder, "MAX_SORTED", 20)
     body, _ = await env.get("order=jobName,ASC", status=400)
     assert body["code"] == "InvalidParametersError" and "no index holds the list in that order" in body["message"]
     body, _ = await env.get("order=retries,ASC&offset=9990&limit=20", status=400)

@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from shared.admission.validation import Accepted, validate_job_config
 from shared.jobconfig.limits import JobLimits
 from shared.jobconfig.model import JobConfig
-from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.records import GpuInfo, JobRecord, JobState, NodeRecord, TaskRecord, TaskState, job_id_of
 from shared.scheduling.placement import Plan, TaskPlacement
 

@@ -1,4 +1,4 @@
-"""The engine's stats answers read as counters (services.launcher.profiling.enginestats), the sampler's step from one
+"""The engine's stats answers read as counters (services.launcher.engine.enginestats), the sampler's step from one
 reading to the next (services.launcher.profiling.samplestep), and the memory curve an OOM kill's diagnostics start
 with (services.launcher.exits.memory_before_oom).
 
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from pymongo import InsertOne, UpdateOne
 
+from services.launcher.engine.enginestats import Counters, GpuReading, counters, engine_time_ns, usage_between
 from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.exits import memory_before_oom
-from services.launcher.profiling.enginestats import Counters, GpuReading, counters, engine_time_ns, usage_between
 from services.launcher.profiling.samplestep import MIB, Step, advance, new_profile
 from shared.db.profiles import TaskProfile
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy, IdleState

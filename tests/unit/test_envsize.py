@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.jobconfig.envsize import (
+from shared.admission.envsize import (
     CONTAINER_NAME_MAX,
     ENV_BUDGET,
     MAX_ARG_STRLEN,
@@ -166,4 +166,4 @@ def test_the_estimate_is_quick_for_the_largest_job_the_model_allows() -> None:
 def test_the_estimate_is_a_pure_core() -> None:
     from tests.unit.test_pure_cores import test_pure_core_imports_no_io
 
-    test_pure_core_imports_no_io("shared.jobconfig.envsize")
+    test_pure_core_imports_no_io("shared.admission.envsize")

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared.admission.validation import Accepted, validate_job_config
 from shared.jobconfig.model import JobConfig
-from shared.jobconfig.validation import Accepted, validate_job_config
 from shared.scheduling.placement import ClusterSnapshot, Plan, place
 from shared.tasks.envvars import (
     JobPaths,

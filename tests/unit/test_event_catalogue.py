@@ -23,8 +23,8 @@ from shared.bus.base import Router, topic_matches
 from shared.db.store import Store
 from shared.eventdocs import CONSUMERS, PUBLISHERS, RELAY, ROUTING_KEYS, event_classes, event_type
 from shared.events import CloudEvent
+from shared.ops.vitals import Vitals
 from shared.runtime.relay import Relay
-from shared.runtime.vitals import Vitals
 
 pytestmark = pytest.mark.unit
 

@@ -20,8 +20,8 @@ from prometheus_client import REGISTRY
 
 from services.launcher.deps import LauncherDeps
 from services.launcher.engine.driver import ContainerInfo
+from services.launcher.engine.enginestats import Counters, GpuReading
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.profiling.enginestats import Counters, GpuReading
 from services.launcher.profiling.sampling import Sampler
 from shared.bus.base import Bus
 from shared.db.logs import LogStore

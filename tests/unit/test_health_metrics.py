@@ -7,8 +7,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from shared.lifecycle import exitcodes
-from shared.runtime.metrics import count_launch_failure, count_launch_failures_from_zero, record_health
-from shared.runtime.vitals import HealthReport
+from shared.ops.metrics import count_launch_failure, count_launch_failures_from_zero, record_health
+from shared.ops.vitals import HealthReport
 
 pytestmark = pytest.mark.unit
 

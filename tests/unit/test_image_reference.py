@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.jobconfig.validation import Accepted, Rejected, validate_job_config
+from shared.admission.validation import Accepted, Rejected, validate_job_config
 from tests.unit.factories import config_dict
 
 pytestmark = pytest.mark.unit

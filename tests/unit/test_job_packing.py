@@ -1,4 +1,4 @@
-"""A big job's document: its configs and tasks packed (shared/db/packing.py), read back exactly, never larger
+"""A big job's document: its configs and tasks packed (shared/packing.py), read back exactly, never larger
 than plain, the queue's priority still in plain sight; documents written plain (older ones) still read."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 import bson
 import pytest
 
-from shared.db.packing import PACK_MIN_BYTES, PackingError, pack, unpack
-from shared.jobconfig.validation import Accepted, validate_job_config
+from shared.admission.validation import Accepted, validate_job_config
+from shared.jobconfig.priority import FIELD_PATH, class_of_extras, priority_class_of
+from shared.packing import PACK_MIN_BYTES, PackingError, pack, unpack
 from shared.records import (
     PACKED_CONFIG,
     PACKED_TASKS,
@@ -22,7 +23,6 @@ from shared.records import (
     initial_tasks,
     tasks_update,
 )
-from shared.scheduling.priority import FIELD_PATH, class_of_extras, priority_class_of
 from tests.unit.factories import config_dict, role_dict
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ import pytest
 
 from services.submit.contract.v2.jobviews import current_attempt, v2_attempt, v2_detail, v2_summary
 from shared.db.lists.paging import PROJECTION, JobSummary
-from shared.scheduling.priority import written_class
+from shared.jobconfig.priority import written_class
 from tests.unit.factories import make_config, make_job
 
 pytestmark = pytest.mark.unit

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from shared.admission.validation import MAX_SAFE_INTEGER, joi_integer
 from shared.jobconfig.lenient import JOI_INTEGER, default_keys
 from shared.jobconfig.model import JobConfig, PortSpec, TaskRole
-from shared.jobconfig.validation import MAX_SAFE_INTEGER, joi_integer
 from tests.unit.factories import config_dict, port_dict, role_dict
 from tests.unit.test_validation import PROPERTY, accepted, rejected
 

@@ -137,7 +137,7 @@ def test_a_configs_secrets_and_registry_credentials_are_sealed_again_under_the_f
 
 
 def job_with(config: JobConfig, extras_bytes: int = 0) -> JobRecord:
-    if extras_bytes:  # big enough to be packed, or apart (shared.db.packing)
+    if extras_bytes:  # big enough to be packed, or apart (shared.packing)
         config = config.model_copy(update={"extras": {"note": "x" * extras_bytes}})
     return make_job(config)
 

@@ -20,7 +20,7 @@ from services.launcher.engine.docker_driver import (
     network_gateway,
     start_failure,
 )
-from services.launcher.profiling.enginestats import engine_time_ns
+from services.launcher.engine.enginestats import engine_time_ns
 from shared.errors import DriverError
 from shared.records import TaskSpec
 from shared.settings.model import LauncherSettings

@@ -22,7 +22,7 @@ from services.launcher.decide import (
 from services.launcher.engine.driver import ContainerExit, ContainerInfo
 from shared.db.logs import RunPhase, TaskRun
 from shared.records import JobRecord, JobState, TaskState
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 from tests.unit.factories import make_job, make_task
 from tests.unit.test_pure_cores import IO, _closure
 

@@ -8,11 +8,11 @@ import pytest
 from services.launcher.container.authfile import DOCKER_HUB
 from services.launcher.container.jobsecrets import INLINE, command_to_run, registry_login
 from services.launcher.engine.driver import ContainerSpec
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Accepted
 from shared.errors import DriverError
 from shared.jobconfig.model import JobConfig
 from shared.jobconfig.sealing import new_key, seal_config
-from shared.jobconfig.v2.checks import validate_v2_body
-from shared.jobconfig.validation import Accepted
 from shared.lifecycle import exitcodes
 from tests.unit.factories import make_config
 

@@ -13,11 +13,8 @@ import pytest
 from hypothesis import given, settings
 from pydantic_core import core_schema
 
-from shared.errors import SettingsError
-from shared.jobconfig.docsize import job_document_bytes, role_shapes, worst_task_record
-from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits, bson_bytes, count_values, nesting_depth, walk
-from shared.jobconfig.problems import rule_for
-from shared.jobconfig.validation import (
+from shared.admission.docsize import job_document_bytes, role_shapes, worst_task_record
+from shared.admission.validation import (
     MAX_WARNINGS,
     Accepted,
     Rejected,
@@ -25,6 +22,9 @@ from shared.jobconfig.validation import (
     parse_job_json,
     validate_job_config,
 )
+from shared.errors import SettingsError
+from shared.jobconfig.limits import LIMIT_SETTINGS, JobLimits, bson_bytes, count_values, nesting_depth, walk
+from shared.jobconfig.problems import rule_for
 from shared.records import JobRecord
 from shared.settings.model import Settings
 from tests.unit import seed_configs

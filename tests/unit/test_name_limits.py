@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from services.launcher.container.sshsetup import ssh_files, ssh_script
 from services.submit.users import check_user_name
-from shared.jobconfig.validation import Accepted, validate_job_config
+from shared.admission.validation import Accepted, validate_job_config
 from shared.records import new_job_id
 from shared.tasks.filenames import NAME_MAX, fitted
 from shared.tasks.jobkeys import KEY_NAME_MAX, JobKey, key_name

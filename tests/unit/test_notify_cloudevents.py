@@ -9,8 +9,8 @@ import json
 import pytest
 from cloudevents.core.exceptions import CloudEventValidationError
 
+from shared.jobconfig.notifykinds import Kind
 from shared.notify.decide import Change, JobFacts
-from shared.notify.kinds import Kind
 from shared.notify.render import NOTIFICATION_TYPE, cloudevent_body, digest, message
 from tests.cloudeventspec import checked, parsed, spec_problems
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from shared.jobconfig.notifykinds import Kind, check_switch, parse_kinds, switch_kinds
 from shared.jobconfig.sealing import SealedValueError, new_key
 from shared.notify.decide import Change, JobFacts, delivery_id, recipients
 from shared.notify.destinations import Destinations, parse_allow
 from shared.notify.endpoints import endpoint_of, redacted
-from shared.notify.kinds import Kind, check_switch, parse_kinds, switch_kinds
 from shared.notify.render import chat_body, cloudevent_body, digest, duration, message
 from shared.notify.schedule import RateLimit, RetryPolicy, next_try_ms, retry_delay_ms, retryable_status
 from shared.notify.signing import new_secret, open_secret, seal_secret, signature, verify

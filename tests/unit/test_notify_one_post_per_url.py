@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from shared.jobconfig.notifykinds import Kind
 from shared.notify.decide import Change, JobFacts, recipients
-from shared.notify.kinds import Kind
 from shared.notify.subscriptions import PLATFORM, Channel, Format, Subscription
 
 pytestmark = pytest.mark.unit

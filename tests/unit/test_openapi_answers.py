@@ -21,10 +21,10 @@ from pydantic import BaseModel
 
 from services.submit.app import create_app
 from services.submit.contract.answers import ANSWERS, Message
-from services.submit.contract.errors import STATUS_OF, ApiError, ErrorCode
-from services.submit.contract.openapi import document
 from services.submit.contract.requests import REQUESTS
 from services.submit.deps import SubmitDeps
+from services.submit.errors import STATUS_OF, ApiError, ErrorCode
+from services.submit.openapi import document
 from services.submit.routes.ssh import new_job_key
 from services.submit.users import Principal, UserInfo
 from shared.bus.memory import MemoryBus
@@ -41,8 +41,8 @@ from shared.records import AttemptRecord, JobRecord, JobState, NodeRecord, SubSt
 from shared.scheduling.queueing import QueueEntry, Share, entry_of
 from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
+from shared.taskref import TaskRef
 from shared.tasks.jobkeys import StoredJobKey
-from shared.tasks.ref import TaskRef
 from tests.unit.factories import config_dict, make_config, make_job, make_node, make_task, port_dict, role_dict
 
 pytestmark = pytest.mark.unit

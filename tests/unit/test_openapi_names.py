@@ -15,9 +15,9 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from services.submit.app import create_app
 from services.submit.contract.configschema import REF
-from services.submit.contract.openapi import SchemaNameTakenError, document, named_schemas
 from services.submit.contract.route import ModelBody, Route
 from services.submit.deps import SubmitDeps
+from services.submit.openapi import SchemaNameTakenError, document, named_schemas
 from services.submit.routes.table import ROUTES
 from shared.bus.memory import MemoryBus
 from shared.settings.model import Settings

@@ -18,12 +18,12 @@ from pydantic.fields import FieldInfo
 
 from services.submit.app import create_app
 from services.submit.contract.configschema import BOUNDED_BY, NO_NUL, integer_pattern
-from services.submit.contract.errors import STATUS_OF
-from services.submit.contract.openapi import document
+from services.submit.errors import STATUS_OF
+from services.submit.openapi import document
 from services.submit.routes.jobs import named_by_path
+from shared.admission.validation import Accepted, Rejected, validate_job_config
 from shared.jobconfig.lenient import protocol_fields
 from shared.jobconfig.model import IMAGE_PATTERN, JobConfig, PortSpec, TaskRole
-from shared.jobconfig.validation import Accepted, Rejected, validate_job_config
 from tests.unit.factories import config_dict, role_dict
 
 pytestmark = pytest.mark.unit

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from shared.jobconfig.priority import PRIORITIES, PriorityClass
 from shared.records import NodeRecord
 from shared.scheduling.placement import ClusterSnapshot, NodeUsage
 from shared.scheduling.preemption import Candidate, Held, NoPreemption, Preemption, Waiter, choose_victims, eligible
-from shared.scheduling.priority import PRIORITIES, PriorityClass
 from tests.unit.factories import make_config, make_job, make_node, make_task, role_dict
 
 pytestmark = pytest.mark.unit

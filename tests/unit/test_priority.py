@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from shared.jobconfig.validation import Rejected, validate_job_config
-from shared.scheduling.priority import (
+from shared.admission.validation import Rejected, validate_job_config
+from shared.jobconfig.priority import (
     DEFAULT_CLASS,
     FIELD_PATH,
     PRIORITIES,

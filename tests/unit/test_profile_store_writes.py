@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pymongo import InsertOne, UpdateOne
 
-from services.launcher.profiling.enginestats import Counters, GpuReading
+from services.launcher.engine.enginestats import Counters, GpuReading
 from services.launcher.profiling.samplestep import advance
 from shared.db.profiles import LEVEL_FIELDS, Doc, ProfileWrite, TaskProfile
 from shared.profiling.idle import GpuIdlePolicy, IdleState

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from shared.jobconfig.v2.checks import validate_v2_body
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import DEFAULT_LIMITS, Accepted, Rejected
 from shared.jobconfig.v2.render import MASK
 from shared.jobconfig.v2.yamlbody import load_yaml_body
-from shared.jobconfig.validation import DEFAULT_LIMITS, Accepted, Rejected
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +22,7 @@ CORPUS = Path(__file__).parent / "protocol_v2_corpus"
 VERDICTS: dict[str, dict[str, Any]] = json.loads((CORPUS / "verdicts.json").read_text())["verdicts"]
 DOCUMENTS = sorted(p.name for p in CORPUS.glob("*.yaml"))
 
-# Documents OpenPAI v1.8 accepted and paiq refuses, deliberately (see shared/jobconfig/v2/checks.py):
+# Documents OpenPAI v1.8 accepted and paiq refuses, deliberately (see shared/admission/v2/checks.py):
 # document -> (the path paiq names, why).
 DIFFERENCES: dict[str, tuple[str, str]] = {
     "paiq-edge__taskroles_list.yaml": ("taskRoles", "a job of no task roles never runs"),

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
+from shared.admission.v2.checks import validate_v2, validate_v2_body
+from shared.admission.validation import Accepted, Rejected, validate_job_config
 from shared.jobconfig.model import JobConfig
-from shared.jobconfig.v2.checks import validate_v2, validate_v2_body
+from shared.jobconfig.priority import PriorityClass, priority_class_of
 from shared.jobconfig.v2.fromjob import to_v2_document
 from shared.jobconfig.v2.render import MASK, masked, render_secrets
-from shared.jobconfig.validation import Accepted, Rejected, validate_job_config
-from shared.scheduling.priority import PriorityClass, priority_class_of
 from tests.unit.factories import config_dict, role_dict
 
 pytestmark = pytest.mark.unit

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Rejected
 from shared.jobconfig.limits import JobLimits
 from shared.jobconfig.problems import ConfigProblem
-from shared.jobconfig.v2.checks import validate_v2_body
 from shared.jobconfig.v2.jsvalues import js_number, js_string
 from shared.jobconfig.v2.yamlbody import MAX_BODY_BYTES, load_yaml_body
-from shared.jobconfig.validation import Rejected
 from tests.unit.test_pure_cores import IO, _closure
 
 pytestmark = pytest.mark.unit
@@ -197,9 +197,10 @@ def test_values_are_written_as_javascript_wrote_them() -> None:
 
 
 def test_the_v2_core_is_pure() -> None:
-    """shared.jobconfig.v2 (a subpackage the pure-core test's package glob does not reach) imports no I/O."""
-    modules = ["shared.jobconfig.v2", *(f"shared.jobconfig.v2.{m}" for m in (
-        "yamlbody", "model", "checks", "render", "tojob", "fromjob", "jsvalues"))]
+    """protocol v2's modules (shared.jobconfig.v2, shared.admission.v2) import no I/O."""
+    modules = ["shared.jobconfig.v2", *(f"shared.jobconfig.v2.{m}" for m in ("yamlbody", "model", "render", "fromjob",
+                                                                             "jsvalues")),
+               "shared.admission.v2", *(f"shared.admission.v2.{m}" for m in ("checks", "tojob"))]
     for module in modules:
         bad = {m: by for m, by in _closure(module).items() if m.split(".")[0] in IO or m in IO}
         assert not bad, f"{module} reaches I/O: {bad}"

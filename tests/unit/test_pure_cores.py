@@ -11,9 +11,12 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 # Whole packages are pure (every module of them, and all they import): the folders are the map.
-PURE = ["shared.jobconfig", "shared.scheduling", "shared.scheduling.placement", "shared.scheduling.preemption",
+PURE = ["shared.jobconfig", "shared.jobconfig.v2", "shared.admission", "shared.admission.v2", "shared.records",
+        "shared.taskref", "shared.packing", "shared.keywords", "shared.scheduling", "shared.scheduling.placement",
+        "shared.scheduling.preemption",
         "shared.lifecycle", "shared.tasks", "shared.profiling", "shared.notify", "shared.usage",
         "services.launcher.exits", "services.launcher.decide", "services.launcher.engine.tasklabels",
+        "services.launcher.engine.enginestats",
         "services.submit.loginguard"]
 IO = {"asyncio", "aio_pika", "aiormq", "pymongo", "bson", "docker", "aiohttp", "socket", "subprocess",
       "threading", "requests", "urllib.request"}

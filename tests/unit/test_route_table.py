@@ -13,14 +13,14 @@ from aiohttp.test_utils import make_mocked_request
 from pydantic import BaseModel
 
 from services.submit.app import create_app
-from services.submit.contract.errors import ApiError
 from services.submit.contract.notify import NOTIFY_REQUESTS
-from services.submit.contract.openapi import document
 from services.submit.contract.refusals import validated
 from services.submit.contract.requests import REQUESTS, ExecutionTypeChange, TokenRequest, UserChange, UserRemoval
 from services.submit.contract.route import ModelBody, Route, WholeNumber, paths
 from services.submit.contract.v2.jobs import V2_JOB_REQUESTS
 from services.submit.contract.v2.users import V2_REQUESTS
+from services.submit.errors import ApiError
+from services.submit.openapi import document
 from services.submit.routes.listing import LIMIT, OFFSET
 from services.submit.routes.table import ROUTES
 

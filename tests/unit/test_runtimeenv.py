@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.jobconfig.envsize import CONTAINER_NAME_MAX, WORST_ATTEMPT, estimate, worst_app_id
+from shared.admission.envsize import CONTAINER_NAME_MAX, WORST_ATTEMPT, estimate, worst_app_id
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Accepted
 from shared.jobconfig.model import JobConfig
-from shared.jobconfig.v2.checks import validate_v2_body
-from shared.jobconfig.validation import Accepted
 from shared.scheduling.placement import Plan
 from shared.tasks.envvars import build_task_env, job_environment, resolve_paths, task_environment
 from shared.tasks.launchspec import job_launch

@@ -21,15 +21,15 @@ import requests
 from prometheus_client import REGISTRY
 
 from services.launcher.deps import LauncherDeps
+from services.launcher.engine.enginestats import Counters, counters
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.profiling.enginestats import Counters, counters
 from services.launcher.profiling.sampling import Sampler
 from shared.bus.memory import MemoryBus
 from shared.db.logs import LogStore
 from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
 from shared.db.store import Store
 from shared.settings.model import Settings
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 from tests.unit.test_engine_stats import V1_BUSY_1, V1_BUSY_2
 
 pytestmark = pytest.mark.unit

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.platform import local_secrets_key, with_secrets_key
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Accepted
 from shared.errors import SettingsError
 from shared.jobconfig.model import JobConfig, RegistryAuth
 from shared.jobconfig.sealing import (
@@ -25,8 +27,6 @@ from shared.jobconfig.sealing import (
     open_secrets,
     seal_config,
 )
-from shared.jobconfig.v2.checks import validate_v2_body
-from shared.jobconfig.validation import Accepted
 from shared.settings.model import Settings
 
 pytestmark = pytest.mark.timeout(30)

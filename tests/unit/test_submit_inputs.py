@@ -11,11 +11,11 @@ from aiohttp.test_utils import make_mocked_request
 from pymongo.errors import ServerSelectionTimeoutError
 
 from services.submit.app import error_middleware
-from services.submit.contract.errors import ApiError
+from services.submit.errors import ApiError
 from services.submit.routes.jobs import MAX_WARNING_HEADER, warning_header
 from services.submit.users import check_user_name
+from shared.admission.validation import Accepted, validate_job_config
 from shared.errors import BusError, StoreError
-from shared.jobconfig.validation import Accepted, validate_job_config
 
 pytestmark = pytest.mark.unit
 

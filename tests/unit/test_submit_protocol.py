@@ -29,7 +29,6 @@ from aiohttp.http_parser import HttpRequestParser
 from aiohttp.test_utils import make_mocked_request
 from aiohttp.web_protocol import RequestHandler
 
-from services.submit.contract.errors import STATUS_OF
 from services.submit.contract.httpparser import (
     MAX_FIELD_BYTES,
     MAX_HEADERS,
@@ -40,6 +39,7 @@ from services.submit.contract.httpparser import (
     ApiServer,
     error_answer,
 )
+from services.submit.errors import STATUS_OF
 
 pytestmark = pytest.mark.unit
 

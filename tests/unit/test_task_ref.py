@@ -20,8 +20,8 @@ from shared.events import (
     parse_event,
 )
 from shared.records import TaskSpec, TaskSubState
+from shared.taskref import TaskRef
 from shared.tasks.launchspec import container_name, ref_container_name
-from shared.tasks.ref import TaskRef
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from shared.lifecycle.exitspec import load_table
 from shared.lifecycle.taskretry import decide_task_retry, relaunch_delay_ms, retries_in_place
 from shared.lifecycle.transitions import RetryPolicy
 from shared.records import JobRecord, JobState, SubState, TaskRecord, TaskState
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 from tests.unit.factories import make_config, make_job, make_task, role_dict
 
 pytestmark = pytest.mark.unit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.submit.throttle import IN_FLIGHT, LIGHT_JOBS, Budget, is_heavy_page
+from services.submit.routes.throttle import IN_FLIGHT, LIGHT_JOBS, Budget, is_heavy_page
 
 pytestmark = pytest.mark.unit
 

@@ -13,13 +13,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.submit.app import create_app
-from services.submit.contract.errors import STATUS_OF
-from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
+from services.submit.errors import STATUS_OF
+from services.submit.openapi import document
 from shared.bus.memory import MemoryBus
-from shared.db.lists.keywords import keyword_query, name_keys, words
 from shared.db.lists.paging import JobPage, JobSummary
 from shared.db.tags import MAX_TAGS, TagsFullError
+from shared.keywords import keyword_query, name_keys, words
 from shared.settings.model import Settings
 from tests.unit.test_openapi_answers import SECRET, FakeStore, FakeUsers, documented_answer
 

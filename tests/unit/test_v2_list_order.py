@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from shared.db.lists.ordered import Asked, concatenated, deep_ok, way_of
+from shared.db.listorder import Asked, concatenated, deep_ok, way_of
 from shared.db.lists.orders import ALL, Order, OrderCursor, OrderError, Value
 from shared.db.lists.paging import Cursor, CursorError, JobPage, JobSummary
 

@@ -14,8 +14,8 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.submit.app import create_app
-from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
+from services.submit.openapi import document
 from shared.bus.memory import MemoryBus
 from shared.jobconfig.sealing import SEALED_KEY, new_key, open_registry_auth, open_secrets
 from shared.scheduling.vclusters import Quota, VirtualCluster

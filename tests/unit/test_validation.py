@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared.admission.validation import MAX_CONFIG_BYTES, Accepted, Rejected, parse_job_json, validate_job_config
 from shared.jobconfig.model import JobConfig
-from shared.jobconfig.validation import MAX_CONFIG_BYTES, Accepted, Rejected, parse_job_json, validate_job_config
 from tests.unit import seed_configs
 from tests.unit.factories import config_dict, load_seed_config, port_dict, role_dict
 

@@ -23,8 +23,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from services.cli import main as cli
 from services.cli import vc as vc_cli
 from services.submit.app import create_app
-from services.submit.contract.openapi import document
 from services.submit.deps import SubmitDeps
+from services.submit.openapi import document
 from shared.bus.memory import MemoryBus
 from shared.records import JobRecord, NodeRecord
 from shared.scheduling.vclusters import Quota, VirtualCluster

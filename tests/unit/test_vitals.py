@@ -1,4 +1,4 @@
-"""shared.runtime.vitals: loops that survive failing rounds, health that says the truth, fatal endings that stop."""
+"""shared.ops.vitals: loops that survive failing rounds, health that says the truth, fatal endings that stop."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from contextlib import AsyncExitStack
 import pytest
 from structlog.testing import capture_logs
 
-from shared.runtime import vitals as vitals_module
-from shared.runtime.vitals import HealthReport, Vitals, backoff, describe
+from shared.ops import vitals as vitals_module
+from shared.ops.vitals import HealthReport, Vitals, backoff, describe
 
 pytestmark = pytest.mark.unit
 

@@ -34,10 +34,10 @@ from services.launcher.engine.driver import (
     PullError,
     RegistryAuth,
 )
+from services.launcher.engine.enginestats import Counters, counters
 from services.launcher.engine.enginestreams import LogPump, open_stream
 from services.launcher.engine.enginethreads import EngineThreads
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.profiling.enginestats import Counters, counters
 from shared.errors import DriverError, EngineUnreachableError
 from shared.lifecycle import exitcodes
 from shared.tasks.envvars import CODE_MOUNT

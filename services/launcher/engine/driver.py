@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
 
-from services.launcher.profiling.enginestats import Counters
+from services.launcher.engine.enginestats import Counters
 from shared.errors import DriverError
 from shared.lifecycle import exitcodes
 

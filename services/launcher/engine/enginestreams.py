@@ -14,7 +14,7 @@ import requests
 from docker.types import CancellableStream
 
 from services.launcher.engine.driver import LogLine
-from services.launcher.profiling.enginestats import engine_time_ns
+from services.launcher.engine.enginestats import engine_time_ns
 
 FRAME_HEADER = struct.Struct(">BxxxL")  # a multiplexed log frame's header: stream (1 stdout, 2 stderr), length
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from shared.records import TaskSpec
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 PREFIX = "paiq."
 

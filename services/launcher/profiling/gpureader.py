@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from services.launcher.profiling.enginestats import GpuReading
+from services.launcher.engine.enginestats import GpuReading
 
 
 class GpuReader(Protocol):

@@ -13,7 +13,7 @@ import contextlib
 import importlib
 from typing import Protocol, cast
 
-from services.launcher.profiling.enginestats import GpuReading
+from services.launcher.engine.enginestats import GpuReading
 from shared.scheduling.gpuinventory import NvmlDevice
 
 # NVML's return codes (nvml.h) that explain why it cannot be used on this node.

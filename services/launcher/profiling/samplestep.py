@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from services.launcher.engine.enginestats import Counters, GpuReading, usage_between
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.profiling.enginestats import Counters, GpuReading, usage_between
 from shared.db.profiles import ProfileWrite, TaskProfile
 from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy, watch
 from shared.profiling.series import add

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 import structlog
 
 from services.launcher.deps import LauncherDeps
+from services.launcher.engine.enginestats import Counters, GpuReading
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.profiling.enginestats import Counters, GpuReading
 from services.launcher.profiling.gpureader import GpuReader
 from services.launcher.profiling.samplestep import advance, new_profile
 from shared.db.profiles import ProfileStore, ProfileWrite, TaskProfile
 from shared.events import CloudEvent, TaskGpuIdle, TaskGpuIdleData
-from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy
-from shared.runtime.metrics import (
+from shared.ops.metrics import (
     GPU_IDLE_TASKS,
     GPU_IDLE_TOTAL,
     NODE_CPU_USED,
@@ -38,6 +37,7 @@ from shared.runtime.metrics import (
     VC_GPU_SECONDS_HELD,
     VC_GPU_SECONDS_USED,
 )
+from shared.profiling.idle import GpuIdleFinding, GpuIdlePolicy
 
 log = structlog.get_logger("paiq.launcher.sampling")
 

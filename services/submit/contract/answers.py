@@ -1,5 +1,5 @@
 """What the REST API answers, as models: the OpenAPI document's response schemas are generated from them
-(:mod:`services.submit.contract.openapi`), and every handler answers through :func:`answer`, so no handler can send
+(:mod:`services.submit.openapi`), and every handler answers through :func:`answer`, so no handler can send
 a shape the document does not describe.
 
 The shapes are OpenPAI v0.14's (field names in camelCase, times in ms since the epoch). A field is always
@@ -16,9 +16,9 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.alias_generators import to_camel
 
-from services.submit.contract.errors import Error
+from services.submit.errors import Error
+from shared.ops.vitals import HealthReport
 from shared.records import JobState, SubState, TaskState, TaskSubState
-from shared.runtime.vitals import HealthReport
 from shared.scheduling.vclusters import Quota
 
 
@@ -364,13 +364,13 @@ class VirtualClusters(RootModel[dict[str, VirtualCluster]]):
     """Virtual clusters by name."""
 
 
-# Every answer model: the document's components are generated from these (services.submit.contract.openapi).
+# Every answer model: the document's components are generated from these (services.submit.openapi).
 ANSWERS: tuple[type[BaseModel], ...] = (Error, Message, Submitted, Token, Whoami, User, UserList, SshInfo, JobSummary,
                                         JobList, JobDetail, VirtualCluster, VirtualClusters, Queue, HealthReport,
                                         JobProfile, TaskProfile)
 
 
-# What a handler may answer with (an error leaves as ApiError.response(), health as shared.runtime.metrics'
+# What a handler may answer with (an error leaves as ApiError.response(), health as shared.ops.metrics'
 # health_response(), the job config as it was submitted).
 Body = Answer | JobList | UserList | VirtualClusters
 

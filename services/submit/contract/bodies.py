@@ -19,9 +19,9 @@ from urllib.parse import parse_qsl
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from services.submit.contract.errors import ApiError, shown
 from services.submit.deps import DEPS
-from shared.jobconfig.validation import no_json_constant
+from services.submit.errors import ApiError, shown
+from shared.admission.validation import no_json_constant
 
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 # The routes that take forms read at most six fields, each a name, a password or a number.

@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from shared.admission.validation import MAX_CONFIG_BYTES, MAX_SAFE_INTEGER
 from shared.jobconfig.lenient import OBSOLETE_FIELDS, default_keys, protocol_fields
 from shared.jobconfig.limits import INT64, JobLimits
 from shared.jobconfig.model import (
@@ -43,8 +44,7 @@ from shared.jobconfig.model import (
     PortSpec,
     TaskRole,
 )
-from shared.jobconfig.validation import MAX_CONFIG_BYTES, MAX_SAFE_INTEGER
-from shared.scheduling.priority import DEFAULT_CLASS, PriorityClass
+from shared.jobconfig.priority import DEFAULT_CLASS, PriorityClass
 
 REF = "#/components/schemas/{model}"
 # Maxima the model leaves open but a rule across fields closes: field -> the field it may not exceed.

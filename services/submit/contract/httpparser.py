@@ -33,8 +33,8 @@ from aiohttp.http_exceptions import (
 )
 from aiohttp.web_protocol import RequestHandler
 
-from services.submit.contract.errors import ApiError, for_status
 from services.submit.contract.headers import stamp
+from services.submit.errors import ApiError, for_status
 
 log = structlog.get_logger("paiq.submit.protocol")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.requests import USER_NAME_SCHEMA
 from services.submit.contract.route import Param
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.users import check_user_name
 from shared.records import JobRecord
 

@@ -14,7 +14,7 @@ from services.submit.contract.answers import Answer
 from services.submit.contract.refusals import refusal
 from services.submit.contract.requests import Request
 from shared.jobconfig.model import JOB_NAME_PATTERN
-from shared.notify.kinds import KIND_NAMES, Kind
+from shared.jobconfig.notifykinds import KIND_NAMES, Kind
 from shared.notify.subscriptions import MAX_URL_LENGTH
 
 EMAIL_MAX = 254

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-from services.submit.contract.errors import ApiError, shown
+from services.submit.errors import ApiError, shown
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,7 +1,7 @@
 """What the API reads from request bodies (other than a job config, :mod:`shared.jobconfig.model`, and a virtual
 cluster, :mod:`shared.scheduling.vclusters`), as models: the routes validate their bodies by them
 (:class:`services.submit.contract.route.ModelBody`), and the OpenAPI document's request schemas are generated from them
-(:mod:`services.submit.contract.openapi`).
+(:mod:`services.submit.openapi`).
 
 Each field refuses in OpenPAI's words: its validator runs before pydantic's own checks and raises
 :func:`services.submit.contract.refusals.refusal` with them (``username: is required and must be a non-empty string``,

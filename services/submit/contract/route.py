@@ -6,7 +6,7 @@ A route says its method and path, its handler, who may call it (``auth``), its p
 reads (:class:`ModelBody`: validated by its model, refusals in OpenPAI's words by
 :mod:`services.submit.contract.refusals`; or :class:`Body`: a component read by the handler's own pipeline, a job
 config), what it answers on success (:class:`Reply`, by model) and the statuses of its errors (their codes
-from :mod:`services.submit.contract.errors`).
+from :mod:`services.submit.errors`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from services.submit.contract.bodies import FORM_TYPES, read_form, read_json
 from services.submit.contract.configschema import REF
-from services.submit.contract.errors import ApiError, ErrorCode, error_responses
 from services.submit.contract.refusals import validated
 from services.submit.contract.requests import Request
+from services.submit.errors import ApiError, ErrorCode, error_responses
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Method = Literal["GET", "PUT", "POST", "DELETE"]

@@ -9,12 +9,12 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Message, Token, User, UserList, answer
-from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import USER_PARAM
 from services.submit.contract.requests import TokenRequest, UserChange, UserRemoval
 from services.submit.contract.route import ModelBody, Reply, Route, route_of
 from services.submit.contract.views import user_view
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 from services.submit.routes.passwords import password_login
 from services.submit.users import Principal, check_user_name
 from shared.scheduling.vclusters import with_default

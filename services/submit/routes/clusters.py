@@ -11,14 +11,14 @@ from services.submit.contract import answers
 from services.submit.contract.answers import Message, answer
 from services.submit.contract.bodies import read_json
 from services.submit.contract.configschema import REF
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.refusals import validated
 from services.submit.contract.route import Body, Param, Reply, Route
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes.access import require_admin
+from shared.jobconfig.priority import priority_name
 from shared.records import JobState
 from shared.scheduling.borrowing import borrowed_and_lent, quota_usage
-from shared.scheduling.priority import priority_name
 from shared.scheduling.queueing import NO_SHARE, queue_positions, usage_by_vc
 from shared.scheduling.vclusters import DEFAULT_VC, Resources, VirtualCluster, limit, total_problem, with_default
 

@@ -20,10 +20,10 @@ from datetime import datetime
 
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Route, text
 from services.submit.contract.streams import open_stream
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 from shared.db.journal import JournalEntry
 from shared.events import TaskExited, dump_event, parse_event
 from shared.records import now_ms

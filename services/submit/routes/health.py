@@ -6,8 +6,8 @@ from aiohttp import web
 
 from services.submit.contract.route import Reply, Route, text
 from services.submit.deps import DEPS
-from shared.runtime.metrics import health_metrics_response, health_response
-from shared.runtime.vitals import HealthReport
+from shared.ops.metrics import health_metrics_response, health_response
+from shared.ops.vitals import HealthReport
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -17,31 +17,32 @@ from aiohttp import web
 from services.submit.contract.answers import JobDetail, Message, answer
 from services.submit.contract.bodies import read_bytes
 from services.submit.contract.configschema import job_config_schemas
-from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import JOB_PARAMS, USER_PARAM, job_or_404, path_user
 from services.submit.contract.requests import ExecutionTypeChange
 from services.submit.contract.route import STRING, Body, ModelBody, Param, Reply, Route
 from services.submit.contract.views import job_detail
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 from services.submit.routes.access import optional_principal, principal_of
 from services.submit.routes.listing import positions
 from services.submit.routes.profiles import job_usage_of
 from services.submit.routes.ssh import requested_user_keys, stored_job_key
 from services.submit.users import Principal, may_use
+from shared.admission.envsize import env_size_problems
+from shared.admission.validation import Accepted, parse_job_json, validate_job_config
 from shared.db.idempotency import HEADER as IDEMPOTENCY_HEADER
 from shared.db.idempotency import REPLAYED_HEADER, IdempotencyRecord, Submitted, key_problem
-from shared.db.store import EncodedJob, Store, encoded_job
+from shared.db.store import Store
+from shared.db.submission import EncodedJob, encoded_job
 from shared.errors import JobExistsError, SubmitOutcomeUnknownError
 from shared.events import JobStopRequested, JobStopRequestedData, JobSubmitted, JobSubmittedData
-from shared.jobconfig.envsize import env_size_problems
 from shared.jobconfig.limits import JobLimits, printable
 from shared.jobconfig.model import JobConfig
+from shared.jobconfig.priority import FIELD_PATH as PRIORITY_FIELD
+from shared.jobconfig.priority import PriorityClass, priority_class_of
 from shared.jobconfig.sealing import SecretsKeyMissingError, seal_config
 from shared.jobconfig.storagepath import StorageRefusal, resolve_in_storage, storage_root
-from shared.jobconfig.validation import Accepted, parse_job_json, validate_job_config
 from shared.records import ACTIVE_JOB_STATES, JobRecord, SubState, initial_tasks, new_job_id, now_ms
-from shared.scheduling.priority import FIELD_PATH as PRIORITY_FIELD
-from shared.scheduling.priority import PriorityClass, priority_class_of
 from shared.scheduling.vclusters import VirtualCluster, with_default
 from shared.settings.model import Settings
 from shared.storageconfig import storage_configs_at, storage_refusal

@@ -12,13 +12,13 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from services.submit.contract.answers import JobList, answer
-from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import USER_PARAM, path_user
 from services.submit.contract.requests import USER_NAME_SCHEMA
 from services.submit.contract.route import Param, Reply, Route, WholeNumber
 from services.submit.contract.views import job_summary
 from services.submit.deps import DEPS
-from services.submit.throttle import heavy_read, is_heavy_page
+from services.submit.errors import ApiError
+from services.submit.routes.throttle import heavy_read, is_heavy_page
 from services.submit.users import check_user_name
 from shared.db.lists.paging import Cursor, CursorError
 from shared.db.store import Store

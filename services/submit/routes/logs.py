@@ -24,15 +24,15 @@ from dataclasses import replace
 
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.route import Param, Route, text
 from services.submit.contract.streams import open_stream
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes.access import principal_of
 from services.submit.users import check_user_name
 from shared.db.logs import LogLineRecord, LogStore
 from shared.records import AttemptRecord, JobRecord, TaskRecord
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 FOLLOW_POLL_SECONDS = 0.3
 TASK_ATTEMPT_HEADER = "X-Task-Attempt"  # the run of the task a log or profile answer is of

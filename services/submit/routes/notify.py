@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from services.submit.contract.answers import Message, answer
-from services.submit.contract.errors import ApiError
 from services.submit.contract.notify import (
     Deliveries,
     DeliveryView,
@@ -27,12 +26,13 @@ from services.submit.contract.notify import (
 )
 from services.submit.contract.route import ModelBody, Param, Reply, Route, WholeNumber
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 from services.submit.routes.access import principal_of
 from shared.events import SubscriptionsChanged, SubscriptionsChangedData
+from shared.jobconfig.notifykinds import Kind
 from shared.jobconfig.sealing import SealingError
 from shared.notify.destinations import Destinations
 from shared.notify.endpoints import redacted
-from shared.notify.kinds import Kind
 from shared.notify.signing import new_secret, seal_secret
 from shared.notify.subscriptions import MAX_SUBSCRIPTIONS, PLATFORM, Channel, Format, Subscription
 from shared.records import now_ms

@@ -18,8 +18,8 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Whoami, answer
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.route import Param, Reply, Route, text
+from services.submit.errors import ApiError, shown
 from services.submit.routes.access import principal_of
 
 log = structlog.get_logger("paiq.submit")

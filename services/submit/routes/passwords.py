@@ -11,9 +11,9 @@ from typing import TypeVar
 import structlog
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError, ErrorCode, TooManyRequestsError
 from services.submit.contract.requests import TokenRequest
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, ErrorCode, TooManyRequestsError
 from services.submit.loginguard import LoginGuard, Refusal
 
 log = structlog.get_logger("paiq.submit.passwords")

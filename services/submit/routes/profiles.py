@@ -17,10 +17,10 @@ from aiohttp import web
 
 from services.submit.contract import answers
 from services.submit.contract.answers import answer
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.route import Param, Reply, Route
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes.logs import (
     NUMBER,
     RUN_HEADERS,
@@ -31,7 +31,7 @@ from services.submit.routes.logs import (
     _number,
     task_run,
 )
-from services.submit.throttle import heavy_read
+from services.submit.routes.throttle import heavy_read
 from shared.db.profiles import ProfileStore, TaskProfile
 from shared.profiling.totals import job_usage
 from shared.profiling.usage import Usage

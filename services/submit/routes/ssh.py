@@ -16,10 +16,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import SecretStr
 
 from services.submit.contract.answers import KeyPair, SshContainer, SshInfo, answer
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.lookup import JOB_PARAMS, job_or_404
 from services.submit.contract.route import Param, Reply, Route, text
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes.access import principal_of
 from shared.jobconfig.model import JobConfig
 from shared.jobconfig.sealing import SETTING, SealingError

@@ -1,6 +1,6 @@
 """The REST API's route table: every route of every module, in the order aiohttp's router tries them.
 
-:func:`services.submit.app.create_app` registers exactly these, and :func:`services.submit.contract.openapi.document`
+:func:`services.submit.app.create_app` registers exactly these, and :func:`services.submit.openapi.document`
 describes exactly these, so what is served and what is documented cannot drift apart. The document itself
 is served from the app (:data:`DOCUMENT`), built once when the app is made.
 """

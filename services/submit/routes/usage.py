@@ -15,10 +15,10 @@ import datetime as dt
 from aiohttp import web
 
 from services.submit.contract.answers import answer
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.route import STRING, Param, Reply, Route
 from services.submit.contract.usage import UsageReport, row_view
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes.access import principal_of
 from shared.scheduling.vclusters import with_default
 from shared.usage.days import MAX_REPORT_DAYS, RangeProblem, day_range

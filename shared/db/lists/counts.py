@@ -10,7 +10,7 @@ active ones, are read from the partial index of uncounted jobs when a deep page 
 Beside them, for ``GET /api/v2/jobs``'s orders by a field of few values (:data:`DIRECTORIES`: the user, retries,
 the task and GPU totals, the priority class), one document per field, ``V|<field>``, counting the counted jobs
 per value (``v``) and per state and value (``vs``), moved in the same transaction: the values an order visits
-and how many jobs each holds (:mod:`shared.db.lists.ordered`), read by id whatever the history; an ended job's
+and how many jobs each holds (:mod:`shared.db.listorder`), read by id whatever the history; an ended job's
 values never change again.
 """
 

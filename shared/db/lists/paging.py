@@ -31,7 +31,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from shared.db.lists.buckets import LEVEL_BITS, span
 from shared.db.lists.counts import ListCounts, ListView
-from shared.db.lists.keywords import keyword_query
+from shared.keywords import keyword_query
 from shared.records import JobState, RetryCounts, SubState
 
 Doc = dict[str, Any]
@@ -63,7 +63,7 @@ class JobSummary(BaseModel):
     role_count: int = 0
     launched_ms: int | None = None
     tags: tuple[str, ...] = ()  # GET /api/v2/jobs's tags (PUT/DELETE /api/v2/jobs/{user}~{job}/tag)
-    job_priority: str | None = None  # the class the config wrote (shared.scheduling.priority.written_class)
+    job_priority: str | None = None  # the class the config wrote (shared.jobconfig.priority.written_class)
 
 
 PROJECTION: Doc = {name: 1 for name in JobSummary.model_fields if name != "id"}
@@ -130,7 +130,7 @@ async def list_page(col: AsyncCollection[Doc], *, now_ms: int, limit: int, offse
     filtered by ``vc``, ``keyword`` or ``tags`` (any of them; ``GET /api/v2/jobs``: indexes ``vc_*_created``,
     ``name_keys_created``, ``tags_created``) has no counts and walks its windows to any offset (its route bounds
     ``offset + limit`` as a page's ``limit`` is bounded). ``match``: one more equality (a value of another order's
-    field, :mod:`shared.db.lists.ordered`), served by that field's index; walked too. ``holds``: how many jobs
+    field, :mod:`shared.db.listorder`), served by that field's index; walked too. ``holds``: how many jobs
     the list holds from its start (or the cursor), where counters say: the walk stops once it has them all."""
     base = _base(user, state)
     if match:

@@ -1,3 +1,3 @@
-"""OpenPAI's job protocol v2 (YAML) onto paiq's one internal job: read (:mod:`.yamlbody`), checked in
-OpenPAI v1.8's order (:mod:`.model`, :mod:`.checks`), rendered and masked (:mod:`.render`), mapped onto
-:class:`~shared.jobconfig.model.JobConfig` (:mod:`.tojob`) and back (:mod:`.fromjob`). Pure: no I/O."""
+"""OpenPAI's job protocol v2 (YAML): read (:mod:`.yamlbody`), its model (:mod:`.model`), rendered and masked
+(:mod:`.render`), and a stored job shown back as v2 (:mod:`.fromjob`). Its checks and its mapping onto the one
+internal job are :mod:`shared.admission.v2`. Pure: no I/O."""

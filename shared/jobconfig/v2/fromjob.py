@@ -25,7 +25,7 @@ import shlex
 from typing import Any
 
 from shared.jobconfig.model import JobConfig, TaskRole, env_value
-from shared.jobconfig.v2.tojob import NEVER
+from shared.jobconfig.v2.model import NEVER
 
 
 def _completion(value: int | None) -> int:

@@ -3,7 +3,7 @@
 Each rule of the ajv schema is a field here: types are strict (ajv converted nothing; an integer is a
 number without a fraction, so YAML's ``2.0`` is 2), ``additionalProperties: false`` is ``extra="forbid"``,
 ``true`` is ``extra="allow"``. What pydantic cannot say as the schema did is checked by
-:mod:`shared.jobconfig.v2.checks` before these models: the patterns of mapping keys (task role names,
+:mod:`shared.admission.v2.checks` before these models: the patterns of mapping keys (task role names,
 port labels) and the deliberate differences listed there. Refusals are worded by :func:`problems_of`:
 the path in the document (``taskRoles.worker.resourcePerInstance.gpu``) and the rule.
 """
@@ -20,6 +20,7 @@ from shared.jobconfig.problems import ConfigProblem, json_type, rule_for, shown
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"  # the job's, a prerequisite's and a deployment's name
 KEY_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"  # task role names and port labels
 PREREQUISITE_TYPES = ("script", "output", "data", "dockerimage")
+NEVER = -1  # frameworkcontroller's "never a trigger" for a role's min counts (minFailed/SucceededInstances)
 
 
 def ajv_integer(value: object) -> object:

@@ -56,7 +56,7 @@ class _PythonParser(Reader, Scanner, Parser):
 _PARSER: Any = getattr(importlib.import_module("yaml.cyaml"), "CParser", None) if yaml.__with_libyaml__ \
     else _PythonParser
 
-MAX_BODY_BYTES = 1024 * 1024  # as a JSON body (shared.jobconfig.validation.MAX_CONFIG_BYTES)
+MAX_BODY_BYTES = 1024 * 1024  # as a JSON body (shared.admission.validation.MAX_CONFIG_BYTES)
 _TAG = "tag:yaml.org,2002:"
 # YAML's own tags that paiq reads; any other tag is refused.
 ALLOWED_TAGS = frozenset(f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from shared.jobconfig.priority import is_opportunistic, priority_name
 from shared.scheduling.preemption.values import Candidate, Verdict, Waiter
-from shared.scheduling.priority import is_opportunistic, priority_name
 
 
 def eligible(waiting: Waiter, candidate: Candidate) -> Verdict:

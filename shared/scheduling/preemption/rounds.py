@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from shared.jobconfig.priority import is_opportunistic, priority_of
 from shared.records import LINEAGE_MAX, JobRecord, SubState
 from shared.scheduling.borrowing import admit, borrowed, borrowers, lendable
 from shared.scheduling.placement import ClusterSnapshot, Plan, place
@@ -31,7 +32,6 @@ from shared.scheduling.placement.snapshot import Claim, NodeState
 from shared.scheduling.preemption.eligibility import eligible
 from shared.scheduling.preemption.values import Candidate, NoPreemption, Preemption, Victim, Waiter, plural
 from shared.scheduling.preemption.victims import choose_victims
-from shared.scheduling.priority import is_opportunistic, priority_of
 from shared.scheduling.queueing import capacity_of, placement_seed, request_of
 from shared.scheduling.vclusters import Resources, VirtualCluster
 

@@ -7,9 +7,9 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from shared.jobconfig.model import JobConfig
+from shared.jobconfig.priority import priority_of
 from shared.records import JobRecord, holdings
 from shared.scheduling.placement import Plan
-from shared.scheduling.priority import priority_of
 from shared.scheduling.vclusters import Resources
 
 

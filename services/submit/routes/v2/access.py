@@ -9,10 +9,10 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Message
-from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Reply, Route
 from services.submit.contract.v2.users import ApplicationToken, Info, Login, TokenCheck, Tokens, v2_answer
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 from services.submit.routes.access import TOKEN_BODY, principal_of
 from services.submit.routes.passwords import password_login
 from services.submit.users import MAX_TOKEN_SECONDS

@@ -12,7 +12,6 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract import answers
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.route import Body, ModelBody, Param, Reply, Route
 from services.submit.contract.v2.users import (
     SkuType,
@@ -28,6 +27,7 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes import clusters
 from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.v2.users import storages

@@ -18,7 +18,6 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Message
-from services.submit.contract.errors import ApiError, ErrorCode
 from services.submit.contract.requests import Request
 from services.submit.contract.route import Handler, ModelBody, Param, Reply, Route
 from services.submit.contract.v2.users import (
@@ -29,6 +28,7 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, ErrorCode
 from services.submit.routes.access import require_admin
 from shared.db.groups import GROUP_PATTERN, Group, Groups
 

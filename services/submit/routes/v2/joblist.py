@@ -4,7 +4,7 @@ at a time, every filter served by an index and flat with history.
 Filters: ``username``, ``vc``, ``state`` (each comma-separated as OpenPAI took them: the list is the union of
 the lists of each combination of their values, at most :data:`MAX_VALUES`, each read alone and merged newest
 first), ``keyword`` (a prefix of the job's name or of a word of it,
-case-insensitive: :mod:`shared.db.lists.keywords`; OpenPAI matched a substring of the name, user or VC),
+case-insensitive: :mod:`shared.keywords`; OpenPAI matched a substring of the name, user or VC),
 ``tagsContain`` (jobs holding any of the tags, comma-separated as OpenPAI took them), ``tagsNotContain`` (jobs
 holding none of them: a bounded walk of the list with the others, :mod:`shared.db.lists.negative`). Each combination is
 one equality prefix of an index (:mod:`shared.db.indexes`) read in the newest-first windows of
@@ -12,7 +12,7 @@ one equality prefix of an index (:mod:`shared.db.indexes`) read in the newest-fi
 index, the others checked among its jobs. ``order``: ``submissionTime,DESC`` (OpenPAI's default) is served here;
 v1.8's other 19 (``jobName``, ``submissionTime``, ``username``, ``vc``, ``retries``, ``totalTaskNumber``,
 ``totalGpuNumber``, ``state``, ``completionTime``, ``jobPriority``, each ``,ASC`` or ``,DESC``) by
-:mod:`shared.db.lists.ordered`, which says how each is read and refuses (400, saying why) what no index serves
+:mod:`shared.db.listorder`, which says how each is read and refuses (400, saying why) what no index serves
 flat. ``offset``: a list with no ``vc``, ``keyword`` or tags reaches any
 offset at the cost of a page (its counts); with them, ``offset + limit`` is bounded like a page's ``limit``
 (past it, 400 naming ``X-Next-Cursor``, which continues at the cost of the next page only).
@@ -29,17 +29,17 @@ from typing import Any
 
 from aiohttp import web
 
-from services.submit.contract.errors import ApiError
 from services.submit.contract.route import Param, Reply, Route, WholeNumber
 from services.submit.contract.v2.jobs import V2JobList, V2JobPage
 from services.submit.contract.v2.jobviews import v2_summary
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError
 from services.submit.routes.access import principal_of
 from services.submit.routes.listing import CURSOR
-from services.submit.throttle import heavy_read, is_heavy_page
+from services.submit.routes.throttle import heavy_read, is_heavy_page
 from services.submit.users import check_user_name
+from shared.db.listorder import MAX_SORTED, Asked, OrderedPage, OrderRefusedError, ordered_page
 from shared.db.lists.negative import SCAN_BUDGET, without_tags
-from shared.db.lists.ordered import MAX_SORTED, Asked, OrderedPage, OrderRefusedError, ordered_page
 from shared.db.lists.orders import ALL, DEFAULT, Order, OrderCursor, OrderError
 from shared.db.lists.paging import Cursor, CursorError, JobPage
 from shared.db.store import Store
@@ -118,7 +118,7 @@ def _order_cursor(request: web.Request, order: Order) -> OrderCursor | None:
 
 async def _ordered(request: web.Request, order: Order, combos: list[tuple[str | None, str | None, str | None]],
                    filters: dict[str, Any], limit: int, offset: int) -> tuple[OrderedPage, bool]:
-    """A page in another of v1.8's orders (:mod:`shared.db.lists.ordered`); whether it had a cursor."""
+    """A page in another of v1.8's orders (:mod:`shared.db.listorder`); whether it had a cursor."""
     cursor = _order_cursor(request, order)
     asked = Asked(tuple(combos), filters["keyword"], filters["tags"], filters["without"])
     async with heavy_read(request) if is_heavy_page(limit * len(combos), offset) else nullcontext():

@@ -14,7 +14,6 @@ from urllib.parse import quote
 from aiohttp import web
 
 from services.submit.contract.answers import SshInfo, Submitted, answer
-from services.submit.contract.errors import ApiError, shown
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.requests import USER_NAME_SCHEMA, ExecutionTypeChange
 from services.submit.contract.route import ModelBody, Param, Reply, Route, text
@@ -39,13 +38,14 @@ from services.submit.contract.v2.jobviews import (
     v2_task_attempts,
 )
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, shown
 from services.submit.routes.access import principal_of
 from services.submit.routes.jobs import _request_stop as request_stop
 from services.submit.routes.logs import LOG_ROUTE, log_store
 from services.submit.routes.ssh import get_job_ssh
 from shared.db.tags import TagsFullError
 from shared.records import JobRecord, TaskRecord
-from shared.tasks.ref import TaskRef
+from shared.taskref import TaskRef
 
 JOB = "/api/v2/jobs/{user}~{job}"
 MAX_INDEX = 1_000_000

@@ -1,7 +1,7 @@
 """Protocol v2's job routes (OpenPAI v1.8's ``/api/v2/jobs``): submit a v2 job (YAML, or JSON), and read
 any job's config as a v2 document. The rest of ``/api/v2`` (issue 27) goes beside these.
 
-A v2 submission is a v1 one with another judge (:func:`shared.jobconfig.v2.checks.validate_v2_body`,
+A v2 submission is a v1 one with another judge (:func:`shared.admission.v2.checks.validate_v2_body`,
 refusals ``400 InvalidProtocolError`` naming each path and rule) and OpenPAI v1.8's answer
 (``202 {"status": 202, "message": "Update job <name> for user <user> successfully."}``); the token's user
 submits (v2 has no user in its path), and everything else is :func:`services.submit.routes.jobs.submit`'s:
@@ -18,16 +18,16 @@ from aiohttp import web
 
 from services.submit.contract.answers import Submitted, answer
 from services.submit.contract.bodies import FORM_TYPES, check_charset
-from services.submit.contract.errors import ApiError
 from services.submit.contract.lookup import job_or_404
 from services.submit.contract.requests import USER_NAME_SCHEMA
 from services.submit.contract.route import Body, Param, Reply, Route
+from services.submit.errors import ApiError
 from services.submit.routes.jobs import Refusals, accepted_headers, submit
+from shared.admission.v2.checks import validate_v2_body
+from shared.admission.validation import Accepted
 from shared.jobconfig.limits import JobLimits
-from shared.jobconfig.v2.checks import validate_v2_body
 from shared.jobconfig.v2.fromjob import to_v2_document
 from shared.jobconfig.v2.render import MASK
-from shared.jobconfig.validation import Accepted
 from shared.records import JobRecord
 
 # The media types of a v2 body that are not YAML text (any other is read as YAML, which JSON is too).

@@ -10,7 +10,6 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Message
-from services.submit.contract.errors import ApiError, ErrorCode
 from services.submit.contract.lookup import USER_PARAM
 from services.submit.contract.route import ModelBody, Reply, Route
 from services.submit.contract.v2.users import (
@@ -23,6 +22,7 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, ErrorCode
 from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.notify import subscriptions_changed
 from services.submit.routes.passwords import password_tried

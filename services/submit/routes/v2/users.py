@@ -18,7 +18,6 @@ import structlog
 from aiohttp import web
 
 from services.submit.contract.answers import Message
-from services.submit.contract.errors import ApiError, ErrorCode
 from services.submit.contract.lookup import USER_PARAM
 from services.submit.contract.route import ModelBody, Param, Reply, Route
 from services.submit.contract.v2.users import (
@@ -39,6 +38,7 @@ from services.submit.contract.v2.users import (
     v2_answer,
 )
 from services.submit.deps import DEPS
+from services.submit.errors import ApiError, ErrorCode
 from services.submit.routes.access import principal_of, require_admin
 from services.submit.routes.notify import subscriptions_changed
 from services.submit.users import UserInfo, check_user_name, may_use

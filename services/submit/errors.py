@@ -9,8 +9,8 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
+from shared.admission.validation import MAX_CONFIG_BYTES
 from shared.errors import PaiqError
-from shared.jobconfig.validation import MAX_CONFIG_BYTES
 
 ErrorCode = Literal[
     "InvalidParametersError", "NoUserError", "UnauthorizedUserError", "ForbiddenUserError", "NoJobError",
@@ -56,8 +56,8 @@ STATUS_OF: dict[ErrorCode, int] = {
     "RequestTimeoutError": 408,
     # Not one of OpenPAI's codes: its Node.js server answered oversized headers with a bare 431.
     "RequestHeaderFieldsTooLargeError": 431,
-    # Not one of OpenPAI's codes: an anonymous heavy read beyond its budget (services.submit.throttle), a password
-    # tried during a window that wrong ones opened (services.submit.loginguard).
+    # Not one of OpenPAI's codes: an anonymous heavy read beyond its budget (services.submit.routes.throttle), a
+    # password tried during a window that wrong ones opened (services.submit.loginguard).
     "TooManyRequestsError": 429,
     "UnknownError": 500,
     # Not one of OpenPAI's codes: the database or the broker unreachable (an outage, not a bug).

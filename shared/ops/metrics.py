@@ -13,10 +13,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 from shared.lifecycle import exitcodes
-from shared.runtime.listen import listen
+from shared.ops.listen import listen
 
 if TYPE_CHECKING:
-    from shared.runtime.vitals import HealthReport
+    from shared.ops.vitals import HealthReport
 
 log = structlog.get_logger("paiq.metrics")
 

@@ -12,7 +12,7 @@ The steps (``middlewares/v2/protocol.js`` ``protocol.submit``, then paiq's own j
    ``defaults.deployment`` naming no deployment;
 4. rendering (:mod:`shared.jobconfig.v2.render`): registry credentials with ``$secrets``, each role's
    command with ``$parameters`` and its prerequisites;
-5. the job as paiq runs it (:mod:`shared.jobconfig.v2.tojob`): the v1 models and rules, the job's
+5. the job as paiq runs it (:mod:`shared.admission.v2.tojob`): the v1 models and rules, the job's
    limits (tasks, roles, its document's size), each problem named by its v2 path.
 
 Every refusal names the path and the rule (the caller answers 400 ``InvalidProtocolError``); the stored
@@ -52,12 +52,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.admission.v2.tojob import to_job_config
+from shared.admission.validation import DEFAULT_LIMITS, Accepted, Rejected
 from shared.jobconfig.limits import JobLimits, printable, walk
 from shared.jobconfig.problems import ConfigProblem, json_type
 from shared.jobconfig.v2.model import KEY_PATTERN, DockerImagePrerequisite, JobV2, problems_of
-from shared.jobconfig.v2.tojob import to_job_config
 from shared.jobconfig.v2.yamlbody import load_yaml_body
-from shared.jobconfig.validation import DEFAULT_LIMITS, Accepted, Rejected
 
 PREREQUISITE_FIELDS = (("script", "script"), ("output", "output"), ("data", "data"), ("docker_image", "dockerimage"))
 

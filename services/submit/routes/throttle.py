@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.submit.contract.errors import TooManyRequestsError
 from services.submit.deps import DEPS
+from services.submit.errors import TooManyRequestsError
 from services.submit.routes.access import optional_principal
 
 LIGHT_JOBS = 100  # a first list page of at most this many jobs is not a heavy read

@@ -4,11 +4,11 @@ Its paths are the route table's (:data:`services.submit.routes.table.ROUTES`, ea
 its handler as a :class:`services.submit.contract.route.Route`), the table aiohttp's router is built from. Its
 schemas are generated from the models the service reads and answers with: the answers
 (:mod:`services.submit.contract.answers`, which every handler answers through) and the error
-(:class:`services.submit.contract.errors.Error`), the request bodies
+(:class:`services.submit.errors.Error`), the request bodies
 (:mod:`services.submit.contract.requests`), the job config (:mod:`services.submit.contract.configschema`) and
 the virtual cluster (:mod:`shared.scheduling.vclusters`), all with one ref template. Every route lists every
 status it answers with; an error's ``code`` is one of those OpenPAI answers that status with
-(:data:`services.submit.contract.errors.STATUS_OF`). Tests check that every route of the app is described here (and
+(:data:`services.submit.errors.STATUS_OF`). Tests check that every route of the app is described here (and
 nothing else), that every model is, that the handlers' answers match their schemas, that the job schema
 matches the models and the validator, and, with schemathesis against a running platform, that real answers
 match the document.

@@ -46,20 +46,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.admission.validation import Accepted, Rejected, config_problems, limit_problems
 from shared.jobconfig.limits import JobLimits
 from shared.jobconfig.model import IMAGE_PATTERN, JobConfig
 from shared.jobconfig.problems import ConfigProblem, problems_from
 from shared.jobconfig.v2.jsvalues import js_iso
-from shared.jobconfig.v2.model import JobV2
+from shared.jobconfig.v2.model import NEVER, JobV2
 from shared.jobconfig.v2.model import TaskRole as RoleV2
 from shared.jobconfig.v2.render import RenderError, masked, render_auth, role_command
-from shared.jobconfig.validation import Accepted, Rejected, config_problems, limit_problems
 from shared.tasks.plugins import TENSORBOARD_PORT, plugin_warnings, uses_plugin, with_prerequisite_plugins
 from shared.tasks.runtimeenv import colliding_roles, framework_role_name
 
 DEFAULT_SHM_MB = 512  # v2's /dev/shm when extraContainerOptions.shmMB is absent (models/v2/job/k8s.js)
 AUTH_KEYS = ("username", "password", "registryuri")  # what a registry login takes; other keys are kept only
-NEVER = -1  # frameworkcontroller's "never a trigger" for the min counts
 
 # A v1 path's role field -> the v2 field it came from.
 _ROLE_FIELDS = {"taskNumber": "instances", "cpuNumber": "resourcePerInstance.cpu",

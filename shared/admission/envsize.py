@@ -26,10 +26,10 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.admission.validation import ConfigProblem
 from shared.jobconfig.limits import MAX_ARG_STRLEN  # one "NAME=value" string, its NUL included (Linux: 32 pages)
 from shared.jobconfig.limits import digits_below as digits_below
 from shared.jobconfig.model import JobConfig, TaskRole, env_name
-from shared.jobconfig.validation import ConfigProblem
 from shared.records import job_id_of
 from shared.scheduling.placement import TaskPlacement
 from shared.tasks import runtimeenv

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from shared.jobconfig.docsize import declared_ports, job_document_bytes, role_shapes
+from shared.admission.docsize import declared_ports, job_document_bytes, role_shapes
 from shared.jobconfig.lenient import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from shared.jobconfig.lenient import OBSOLETE_FIELDS, protocol_fields
 from shared.jobconfig.lenient import joi_integer as joi_integer
@@ -43,10 +43,10 @@ from shared.jobconfig.model import (
     TaskRole,
     env_name,
 )
+from shared.jobconfig.notifykinds import check_switch
+from shared.jobconfig.priority import check_priority_class
 from shared.jobconfig.problems import ConfigProblem as ConfigProblem
 from shared.jobconfig.problems import json_type, problems_from, shown
-from shared.notify.kinds import check_switch
-from shared.scheduling.priority import check_priority_class
 
 MAX_CONFIG_BYTES = 1024 * 1024
 DEFAULT_LIMITS = JobLimits()

@@ -16,7 +16,7 @@ submitted (``extras``: up to a megabyte) are packed once, in the raw config (:fu
 
 A part is packed only when it is large (``PACK_MIN_BYTES`` of JSON) and its blob, with what stays plain
 beside it, is no larger than the part as BSON, so a packed document is never larger than its plain form
-and the bound on a job document (:mod:`shared.jobconfig.docsize`) holds for both. The proof is cheap when the blob
+and the bound on a job document (:mod:`shared.admission.docsize`) holds for both. The proof is cheap when the blob
 is at most a sixth of the JSON text (JSON text is at most six times the part's BSON: each byte of a string
 at most a 6-byte ``\\u00XX`` escape, every other value and key within the same factor of its BSON
 element), which is what task records and repetitive configs give; otherwise (random text, which zlib
