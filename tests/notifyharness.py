@@ -94,6 +94,8 @@ class Hooks:
     secrets: dict[str, str] = field(default_factory=dict)  # name -> signing key, to check signatures
     received: dict[str, list[Received]] = field(default_factory=lambda: defaultdict(list))
     seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    in_flight: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # POSTs a slow endpoint holds now
+    most_at_once: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # ... and at most, so far
     port: int = 0
     mailbox: MailBox | None = None  # served as a process (:class:`Receivers`): its mail is reported too
     _runner: web.AppRunner | None = None
@@ -133,7 +135,12 @@ class Hooks:
         name = request.match_info["name"]
         self.seen[name] += 1
         body = await request.read()  # before the wait: the sender has given up by then
-        await asyncio.sleep(float(request.match_info["seconds"]))
+        self.in_flight[name] += 1
+        self.most_at_once[name] = max(self.most_at_once[name], self.in_flight[name])
+        try:
+            await asyncio.sleep(float(request.match_info["seconds"]))
+        finally:
+            self.in_flight[name] -= 1
         self._keep(request, name, body, "slow")
         return web.Response(text="ok")
 

@@ -165,6 +165,29 @@ def test_compose_provisions_the_rules_and_dashboards() -> None:
     assert Path(rules_glob).parent == Path("/etc/prometheus/rules") and RULE_FILE.match(Path(rules_glob).name)
 
 
+def test_compose_serves_prometheus_grafana_and_every_ops_port_on_127_0_0_1_only() -> None:
+    """The README's promise (Monitoring): Prometheus and Grafana listen on 127.0.0.1 only (host networking, so
+    their listen addresses are what counts, and they publish nothing), and every port compose publishes is bound
+    to 127.0.0.1 but the REST API's."""
+    env = {"RABBITMQ_DEFAULT_USER": "u", "RABBITMQ_DEFAULT_PASS": "p", "MONGO_INITDB_ROOT_USERNAME": "u",
+           "MONGO_INITDB_ROOT_PASSWORD": "p", "PAIQ_ADMIN_USER": "a", "PAIQ_ADMIN_PASSWORD": "p",
+           "PAIQ_SECRETS_KEY": "k", "COMPOSE_PROFILES": "monitoring"}
+    done = compose_config(env)
+    assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    prometheus, grafana = services["prometheus"], services["grafana"]
+    assert prometheus["network_mode"] == grafana["network_mode"] == "host"
+    assert "ports" not in prometheus and "ports" not in grafana
+    listen = [a.split("=", 1)[1] for a in prometheus["command"] if a.startswith("--web.listen-address=")]
+    assert listen == ["127.0.0.1:9090"], prometheus["command"]
+    assert grafana["environment"]["GF_SERVER_HTTP_ADDR"] == "127.0.0.1"
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            host_ip = port.get("host_ip", "") if isinstance(port, dict) else (port.split(":")[0]
+                                                                             if port.count(":") == 2 else "")
+            assert host_ip == "127.0.0.1" or name == "submit", f"{name} publishes {port} beyond this host"
+
+
 def _bind(volume: str | dict[str, str]) -> tuple[str, Path]:
     """(target, host path) of a bind mount in `docker-compose config`'s output (1.29: "source:target:mode";
     v2: a mapping); ("", ...) for a named volume."""

@@ -191,6 +191,42 @@ async def test_email_and_webhooks_get_each_change_once_signed_with_exit_code_and
         assert len(listed) == 6 and {d["state"] for d in listed} == {"sent"}
 
 
+async def test_without_an_smtp_host_email_fails_saying_so_and_webhooks_still_go(
+        mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
+    """The README's promise (Notifications): without PAIQ_SMTP_HOST no mail goes, such a delivery fails saying
+    so (not tried again), and webhooks still do."""
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port, PAIQ_SMTP_HOST="")
+        user = unique("u")
+        await n.email(user, {Kind.FAILED})
+        await n.webhook(user, "ok/nosmtp", {Kind.FAILED})
+        job_id = await n.job(user, email=f"{user}@example.com")
+        await publish(n, failed(job_id))
+        found = await recorded(n, user, lambda ds: len(ds) == 2 and all(d["state"] in ("sent", "failed") for d in ds))
+        by_channel = {d["channel"]: d for d in found}
+        assert by_channel["webhook"]["state"] == "sent" and len(hooks.received["nosmtp"]) == 1
+        assert by_channel["email"]["state"] == "failed" and by_channel["email"]["tries"] == 1
+        assert "no SMTP server is configured (the operator sets PAIQ_SMTP_HOST)" in by_channel["email"]["last_error"]
+        assert smtp.box.mails == [], "no mail went anywhere"
+
+
+async def test_a_webhook_that_answered_gets_at_most_two_tries_at_once(
+        mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
+    """The README's promise (Delivery semantics): at most PAIQ_NOTIFY_ENDPOINT_CONCURRENCY (2) tries at once to one
+    webhook, however many changes wait for it (once it has answered: a new endpoint gets one at a time)."""
+    async with AsyncExitStack() as stack:
+        n = await _notifier(stack, mongo_uri, hooks, smtp.port)
+        user = unique("u")
+        await n.webhook(user, "slow/0.5/line", {Kind.FAILED})
+        first = await n.job(user)
+        await publish(n, failed(first))
+        await wait_until(lambda: len(hooks.received["line"]) == 1, 10, "the endpoint's first answer")
+        jobs = [await n.job(user) for _ in range(8)]
+        await publish(n, *(failed(j) for j in jobs))
+        await wait_until(lambda: len(hooks.received["line"]) == 9, 20, "the eight changes delivered")
+        assert hooks.most_at_once["line"] == 2, "two tries at once to the endpoint, never more"
+
+
 async def test_500_three_times_then_200_is_received_once(mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
     async with AsyncExitStack() as stack:
         n = await _notifier(stack, mongo_uri, hooks, smtp.port)

@@ -78,6 +78,15 @@ def key_of(job: JobRecord) -> Any:
     return new_job_key(job, ()).sealed(new_key())
 
 
+async def test_a_services_store_closes_connections_idle_for_a_minute(faulty_server: str) -> None:
+    """The README's promise (Operations): pooled connections idle for a minute are closed by the client, well
+    before SecantusDB's own limit (300 s). The services and paiq up open their store with open_store's defaults
+    (shared/runtime/service.py, services/platform.py); the test below shows the closing itself, scaled down."""
+    async with open_store(faulty_server, unique("idle_"), timeout_seconds=3) as store:
+        assert store._client.options.pool_options.max_idle_time_seconds == 60
+        await store._client.drop_database(store.jobs.database.name)
+
+
 async def test_pooled_connections_never_outlive_the_servers_idle_limit(store: Store) -> None:
     """Quiet longer than the server's idle limit (the issue's "ten quiet minutes", scaled down), then plain
     writes that nobody retries: each succeeds. (The store closes connections idle for half a second here;
