@@ -105,27 +105,9 @@ if [ $# -gt 0 ]; then
   .venv/bin/pytest -q --durations=25 "$@"
   exit
 fi
-# The whole suite, in two pytest runs side by side, whose tests spend most of their time waiting
-# (containers, outages, compose stacks): the chaos and deployment tests, the end-to-end tests of protocol v2
-# (with schemathesis), the CLI, notifications, Prometheus, usage reports, task re-runs and deep pages, and the
-# v2 list's orders in one, everything else in the other; the side run's output follows.
-# The run fails if either does.
-side_tests=(tests/chaos tests/deploy tests/e2e/test_schemathesis.py tests/e2e/test_v2_*.py tests/e2e/test_cli.py
-            tests/e2e/test_runtime_plugins.py tests/e2e/test_portal_v2.py tests/e2e/test_notify.py
-            tests/e2e/test_prometheus.py tests/e2e/test_usage_reports.py tests/e2e/test_task_retries.py
-            tests/e2e/test_task_runs_e2e.py tests/e2e/test_deep_pages.py tests/integration/test_v2_list_order.py
-            tests/integration/test_v2_list_order_api.py)
-ignored=()
-for path in "${side_tests[@]}"; do ignored+=("--ignore=$path"); done
-side_log=$(mktemp)
-log "pytest: ${side_tests[*]} beside the rest (their output after it)"
-.venv/bin/pytest -q --durations=10 -p no:cacheprovider "${side_tests[@]}" >"$side_log" 2>&1 &
-side=$!
-status=0
-.venv/bin/pytest -q --durations=25 "${ignored[@]}" || status=$?
-side_status=0
-wait "$side" || side_status=$?
-log "pytest ${side_tests[*]} (run beside the rest):"
-cat "$side_log"
-rm -f "$side_log"
-[ "$status" -eq 0 ] && [ "$side_status" -eq 0 ] || { log "pytest failed (rest: $status, beside it: $side_status)"; exit 1; }
+# The whole suite in one pytest over PAIQ_TEST_WORKERS processes (pytest-xdist, default 4): most tests spend their
+# time waiting (containers, outages, compose stacks), so four keep two cores busy. A test file runs whole on one
+# worker (--dist loadfile: a module's platform is started once), the files longest to run first where the
+# collection order allows (chaos and deploy come first).
+log "pytest: ${PAIQ_TEST_WORKERS:-4} workers, a test file each at a time"
+.venv/bin/pytest -q --durations=25 -n "${PAIQ_TEST_WORKERS:-4}" --dist loadfile
