@@ -22,6 +22,11 @@ from tests.infra import (
     unique,
 )
 
+# For a module whose tests exercise the REST API's own handling of requests (refusals, limits, routes): the same
+# submit code answers them in both shapes, so they run on `paiq up` alone, what most users run (the shapes'
+# differences, the bus and the processes behind the API, are what the other modules' tests cover in both).
+ALL_IN_ONE_ONLY = pytest.mark.parametrize("platform", ["all-in-one"], indirect=True, scope="module")
+
 
 @pytest.fixture(scope="module", params=["all-in-one", "separate"])
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, mongo_uri: str,
@@ -47,6 +52,18 @@ async def logged_in(admin: PaiqClient, user: str, password: str = "secret-pass")
     """Create ``user`` (as the admin) and return a client with that user's token."""
     await admin.put_user(user, password)
     return admin.with_token((await admin.with_token(None).login(user, password))["token"])
+
+
+async def token_of(platform: Platform, user: str, password: str = "secret-pass") -> str:
+    """A new token of ``user`` (``POST /api/v1/token``), for requests a test writes by hand."""
+    status, body, _ = await raw(platform, "POST", "/api/v1/token", json={"username": user, "password": password})
+    assert status == 200, body
+    return str(body["token"])
+
+
+@pytest.fixture
+async def admin_token(platform: Platform) -> str:
+    return await token_of(platform, ADMIN_USER, ADMIN_PASSWORD)
 
 
 @pytest.fixture

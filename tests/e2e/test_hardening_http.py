@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import job_config, raw
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, job_config, raw, token_of
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # the API's own handling
 
 Answer = tuple[int, Any, dict[str, str]]
 FORM = "application/x-www-form-urlencoded"
@@ -66,17 +66,6 @@ def request_bytes(method: str, path: str, *headers: bytes, body: bytes = b"") ->
     if body:
         head.append(b"Content-Length: %d" % len(body))
     return b"\r\n".join(head) + b"\r\n\r\n" + body
-
-
-async def token_of(platform: Platform, user: str, password: str) -> str:
-    status, body, _ = await raw(platform, "POST", "/api/v1/token", json={"username": user, "password": password})
-    assert status == 200, body
-    return str(body["token"])
-
-
-@pytest.fixture
-async def admin_token(platform: Platform) -> str:
-    return await token_of(platform, ADMIN_USER, ADMIN_PASSWORD)
 
 
 def multipart(*parts: bytes, boundary: bytes = b"xyz") -> bytes:

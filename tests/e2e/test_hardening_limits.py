@@ -16,16 +16,12 @@ from typing import Any
 import pytest
 
 from services.cli.client import PaiqClient
-from tests.e2e.conftest import job_config, raw
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, job_config, raw, token_of
 from tests.infra import Platform
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # the API's own handling
 
 QUICK_S = 3.0  # a refusal's bound, generous for a loaded test machine (they take milliseconds alone)
-
-
-async def token_of(api: PaiqClient, user: str) -> str:
-    return str((await api.with_token(None).login(user, "secret-pass"))["token"])
 
 
 def body_of(name: str, **extra: Any) -> dict[str, Any]:
@@ -68,7 +64,7 @@ def attackers_bodies() -> list[tuple[str, bytes, tuple[str, ...]]]:
 
 async def test_the_attackers_bodies_are_refused_quickly_and_nothing_is_stored(
         platform: Platform, api: PaiqClient, user: str) -> None:
-    headers = {"Authorization": f"Bearer {await token_of(api, user)}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {await token_of(platform, user)}", "Content-Type": "application/json"}
     for name, body, words in attackers_bodies():
         assert len(body) <= 1024 * 1024, name
         started = time.monotonic()
@@ -87,7 +83,7 @@ async def test_the_attackers_bodies_are_refused_quickly_and_nothing_is_stored(
 
 async def test_the_api_keeps_answering_while_the_attacker_sends(
         platform: Platform, api: PaiqClient, user: str) -> None:
-    headers = {"Authorization": f"Bearer {await token_of(api, user)}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {await token_of(platform, user)}", "Content-Type": "application/json"}
     bodies = [body for _, body, _ in attackers_bodies()] * 3
     latencies: list[float] = []
     done = asyncio.Event()

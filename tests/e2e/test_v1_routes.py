@@ -15,10 +15,10 @@ import pytest
 
 from services.cli.client import PaiqClient
 from services.submit.openapi import document
-from tests.e2e.conftest import job_config, raw
-from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique, wait_final
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, job_config, raw, token_of
+from tests.infra import ADMIN_USER, Platform, unique, wait_final
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # the API's own handling
 
 Answer = tuple[int, Any, dict[str, str]]
 
@@ -41,17 +41,6 @@ def documented(method: str, route: str, answer: Answer, schema: dict[str, Any] |
 
 def refused(answer: Answer, status: int, code: str) -> None:
     assert (answer[0], answer[1].get("code") if isinstance(answer[1], dict) else answer[1]) == (status, code)
-
-
-async def token_of(platform: Platform, user: str, password: str = "secret-pass") -> str:
-    status, body, _ = await call(platform, "POST", "/api/v1/token", json={"username": user, "password": password})
-    assert status == 200, body
-    return str(body["token"])
-
-
-@pytest.fixture
-async def admin_token(platform: Platform) -> str:
-    return await token_of(platform, ADMIN_USER, ADMIN_PASSWORD)
 
 
 @pytest.fixture

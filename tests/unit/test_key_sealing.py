@@ -73,7 +73,7 @@ def test_a_stored_key_holds_no_trace_of_its_private_key_and_opens_with_the_key_o
 @pytest.mark.parametrize(("key", "error", "words"), [
     (None, SealingError, "PAIQ_SECRETS_KEY is not set here"),
     (B, SealedValueError, "cannot be opened with PAIQ_SECRETS_KEY: it was sealed with another key"),
-])
+], ids=["unset", "another-key"])  # ids of their own: the keys are new each run (pytest-xdist's workers compare ids)
 def test_a_key_that_cannot_be_opened_says_why_naming_the_setting(key: str | None, error: type[Exception],
                                                                  words: str) -> None:
     stored = KEY.sealed(A)
@@ -93,7 +93,7 @@ def test_a_document_an_earlier_paiq_wrote_in_clear_is_still_read_without_a_key()
     (CLEAR_DOC, A),  # an earlier paiq's clear key: sealed, its clear field gone
     (KEY.to_document(A), A),  # sealed under the first key already: sealed again all the same
     (KEY.to_document(A), f"{B},{A}"),  # a rotation: sealed again under B
-])
+], ids=["clear", "sealed-under-the-first", "rotated"])
 def test_the_pass_seals_a_key_document_under_the_first_key(doc: dict[str, Any], key: str) -> None:
     write = resealed(doc, key)
     assert write is not None

@@ -89,7 +89,7 @@ def test_the_command_run_has_the_secrets_rendered_as_written() -> None:
     assert command_to_run(config, command, KEY) == f"login --token '{SECRET}' --missing ''"
 
 
-@pytest.mark.parametrize("key", [None, new_key()])
+@pytest.mark.parametrize("key", [None, new_key()], ids=["unset", "another-key"])
 def test_secrets_that_cannot_be_opened_fail_the_task_naming_the_setting_not_the_value(key: str | None) -> None:
     config = stored()
     with pytest.raises(DriverError) as raised:

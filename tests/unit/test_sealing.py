@@ -109,7 +109,8 @@ def test_unsealed_secrets_in_a_stored_config_are_an_error() -> None:
         open_secrets(v2_config(), new_key())
 
 
-@pytest.mark.parametrize("text", ["", "short", "x" * 44, new_key() + ",nope"])
+@pytest.mark.parametrize("text", ["", "short", "x" * 44, new_key() + ",nope"],
+                         ids=["empty", "short", "44-letters", "a-key-then-nope"])
 def test_a_malformed_key_is_named(text: str) -> None:
     assert key_problem(text) is not None
 
