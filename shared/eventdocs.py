@@ -1,13 +1,15 @@
 """The event stream as a public contract: a JSON Schema per event type and a page listing them all.
 
-``python -m shared.eventdocs`` writes ``shared/schemas/<type>.json`` and ``shared/schemas/EVENTS.md``;
-a test fails when they differ from what the event models say.
+``python -m shared.eventdocs`` writes ``shared/schemas/<type>.json`` and ``shared/schemas/EVENTS.md``, and the same
+as the documentation site's reference page (``docs/reference/events.md`` and ``docs/reference/schemas/``); a test
+fails when they differ from what the event models say.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -15,6 +17,7 @@ from typing import Any, get_args
 from shared.events import CloudEvent, Event
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "docs" / "reference"  # in the repository
 
 # Which services publish and consume each event on the bus. Checked by tests/unit/test_event_catalogue.py:
 # consumers against each service's own router and bindings, publishers against where each event is built.
@@ -72,6 +75,16 @@ def rendered() -> dict[str, str]:
     return files
 
 
+def reference() -> dict[str, str]:
+    """The same files as the documentation site's reference (path under docs/reference -> text): the page as
+    ``events.md``, the schemas it links to under ``schemas/``."""
+    files = rendered()
+    page = files.pop("EVENTS.md")
+    pages = {f"schemas/{name}": text for name, text in files.items()}
+    pages["events.md"] = re.sub(r"\]\(([\w.]+\.json)\)", r"](schemas/\1)", page)
+    return pages
+
+
 def _page() -> str:
     lines = [
         "# paiq's event stream",
@@ -89,7 +102,7 @@ def _page() -> str:
         "Server-Sent Events from `GET /api/v1/events` and `paiq events`, and a consumer that reconnects resumes",
         "after the last number it saw (`Last-Event-ID`, `?since=`, `--since`), within",
         "`PAIQ_EVENT_RETENTION_HOURS`. `examples/webhook_notifier.py` is a minimal consumer binding a queue of",
-        f"its own; users who want to hear of their jobs subscribe with the {NOTIFY} service instead (README,",
+        f"its own; users who want to hear of their jobs subscribe with the {NOTIFY} service instead (docs,",
         "Notifications), which reads the journal from where it stopped.",
         "",
         "Publishers and consumers are paiq's services (a test checks them against each service's bindings and",
@@ -113,13 +126,14 @@ def _said(kind: str, publisher: str) -> str:
     return f"{publisher} ({when})" if when else publisher
 
 
-def write(directory: Path = SCHEMA_DIR) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+def write(directory: Path = SCHEMA_DIR, reference_dir: Path = REFERENCE_DIR) -> list[Path]:
     written = []
-    for name, text in rendered().items():
-        path = directory / name
-        path.write_text(text)
-        written.append(path)
+    for base, files in ((directory, rendered()), (reference_dir, reference())):
+        for name, text in files.items():
+            path = base / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
     return written
 
 

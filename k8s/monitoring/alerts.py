@@ -1,6 +1,6 @@
 """The alert rules: what each watches (``signal``, a query that returns data whenever paiq is scraped), when
 it fires (``expr``, built on the signal), and what a tired operator should look at (``summary``,
-``description``). README's "Alerts" section says the same per alert, with what to do."""
+``description``). The docs' "Alerts" section says the same per alert, with what to do."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ CONTROL_PLANE = (
         "What `paiq up`'s embedded SecantusDB holds on disk has been over 70% of the cache it was given for 30 "
         "minutes. Past the cache every call stalls in cache eviction (seen at 71,000-81,000 jobs with 1 GB). "
         "Give it more before it fills (PAIQ_EMBEDDED_DB_CACHE, then restart paiq up), keep less history "
-        "(PAIQ_JOB_RETENTION_DAYS), or move to a MongoDB replica set (PAIQ_MONGODB_URI; README, Deploy)."),
+        "(PAIQ_JOB_RETENTION_DAYS), or move to a MongoDB replica set (PAIQ_MONGODB_URI; docs, Deploy)."),
     _counted(
         "PaiqMessagesDeadLettered", "queue", "paiq_messages_dead_lettered_total", "> 0", "0m", "warning",
         "Messages of {{ $labels.queue }} were dead-lettered",

@@ -2,7 +2,7 @@
 
 Every query reads paiq's own metrics (shared/ops/metrics.py). The scheduler's gauges come from the
 leading scheduler alone (a standby exports none), and are read through ``max by`` so that a failover's
-overlap never counts a value twice. GPU utilisation needs NVML on the nodes (README, Job profiling);
+overlap never counts a value twice. GPU utilisation needs NVML on the nodes (docs, Job profiling);
 without it those panels stay empty and the rest works.
 """
 

@@ -1,4 +1,4 @@
-"""The notify service: tells users of their jobs' changes by email and webhook (README "Notifications").
+"""The notify service: tells users of their jobs' changes by email and webhook (docs "Notifications").
 
 ``start`` wires the service into a running process (its own, or ``paiq up``).
 """

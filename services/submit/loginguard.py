@@ -25,7 +25,7 @@ read, since paiq has no setting naming trusted proxies. Behind a reverse proxy e
 address, so the address table counts them together (its windows are capped at a minute too).
 
 The thresholds are constants, not settings: the settings table is documented variable by variable
-(README: Configuration), and these are safe for every deployment. Pure: no I/O; the clock is injected.
+(docs: Configuration), and these are safe for every deployment. Pure: no I/O; the clock is injected.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def no_json_constant(name: str) -> object:
 
 
 def validate_job_config(raw: Mapping[str, Any], limits: JobLimits = DEFAULT_LIMITS) -> Accepted | Rejected:
-    """Validate a decoded job config; see the README (The job protocol) for the rules and defaults.
+    """Validate a decoded job config; see the docs (The job protocol) for the rules and defaults.
 
     The limits (:class:`~shared.jobconfig.limits.JobLimits`) are checked first, on the raw JSON: a body that
     passes one is refused with those problems alone, before any model is built from it.

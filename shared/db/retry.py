@@ -1,6 +1,6 @@
 """Database writes that survive a short restart: an idempotent operation tried again while the server is away.
 
-paiq gives SecantusDB ``retryWrites=false`` (README: its retryable-write records slow it down), so the
+paiq gives SecantusDB ``retryWrites=false`` (docs: its retryable-write records slow it down), so the
 driver does not try a write again when the connection it went out on dies, as a server restart makes
 every pooled connection do. A write that may be applied twice with the same result (a ``$set``, an upsert
 by id, a delete) goes through :func:`idempotent`: tried again after a connection error until the window

@@ -32,7 +32,7 @@ MAX_LISTED = 10  # problems of the body listed in one answer; the rest are count
 
 @dataclass(frozen=True)
 class JobLimits:
-    """Bounds on one job submission (see README, "Limits of a job"); the defaults fit real jobs."""
+    """Bounds on one job submission (see docs, "Limits of a job"); the defaults fit real jobs."""
 
     # Every task's environment lists every task's host and ports, and Linux starts a process only if its
     # environment fits (shared/admission/envsize.py): about 4,400 tasks with the default ports (4,490 at best).

@@ -1,7 +1,7 @@
 """Who is told what: from a change of a job (an event, with the job as stored) and the subscriptions, the
 recipients of one message each. Pure.
 
-Rules (README "Notifications"):
+Rules (docs "Notifications"):
 
 - A change is one of OpenPAI's five kinds (:class:`~shared.jobconfig.notifykinds.Kind`), identified by a key that is
   the same however often its event arrives: ``<job>/running`` (once per job: the first task that starts, as

@@ -171,7 +171,7 @@ class LauncherSettings(EnvModel):
 
 
 class NotifySettings(EnvModel):
-    """The notify service (services/notify, README "Notifications"): email over SMTP, webhooks, retries and
+    """The notify service (services/notify, docs "Notifications"): email over SMTP, webhooks, retries and
     the rate limit."""
 
     # Email: unset PAIQ_SMTP_HOST sends none (such a delivery fails, saying so).

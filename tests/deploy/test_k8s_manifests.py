@@ -219,7 +219,7 @@ def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 def test_only_paiqs_services_and_the_launcher_nodes_reach_the_database_and_the_broker(docs: list[Doc]) -> None:
-    """README, Security: every pod of the namespace is isolated for ingress; MongoDB's and RabbitMQ's ports
+    """docs, Security: every pod of the namespace is isolated for ingress; MongoDB's and RabbitMQ's ports
     admit paiq's own pods, each other, and the launcher nodes' range; no rule admits every source."""
     policies = [d for d in docs if d.kind == "NetworkPolicy"]
     pods = {str(d): d.body["spec"]["template"]["metadata"]["labels"] for d in workloads(docs)}

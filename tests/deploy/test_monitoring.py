@@ -166,7 +166,7 @@ def test_compose_provisions_the_rules_and_dashboards() -> None:
 
 
 def test_compose_serves_prometheus_grafana_and_every_ops_port_on_127_0_0_1_only() -> None:
-    """The README's promise (Monitoring): Prometheus and Grafana listen on 127.0.0.1 only (host networking, so
+    """The docs' promise (Monitoring): Prometheus and Grafana listen on 127.0.0.1 only (host networking, so
     their listen addresses are what counts, and they publish nothing), and every port compose publishes is bound
     to 127.0.0.1 but the REST API's."""
     env = {"RABBITMQ_DEFAULT_USER": "u", "RABBITMQ_DEFAULT_PASS": "p", "MONGO_INITDB_ROOT_USERNAME": "u",

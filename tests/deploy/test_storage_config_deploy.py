@@ -27,7 +27,7 @@ from tests.deploy.test_config_names import SECRETS, USERS
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 EXAMPLE = REPO / "examples" / "storage-config.yaml"
-READERS = ("submit", "launcher")  # the services that read it (README.md, teamwise_storage)
+READERS = ("submit", "launcher")  # the services that read it (docs, teamwise_storage)
 
 
 def test_the_example_is_a_storage_config_paiq_reads() -> None:

@@ -108,7 +108,7 @@ async def test_paiq_events_tails_one_jobs_lifecycle(platform: Platform, admin: P
             tail.terminate()
             await tail.wait()
     kinds = [line.split()[1] for line in lines]
-    # each statement once: delivery is at least once, and a repeat says the same past its time (README)
+    # each statement once: delivery is at least once, and a repeat says the same past its time (docs)
     said = [line.split(None, 1)[1] for line in lines if line.split()[1] != "task.progress"]
     assert [k.split()[0] for k in dict.fromkeys(said)] == [
         "job.submitted", "job.scheduled", "task.started", "task.exited", "job.completed"], lines

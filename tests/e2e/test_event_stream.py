@@ -54,7 +54,7 @@ async def rabbit_api(rabbit_platform: Platform, user: str) -> AsyncIterator[Paiq
 def lifecycle(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The lifecycle events, each statement once. Delivery is at least once: a statement can come again (the
     same type and data: a launcher's pass reporting an exit the status service has not taken in yet, a launch
-    delivered again), and a consumer counts by what the data names, as the README tells it to."""
+    delivered again), and a consumer counts by what the data names, as the docs tell it to."""
     chain: list[dict[str, Any]] = []
     said: set[str] = set()
     for event in (e for e in events if e["type"] != "task.progress"):
@@ -204,7 +204,7 @@ async def _stream(platform: Platform, got: list[tuple[int, dict[str, Any]]], use
 
 async def test_a_stream_client_away_for_10_s_during_a_burst_gets_every_event_once_with_last_event_id(
         platform: Platform, api: PaiqClient, user: str) -> None:
-    """README, The event stream: a dashboard that reconnects with Last-Event-ID misses nothing and gets nothing
+    """docs, The event stream: a dashboard that reconnects with Last-Event-ID misses nothing and gets nothing
     twice. It reads the stream, goes away while ten jobs run (one submitted a second), and comes back."""
     before: list[tuple[int, dict[str, Any]]] = []
     stop = asyncio.Event()

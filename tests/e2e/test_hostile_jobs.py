@@ -264,7 +264,7 @@ async def test_a_task_that_ignores_sigterm_is_killed_after_the_grace(platform: P
 
 async def test_on_the_host_network_a_job_reaches_the_embedded_database_but_is_refused(
         tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    """host networking is the operator's choice, and exposes the host's loopback to tasks (README, Security):
+    """host networking is the operator's choice, and exposes the host's loopback to tasks (docs, Security):
     the embedded database's login is then what keeps every job's keys and the tokens out of a task's reach."""
     p = start_platform("all-in-one", tmp_path, PAIQ_NODE_NETWORK="host")
     try:

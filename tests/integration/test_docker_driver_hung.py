@@ -3,7 +3,7 @@
 Its calls wait on threads of its own, a bounded number, never on the event loop's default executor (which the
 database client resolves and connects through); each fails after the client's call timeout, freeing its
 thread, and so does the opening of the engine's event stream; once the engine answers again, so does the
-driver. (README, Reliability; the whole platform's side is tests/e2e/test_hung_engine.py.)
+driver. (docs, Reliability; the whole platform's side is tests/e2e/test_hung_engine.py.)
 """
 
 from __future__ import annotations

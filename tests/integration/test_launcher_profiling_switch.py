@@ -1,4 +1,4 @@
-"""README, Job profiling and Configuration: "Each launcher samples every running task of its node every
+"""docs, Job profiling and Configuration: "Each launcher samples every running task of its node every
 PAIQ_PROFILE_SECONDS (10; 0 turns it off)".
 
 The launcher service's own start (against the MongoDB-wire server, with an engine that has no containers),

@@ -1,4 +1,4 @@
-"""README, History and scale (Upgrades): "an older database is migrated once, at the first service's start,
+"""docs, History and scale (Upgrades): "an older database is migrated once, at the first service's start,
 under a lease (the other services wait)".
 
 Against the real MongoDB-wire server, with a database of schema version 2 (its deep pages' counts not

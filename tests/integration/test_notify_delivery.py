@@ -193,7 +193,7 @@ async def test_email_and_webhooks_get_each_change_once_signed_with_exit_code_and
 
 async def test_without_an_smtp_host_email_fails_saying_so_and_webhooks_still_go(
         mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
-    """The README's promise (Notifications): without PAIQ_SMTP_HOST no mail goes, such a delivery fails saying
+    """The docs' promise (Notifications): without PAIQ_SMTP_HOST no mail goes, such a delivery fails saying
     so (not tried again), and webhooks still do."""
     async with AsyncExitStack() as stack:
         n = await _notifier(stack, mongo_uri, hooks, smtp.port, PAIQ_SMTP_HOST="")
@@ -212,7 +212,7 @@ async def test_without_an_smtp_host_email_fails_saying_so_and_webhooks_still_go(
 
 async def test_a_webhook_that_answered_gets_at_most_two_tries_at_once(
         mongo_uri: str, hooks: Hooks, smtp: SmtpServer) -> None:
-    """The README's promise (Delivery semantics): at most PAIQ_NOTIFY_ENDPOINT_CONCURRENCY (2) tries at once to one
+    """The docs' promise (Delivery semantics): at most PAIQ_NOTIFY_ENDPOINT_CONCURRENCY (2) tries at once to one
     webhook, however many changes wait for it (once it has answered: a new endpoint gets one at a time)."""
     async with AsyncExitStack() as stack:
         n = await _notifier(stack, mongo_uri, hooks, smtp.port)

@@ -1,4 +1,4 @@
-"""A service refuses to run beside a database or a broker that lets anyone in (README, Security): a MongoDB
+"""A service refuses to run beside a database or a broker that lets anyone in (docs, Security): a MongoDB
 that answers a read without a login, a RabbitMQ that still admits ``guest``. Real servers: an unauthenticated
 SecantusDB, the test run's broker with ``guest`` given back for the test."""
 

@@ -1,4 +1,4 @@
-"""README, Scheduling: "each pass gives up to PAIQ_PREEMPTIONS_PER_PASS (4; 0 turns preemption off) of the
+"""docs, Scheduling: "each pass gives up to PAIQ_PREEMPTIONS_PER_PASS (4; 0 turns preemption off) of the
 jobs still waiting ... a chance to make room", and the borrowing and preemption metrics the scheduler
 exports: ``paiq_vc_borrowed{vc,resource}``, ``paiq_vc_lent{vc,resource}``,
 ``paiq_preemptions_total{vc,by_vc}`` and ``paiq_scheduler_preemption_seconds``.

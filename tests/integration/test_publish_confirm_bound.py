@@ -1,9 +1,9 @@
-"""README, Reliability (the broker restarting): "a publish waits at most 10 s for the broker's confirm and
+"""docs, Reliability (the broker restarting): "a publish waits at most 10 s for the broker's confirm and
 then fails".
 
 The bus talks to the real RabbitMQ through a proxy that can stop forwarding (a broker that hangs without
 closing the connection, which a stopped broker never shows a client): a publish made while it is frozen
-fails with BusError after the README's 10 s, neither sooner nor much later.
+fails with BusError after the docs' 10 s, neither sooner nor much later.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""README, History and scale: "Retention (PAIQ_JOB_RETENTION_DAYS, off by default): the status service
+"""docs, History and scale: "Retention (PAIQ_JOB_RETENTION_DAYS, off by default): the status service
 deletes jobs ended longer ago, with their attempts, logs and runs, 100 at a time with pauses between, at
 most 2,000 a minute; a job whose containers still stop is kept until they are gone."
 
-The pacing is asserted with the README's numbers (100 a batch, 2,000 a minute: a pass of at most 2,000
+The pacing is asserted with the docs' numbers (100 a batch, 2,000 a minute: a pass of at most 2,000
 every 60 s or more), the cascade against the real MongoDB-wire server, and the loop's wiring through the
 status service's own start. (Batches, the recent jobs kept and the one still stopping: test_store_queries.)
 """

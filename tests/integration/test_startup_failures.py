@@ -1,10 +1,10 @@
-"""README, Reliability: "A service that cannot reach its database or broker at start exits non-zero."
+"""docs, Reliability: "A service that cannot reach its database or broker at start exits non-zero."
 
 Each of the four services is started as its own process (``python -m services.<name>``, as a supervisor
 starts it) against a database or a broker that is not there: it must end by itself, with a non-zero exit
 status and a line naming what it could not reach, instead of looking alive doing nothing.
 
-The database case allows a whole server selection (30 s, the README's wait for the database) on top of
+The database case allows a whole server selection (30 s, the docs' wait for the database) on top of
 the call's own deadline (``PAIQ_MONGODB_TIMEOUT_SECONDS``, 2 here).
 """
 
@@ -76,7 +76,7 @@ async def test_every_service_exits_non_zero_when_the_broker_is_unreachable_at_st
 
 async def test_submit_and_the_launcher_exit_at_start_on_a_bad_storage_config(tmp_path: Path, mongo_uri: str,
                                                                              amqp_url: str) -> None:
-    """README, teamwise_storage: a storage config file that cannot be read stops the services that read it
+    """docs, teamwise_storage: a storage config file that cannot be read stops the services that read it
     at start, saying which file and why (not a 500 to the first job naming a storage)."""
     bad = tmp_path / "storages.yaml"
     bad.write_text("storages: [{name: team}]\n")  # no hostPath nor mountPath

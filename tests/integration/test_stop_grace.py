@@ -1,4 +1,4 @@
-"""README, Containers and Configuration: "Stopping sends SIGTERM, then SIGKILL after PAIQ_STOP_GRACE_SECONDS"
+"""docs, Containers and Configuration: "Stopping sends SIGTERM, then SIGKILL after PAIQ_STOP_GRACE_SECONDS"
 (10 by default).
 
 The launcher stops a task's container with the configured grace (recorded), and the Docker driver against

@@ -79,7 +79,7 @@ def key_of(job: JobRecord) -> Any:
 
 
 async def test_a_services_store_closes_connections_idle_for_a_minute(faulty_server: str) -> None:
-    """The README's promise (Operations): pooled connections idle for a minute are closed by the client, well
+    """The docs' promise (Operations): pooled connections idle for a minute are closed by the client, well
     before SecantusDB's own limit (300 s). The services and paiq up open their store with open_store's defaults
     (shared/runtime/service.py, services/platform.py); the test below shows the closing itself, scaled down."""
     async with open_store(faulty_server, unique("idle_"), timeout_seconds=3) as store:

@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from shared.eventdocs import SCHEMA_DIR, event_classes, event_type, rendered
+from shared.eventdocs import REFERENCE_DIR, SCHEMA_DIR, event_classes, event_type, reference, rendered
 from shared.events import (
     JobSubmitted,
     JobSubmittedData,
@@ -26,6 +26,15 @@ def test_generated_files_are_up_to_date() -> None:
              if not (SCHEMA_DIR / name).exists() or (SCHEMA_DIR / name).read_text() != text]
     assert stale == [], f"run `python -m shared.eventdocs`: stale or missing {stale}"
     extra = {p.name for p in SCHEMA_DIR.iterdir()} - set(rendered())
+    assert extra == set(), f"files no event describes: {extra}"
+
+
+def test_the_documentations_event_reference_is_up_to_date() -> None:
+    pages = reference()
+    stale = [name for name, text in pages.items()
+             if not (REFERENCE_DIR / name).exists() or (REFERENCE_DIR / name).read_text() != text]
+    assert stale == [], f"run `python -m shared.eventdocs`: stale or missing {stale}"
+    extra = {p.relative_to(REFERENCE_DIR).as_posix() for p in (REFERENCE_DIR / "schemas").iterdir()} - set(pages)
     assert extra == set(), f"files no event describes: {extra}"
 
 

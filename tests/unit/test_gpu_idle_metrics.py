@@ -1,4 +1,4 @@
-"""README, Job profiling (Idle GPUs and Metrics): "a task whose GPUs stay under PAIQ_GPU_IDLE_PERCENT (5)
+"""docs, Job profiling (Idle GPUs and Metrics): "a task whose GPUs stay under PAIQ_GPU_IDLE_PERCENT (5)
 utilisation for PAIQ_GPU_IDLE_SECONDS (1800) is flagged once per idle stretch: the launcher ... publishes
 task.gpu_idle ..., counts it in paiq_gpu_idle_total{vc} ...; paiq_gpu_idle_tasks{node} is the number
 flagged now", and the per-VC GPU-seconds held and used.
@@ -91,7 +91,7 @@ async def test_an_idle_gpu_is_flagged_after_1800_s_under_5_percent_and_counted(t
     settings = Settings.from_env({"PAIQ_NODE_ID": node, "PAIQ_DATA_DIR": str(tmp_path)})
     options = settings.launcher
     assert (options.profile_seconds, options.gpu_idle_percent, options.gpu_idle_seconds) == (
-        README_INTERVAL_S, README_IDLE_PERCENT, README_IDLE_S), "the README's defaults"
+        README_INTERVAL_S, README_IDLE_PERCENT, README_IDLE_S), "the docs' defaults"
     engine, bus = SteppingEngine(node, vc), Published()
     journal = RecordedJournal()
     deps = LauncherDeps(settings=settings, store=cast(Store, SimpleNamespace(journal=journal)), bus=cast(Bus, bus),

@@ -1,4 +1,4 @@
-"""README, Job profiling (Metrics): "No metric has a job or task label, so the number of series grows with
+"""docs, Job profiling (Metrics): "No metric has a job or task label, so the number of series grows with
 nodes, GPUs and VCs, never with jobs."
 
 Every module of shared/ and services/ is imported and every Prometheus metric they define is read for its

@@ -13,7 +13,7 @@ from shared.ops.vitals import HealthReport, Vitals, backoff, describe
 
 pytestmark = pytest.mark.unit
 
-# The schedule README's Reliability section promises (read before any test makes it quick).
+# The schedule the docs' Reliability page promises (read before any test makes it quick).
 SHIPPED = {name: getattr(vitals_module, name) for name in
            ("RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "CHECK_SECONDS", "REMIND_SECONDS", "STUCK_SECONDS")}
 

@@ -49,7 +49,7 @@ from shared.jobconfig.priority import DEFAULT_CLASS, PriorityClass
 REF = "#/components/schemas/{model}"
 # Maxima the model leaves open but a rule across fields closes: field -> the field it may not exceed.
 BOUNDED_BY = {"shmMB": "memoryMB", "minFailedTaskCount": "taskNumber", "minSucceededTaskCount": "taskNumber"}
-LIMITS = JobLimits()  # the defaults; each is a setting (PAIQ_MAX_...), see README
+LIMITS = JobLimits()  # the defaults; each is a setting (PAIQ_MAX_...), see the docs
 # No NUL character in any key or string (MongoDB cannot store one in a key, nor Linux pass one to a task).
 NO_NUL = r"^[^\u0000]*$"
 INTEGER_64 = {"minimum": -INT64, "maximum": INT64 - 1}
@@ -65,7 +65,7 @@ JSON_VALUE: dict[str, Any] = {
 ECMA_JOB_ENV_KEY_PATTERN = JOB_ENV_KEY_PATTERN.replace(r"\w", "[A-Za-z0-9_]")
 
 _DESCRIPTIONS = {
-    JobConfig: ("The OpenPAI v1 job config (see README: The job protocol). Unknown fields are accepted with a "
+    JobConfig: ("The OpenPAI v1 job config (see docs: The job protocol). Unknown fields are accepted with a "
                 "warning and kept in the stored config. Refused (400) beyond this schema, with the defaults of "
                 f"the settings named: a body over {MAX_CONFIG_BYTES:,} bytes, of more than "
                 f"{LIMITS.max_json_values:,} JSON values (PAIQ_MAX_JSON_VALUES) or nested more than "

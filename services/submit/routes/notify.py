@@ -1,4 +1,4 @@
-"""Notifications (paiq's own routes; README "Notifications"): a user's subscriptions (e-mail to the address on
+"""Notifications (paiq's own routes; docs "Notifications"): a user's subscriptions (e-mail to the address on
 their user record, webhooks), an administrator's platform-wide webhooks, and a user's recent deliveries with
 their state and last error. A webhook's signing key is made here, answered once, and stored sealed with
 PAIQ_SECRETS_KEY; no answer ever shows it again. Every change is announced (``notify.subscriptions_changed``)

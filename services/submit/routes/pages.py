@@ -92,7 +92,7 @@ def add_portal(app: web.Application) -> None:
 _UNCHANGED = Reply("unchanged since the ETag sent in If-None-Match")
 
 ROUTES = (
-    Route("GET", "/", get_index, "the web portal (a single page; see README: Web portal)",
+    Route("GET", "/", get_index, "the web portal (a single page; see docs: Web portal)",
           {200: text("the portal's page", "text/html"), 304: _UNCHANGED}),
     Route("GET", "/portal/{file}", get_asset, "a file of the web portal (JavaScript module, style sheet or icon)",
           {200: text("the file", *sorted(set(CONTENT_TYPES.values()) - {"text/html"})), 304: _UNCHANGED}, (404,),

@@ -1,4 +1,4 @@
-"""Promises the README makes about the API, through the real app, users and store: an ``Idempotency-Key`` sent
+"""Promises the docs make about the API, through the real app, users and store: an ``Idempotency-Key`` sent
 again with another body is a 409 (with the same body, the first answer again); a user has at most 20
 subscriptions (the 21st is a 400 saying so; deleting one makes room)."""
 
