@@ -244,9 +244,11 @@ async def test_a_scheduler_that_loses_its_lease_stands_by_and_leads_again_withou
         await start_scheduler(stack, deps)
         await role_becomes("leader")
         assert (await deps.vitals.report()).status == "ok"
-        # Another instance takes the lease (as after this one was cut off longer than the lease).
+        # Another instance takes the lease (as after this one was cut off longer than the lease), for 8 s: long
+        # enough that this one's next renewal (a second apart, later on a loaded machine) finds it still held. With
+        # 3 s, a full run on four workers renewed after it had run out, took it back, and never stood by.
         await store.leases.update_one({"_id": "scheduler"},
-                                      {"$set": {"holder": "other", "expires_ms": now_ms() + 3000}})
+                                      {"$set": {"holder": "other", "expires_ms": now_ms() + 8000}})
         await role_becomes("standby")
         report = await deps.vitals.report()
         assert report.status == "ok" and report.roles == {"scheduler": "standby"}
@@ -264,7 +266,7 @@ async def test_a_scheduler_that_loses_its_lease_stands_by_and_leads_again_withou
         await asyncio.sleep(0.5)
         assert [j.id for j in await store.queued_jobs()] == [waiting.id], "a standby placed a job"
         # The other instance's lease runs out: this one leads again, and takes in what it missed.
-        await role_becomes("leader", limit=15)
+        await role_becomes("leader", limit=20)
         for _ in range(100):
             if not await store.queued_jobs():
                 break
