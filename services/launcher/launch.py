@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import structlog
 
+from services.launcher.announce import exited_event, progress_event, publish_with_starts, started_event, watch
 from services.launcher.container.authfile import read_auth_file
 from services.launcher.container.codedir import CodeDir, resolve_code_dir
 from services.launcher.container.gitclone import CloneError, clone_all, clones_folder
@@ -24,7 +25,6 @@ from services.launcher.container.sshsetup import NO_SSHD, SSHD_PATHS
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen, still_wanted
 from services.launcher.deps import LauncherDeps
 from services.launcher.engine.driver import PullError, RegistryAuth
-from services.launcher.finish import exited_event, progress_event, publish_with_starts, started_event, watch
 from services.launcher.stopping import stop_container
 from shared.errors import DriverError
 from shared.events import CloudEvent

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import structlog
 
+from services.launcher.announce import exited_event, publish_with_starts, started_event, watch
 from services.launcher.decide import Action, Prompt, Seen, container_state, decide, run_seen
 from services.launcher.deps import LauncherDeps
 from services.launcher.engine.driver import ContainerInfo
 from services.launcher.engine.tasklabels import TaskLabels
-from services.launcher.finish import exited_event, finish, publish_with_starts, started_event, watch
+from services.launcher.finish import finish
 from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
 from shared.records import JobRecord, now_ms
