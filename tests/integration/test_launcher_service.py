@@ -341,13 +341,19 @@ async def test_bridge_networking_publishes_task_ports_one_to_one_on_the_nodes_ad
 
 
 class CountingDriver(DockerDriver):
-    """The real driver, counting the pulls it is asked for."""
+    """The real driver, counting the pulls it is asked for and how often an image was found absent."""
 
     pulls = 0
+    absent = 0
 
     async def pull(self, image: str, auth: RegistryAuth | None) -> None:
         self.pulls += 1
         await super().pull(image, auth)
+
+    async def has_image(self, image: str) -> bool:
+        present = await super().has_image(image)
+        self.absent += not present
+        return present
 
 
 async def test_tasks_needing_one_absent_image_share_one_pull_and_say_so(
@@ -367,7 +373,10 @@ async def test_tasks_needing_one_absent_image_share_one_pull_and_say_so(
             assert [e.data.exit_code for e in exits] == [0, 0, 0]
             assert isinstance(driver, CountingDriver) and driver.pulls == 1
             pulling = h.of(TaskProgress, job.id)
-            assert sorted(p.data.index for p in pulling) == [0, 1, 2]
+            # Each task that found the image absent waited on the one pull and said so; on a loaded machine a task
+            # may look only once the pull is done, find the image and say nothing (a full run saw two of three).
+            assert driver.absent >= 1 and len(pulling) == driver.absent
+            assert len({p.data.index for p in pulling}) == len(pulling)
             assert {(p.data.sub_state, p.data.detail) for p in pulling} == {(TaskSubState.PULLING, image)}
         docker_client.images.remove(image)
 
