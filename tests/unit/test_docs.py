@@ -1,6 +1,6 @@
 """The documentation: the site (docs/, mkdocs.yml) builds strictly, so a broken link, a missing anchor or a page
-left out of the navigation fails the suite; the README stays the front door (under 150 lines) and every file it
-links to exists."""
+left out of the navigation fails the suite; the generated API reference is what the served document says; the
+README stays the front door (under 150 lines) and every file it links to exists."""
 
 from __future__ import annotations
 
@@ -37,6 +37,13 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
                            str(tmp_path / "site")], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode != 0 and "missing.md" in done.stdout + done.stderr
+
+
+def test_the_api_reference_page_is_what_the_served_document_says() -> None:
+    from services.submit.apiref import PAGE, rendered
+    assert PAGE.read_text() == rendered(), "stale: run `python -m services.submit.apiref`"
+    for method, path in (("POST", "/api/v1/user/{user}/jobs"), ("GET", "/api/v2/jobs"), ("GET", "/healthz")):
+        assert f"### `{method} {path}`" in PAGE.read_text()
 
 
 def test_the_readme_is_the_front_door() -> None:
