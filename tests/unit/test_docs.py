@@ -1,6 +1,6 @@
 """The documentation: the site (docs/, mkdocs.yml) builds strictly, so a broken link, a missing anchor or a page
-left out of the navigation fails the suite; the generated API reference is what the served document says; the
-README stays the front door (under 150 lines) and every file it links to exists."""
+left out of the navigation fails the suite; the generated API and CLI references are what the served document
+and the parser say; the README stays the front door (under 150 lines) and every file it links to exists."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def test_the_api_reference_page_is_what_the_served_document_says() -> None:
     assert PAGE.read_text() == rendered(), "stale: run `python -m services.submit.apiref`"
     for method, path in (("POST", "/api/v1/user/{user}/jobs"), ("GET", "/api/v2/jobs"), ("GET", "/healthz")):
         assert f"### `{method} {path}`" in PAGE.read_text()
+
+
+def test_the_cli_reference_page_is_what_the_parser_says() -> None:
+    from services.cli.reference import PAGE, rendered
+    assert PAGE.read_text() == rendered(), "stale: run `python -m services.cli.reference`"
+    assert "## `paiq submit`" in PAGE.read_text() and "## `paiq vc set`" in PAGE.read_text()
 
 
 def test_the_readme_is_the_front_door() -> None:
