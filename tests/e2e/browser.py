@@ -94,8 +94,15 @@ class Page:
         return answer["result"].get("value")
 
     async def goto(self, url: str) -> None:
-        await self.call("Page.navigate", url=url)
-        await self.wait("document.readyState === 'complete'", "the page to load")
+        """Load the page; again (at most twice more) when Chromium dropped its loads because the host's network
+        changed meanwhile (ERR_NETWORK_CHANGED: another test's containers and networks come and go on this
+        host), as a user would reload it."""
+        for _ in range(3):
+            seen = len(self.network)
+            await self.call("Page.navigate", url=url)
+            await self.wait("document.readyState === 'complete'", "the page to load")
+            if not any("ERR_NETWORK_CHANGED" in n for n in self.network[seen:]):
+                return
 
     async def wait(self, expression: str, what: str, timeout_s: float = 20) -> Any:
         """Poll ``expression`` until it is truthy; its value. Fails naming ``what`` and the page's text."""

@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 async def test_each_run_of_a_re_run_task_has_its_container_exit_log_and_profile(
         platform: Platform, api: PaiqClient, user: str, tmp_path: Path) -> None:
     name = unique("taskruns-")
-    # Runs 0 and 1 fail with 3, run 2 succeeds; each says which it is and lives long enough to be sampled.
-    await api.submit_v2(job(name, ['echo "this is run $FC_TASK_ATTEMPT_ID"', "sleep 4",
+    # Runs 0 and 1 fail with 3, run 2 succeeds; each says which it is and lives long enough to be sampled (7 s:
+    # a loaded run once sampled a 4 s run not at all).
+    await api.submit_v2(job(name, ['echo "this is run $FC_TASK_ATTEMPT_ID"', "sleep 7",
                                    'test "$FC_TASK_ATTEMPT_ID" = 2 || exit 3'], task_retry_count=2))
     detail, seen = await wait_final(api, user, name)
     assert detail["jobStatus"]["state"] == "SUCCEEDED", (seen, detail["jobStatus"])
