@@ -57,6 +57,10 @@ async def reconcile(deps: LauncherDeps) -> None:
 
 async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: JobRecord | None) -> None:
     key = task.ref
+    if ref_container_name(key) in deps.work.launches:
+        # Its launch is still in flight: the engine runs the container before the launch resumes to record and
+        # say its start. A pass in between adopted it and said the start too, and the launch said it again.
+        return
     decision = decide(Seen(prompt=Prompt.PASS, task=key, job=job, container=container_state(c),
                            user_stop=deps.work.was_stopped_by_user(c.id),
                            announced=deps.work.was_started_announced(c.id)))

@@ -18,7 +18,7 @@ import docker
 import pytest
 
 from services.launcher.engine.docker_driver import DockerDriver
-from services.launcher.engine.driver import RegistryAuth
+from services.launcher.engine.driver import ContainerSpec, RegistryAuth
 from services.launcher.service import on_launch
 from services.launcher.stopping import stop_job_containers
 from shared.bus.base import Router
@@ -224,6 +224,31 @@ async def test_an_isdebug_task_that_succeeds_is_not_kept(h: Harness) -> None:
     assert exited.data.exit_code == 0
     progress = [p.data.sub_state for p in h.of(TaskProgress, job.id)]
     assert progress == [TaskSubState.PULLING], "refreshing latest; not kept"
+
+
+class SlowToResumeDriver(DockerDriver):
+    """The real driver, whose ``run`` returns only 2.5 s after the engine started the container: the window in
+    which a loaded launcher's reconcile pass (every second here) sees a running container its launch has not yet
+    recorded."""
+
+    async def run(self, spec: ContainerSpec) -> str:
+        container_id = await super().run(spec)
+        await asyncio.sleep(2.5)
+        return container_id
+
+
+async def test_a_pass_during_a_launch_leaves_its_start_to_the_launch(
+        tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) -> None:
+    """A pass that ran while a launch was in flight adopted its container and said its start, and the launch
+    said it again (seen in full runs on a loaded machine): the start is said once, by the launch."""
+    async with harness(tmp_path, mongo_uri, docker_client) as h:
+        job, specs = await h.job("window", command="sleep 6")
+        async with running_launcher(h.settings, h.store, h.bus, driver=SlowToResumeDriver.from_url(None)):
+            await h.launch(job, specs)
+            await h.wait_for(TaskStarted, lambda e: e.subject == job.id)
+            await asyncio.sleep(2)  # passes after the launch: they find it said
+            await h.exited(job)
+        assert len(h.of(TaskStarted, job.id)) == 1, [e.data for e in h.of(TaskStarted, job.id)]
 
 
 async def test_a_restarted_launcher_adopts_running_containers_and_reports_missed_exits(
