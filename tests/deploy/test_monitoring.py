@@ -139,14 +139,20 @@ def test_the_kustomization_lists_files_that_exist() -> None:
         p.name for p in (MONITORING / "dashboards").glob("*.json"))
 
 
-def test_compose_provisions_the_rules_and_dashboards() -> None:
-    """docker-compose's monitoring profile: its mounts exist, Prometheus scrapes the ports compose publishes."""
+def _monitoring_profile() -> dict[str, Any]:
+    """docker-compose.yml's services as `docker-compose config` renders them with the monitoring profile on."""
     env = {"RABBITMQ_DEFAULT_USER": "u", "RABBITMQ_DEFAULT_PASS": "p", "MONGO_INITDB_ROOT_USERNAME": "u",
            "MONGO_INITDB_ROOT_PASSWORD": "p", "PAIQ_ADMIN_USER": "a", "PAIQ_ADMIN_PASSWORD": "p",
            "PAIQ_SECRETS_KEY": "k", "COMPOSE_PROFILES": "monitoring"}
     done = compose_config(env)
     assert done.returncode == 0, done.stderr
-    services = yaml.safe_load(done.stdout)["services"]
+    services: dict[str, Any] = yaml.safe_load(done.stdout)["services"]
+    return services
+
+
+def test_compose_provisions_the_rules_and_dashboards() -> None:
+    """docker-compose's monitoring profile: its mounts exist, Prometheus scrapes the ports compose publishes."""
+    services = _monitoring_profile()
     assert {"prometheus", "grafana"} <= services.keys()
     mounts = dict(_bind(v) for name in ("prometheus", "grafana") for v in services[name]["volumes"])
     mounts.pop("", None)
@@ -169,12 +175,7 @@ def test_compose_serves_prometheus_grafana_and_every_ops_port_on_127_0_0_1_only(
     """The docs' promise (Monitoring): Prometheus and Grafana listen on 127.0.0.1 only (host networking, so
     their listen addresses are what counts, and they publish nothing), and every port compose publishes is bound
     to 127.0.0.1 but the REST API's."""
-    env = {"RABBITMQ_DEFAULT_USER": "u", "RABBITMQ_DEFAULT_PASS": "p", "MONGO_INITDB_ROOT_USERNAME": "u",
-           "MONGO_INITDB_ROOT_PASSWORD": "p", "PAIQ_ADMIN_USER": "a", "PAIQ_ADMIN_PASSWORD": "p",
-           "PAIQ_SECRETS_KEY": "k", "COMPOSE_PROFILES": "monitoring"}
-    done = compose_config(env)
-    assert done.returncode == 0, done.stderr
-    services = yaml.safe_load(done.stdout)["services"]
+    services = _monitoring_profile()
     prometheus, grafana = services["prometheus"], services["grafana"]
     assert prometheus["network_mode"] == grafana["network_mode"] == "host"
     assert "ports" not in prometheus and "ports" not in grafana
