@@ -232,12 +232,17 @@ async def open_amqp_bus(url: str, exchange: str, queue_prefix: str, *,
         connection = await aio_pika.connect_robust(url)
     except Exception as e:
         raise BusError(f"cannot connect to RabbitMQ at {_redact(url)}: {e}") from e
-    channel = await connection.channel(publisher_confirms=True)
-    ex = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
     dead_name = f"{queue_prefix}.dead"
-    dead = await channel.declare_exchange(dead_name, aio_pika.ExchangeType.FANOUT, durable=True)
-    dead_queue = await channel.declare_queue(dead_name, durable=True)
-    await dead_queue.bind(dead)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        ex = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+        dead = await channel.declare_exchange(dead_name, aio_pika.ExchangeType.FANOUT, durable=True)
+        dead_queue = await channel.declare_queue(dead_name, durable=True)
+        await dead_queue.bind(dead)
+    except BaseException:  # a broker that refuses the topology, or a stop meanwhile: no connection left behind
+        with contextlib.suppress(Exception):
+            await connection.close()
+        raise
     bus = AmqpBus(connection, ex, dead_name, prefetch=prefetch)
     try:
         yield bus

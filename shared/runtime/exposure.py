@@ -14,6 +14,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aio_pika
+from aio_pika.connection import make_url
 from aiormq.exceptions import AMQPConnectionError
 from pymongo import AsyncMongoClient
 from pymongo.errors import OperationFailure, PyMongoError
@@ -63,11 +64,15 @@ async def refuse_open_database(uri: str, database: str) -> None:
 
 async def refuse_guest_broker(url: str) -> None:
     """OpenServerError when the RabbitMQ at ``url`` admits its ``guest`` account."""
+    # made here rather than by aio_pika.connect, which drops a connection it could not open unclosed (its
+    # finaliser then schedules a close nobody awaits)
+    connection = aio_pika.Connection(make_url(as_guest(url)))
     try:
-        connection = await aio_pika.connect(as_guest(url), timeout=PROBE_SECONDS)
+        await connection.connect(timeout=PROBE_SECONDS)
     except (AMQPConnectionError, OSError, TimeoutError):
         return  # refused (or not reached: the service's own connection says so)
-    await connection.close()
+    finally:
+        await connection.close()
     where = urlsplit(url).netloc.rpartition("@")[2]
     raise OpenServerError(f"the RabbitMQ at {where} admits its guest account: a process on its host could publish "
                           "commands to every node; remove it (rabbitmqctl delete_user guest) before paiq uses it")

@@ -5,6 +5,7 @@ and `down -v` leaves nothing behind."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,12 @@ def test_every_container_is_healthy_started_once_and_runs_as_its_user(compose_st
 def test_the_healthcheck_asks_each_service_and_fails_when_it_does_not_answer(
         compose_stack: ComposeStack, service: str) -> None:
     container = compose_stack.containers()[service]
-    assert container.exec_run(["paiq-healthcheck"]).exit_code == 0
+    # Docker calls a container unhealthy after three failed checks in a row (services/Dockerfile): one 503
+    # while the loaded machine starves a loop for a moment is not a failure, a reason that stays is
+    deadline = time.monotonic() + 30
+    while (answer := container.exec_run(["paiq-healthcheck"])).exit_code != 0 and time.monotonic() < deadline:
+        time.sleep(3)
+    assert answer.exit_code == 0, answer.output.decode()
     port_variable = "PAIQ_API_PORT" if service == "submit" else "PAIQ_OPS_PORT"
     silent = container.exec_run(["paiq-healthcheck"], environment={port_variable: "1"})
     assert silent.exit_code != 0

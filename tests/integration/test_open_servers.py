@@ -5,11 +5,13 @@ SecantusDB, the test run's broker with ``guest`` given back for the test."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import aio_pika
 import pytest
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
@@ -81,3 +83,14 @@ async def test_the_servers_the_tests_run_pass(mongo_uri: str, amqp_url: str) -> 
     """The embedded database refuses a stranger, and the test broker has no guest: nothing is refused."""
     await refuse_open_database(mongo_uri, "paiq")
     await refuse_guest_broker(amqp_url)
+
+
+async def test_a_refused_guest_probe_leaves_no_connection_behind(amqp_url: str) -> None:
+    """The probe that guest is refused (every service's start) closes what it opened: aio-pika's ``connect``
+    drops the connection it could not open unclosed, and its finaliser then schedules a close nobody awaits
+    (a warning in the service's log, an error in a test that collects it)."""
+    await refuse_guest_broker(amqp_url)
+    gc.collect()
+    left = [c for c in gc.get_objects() if isinstance(c, aio_pika.Connection) and c.url.user == "guest"
+            and not c.is_closed]
+    assert left == []
