@@ -1,59 +1,125 @@
-"""The REST API's reference page, rendered from the document the API serves (``GET /api/v1/openapi.json``):
-every route, what it does, who may call it, its parameters, its body and each answer it may give.
-
-``python -m services.submit.apiref`` writes ``docs/reference/api.md``; a test fails when the committed page
-differs from this rendering (tests/unit/test_docs.py), so the page cannot drift from the routes.
+"""The REST API's reference, rendered from the document the API serves (``GET /api/v1/openapi.json``): every
+route, what it does, who may call it, its parameters, its body and each answer it may give. Two forms of one
+walk: the documentation's page (:func:`markdown`, written by ``python -m services.submit.apiref``) and the page
+paiq serves itself at ``GET /api/docs`` (:func:`html`): one document, no script, its style inline (allowed by
+its hash in the answer's Content-Security-Policy, :func:`html_style_hash`), so it opens behind a firewall as
+the portal does.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import base64
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html import escape
 from typing import Any
 
-from services.submit.openapi import document
-
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "api.md"  # in the repository
 METHODS = ("get", "head", "post", "put", "patch", "delete")
+SECTIONS = ("/api/v1", "/api/v2", "Health")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: str
+    required: bool
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: str
+    meaning: str
+    body: tuple[str, str] | None  # (schema name or "", media type)
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+    token: bool
+    params: tuple[Param, ...]
+    body: tuple[str, str] | None
+    body_required: bool
+    answers: tuple[Answer, ...]
+
+    @property
+    def anchor(self) -> str:
+        return f"{self.method}-{self.path}".lower().replace("/", "-").replace("{", "").replace("}", "").strip("-")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _schema(content: dict[str, Any]) -> tuple[str, str] | None:
+    """The schema of a body or an answer: (a reference's last part or "", its media type)."""
+    for media, spec in content.items():
+        schema = spec.get("schema", {})
+        ref = schema.get("$ref") or next((s.get("$ref") for s in schema.get("allOf", ()) if "$ref" in s), None)
+        return (ref.rsplit("/", 1)[-1] if ref else "", media)
+    return None
+
+
+def sections(doc: dict[str, Any]) -> dict[str, list[Operation]]:
+    """The document's operations by section, in the document's order."""
+    out: dict[str, list[Operation]] = {}
+    for path, item in doc["paths"].items():
+        section = "/api/v2" if path.startswith("/api/v2") else "/api/v1" if path.startswith("/api/v1") else "Health"
+        for method in METHODS:
+            if method not in item:
+                continue
+            op = item[method]
+            body = op.get("requestBody")
+            out.setdefault(section, []).append(Operation(
+                method=method, path=path, summary=_one_line(op.get("summary", "")), token=bool(op.get("security")),
+                params=tuple(Param(p["name"], p["in"], bool(p.get("required")), _one_line(p.get("description", "")))
+                             for p in op.get("parameters", [])),
+                body=_schema(body.get("content", {})) if body else None,
+                body_required=bool(body and body.get("required")),
+                answers=tuple(Answer(str(status), _one_line(answer.get("description", "")),
+                                     _schema(answer.get("content", {})))
+                              for status, answer in op.get("responses", {}).items())))
+    return {name: out[name] for name in SECTIONS if name in out}
+
+
+def _who(op: Operation) -> str:
+    return "a token (`Authorization: Bearer`)" if op.token else "no token needed"
+
+
+# --- the documentation's page (Markdown) ----------------------------------------------------------------------
 
 
 def _cell(text: object) -> str:
     """One table cell's text: on one line, its pipes and angle brackets escaped (shown as written)."""
-    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return _one_line(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _schema_name(content: dict[str, Any]) -> str:
-    """The schema of a body or an answer, as a name (a reference's last part) or its media type."""
-    for media, spec in content.items():
-        schema = spec.get("schema", {})
-        ref = schema.get("$ref") or next((s.get("$ref") for s in schema.get("allOf", ()) if "$ref" in s), None)
-        if ref:
-            return f"`{ref.rsplit('/', 1)[-1]}` ({media})"
-        return media
-    return ""
+def _md_schema(schema: tuple[str, str] | None) -> str:
+    if schema is None:
+        return ""
+    name, media = schema
+    return f"`{name}` ({media})" if name else media
 
 
-def _operation(method: str, path: str, op: dict[str, Any]) -> list[str]:
-    lines = [f"### `{method.upper()} {path}`", "", _cell(op.get("summary", "")), ""]
-    who = "a token (`Authorization: Bearer`)" if op.get("security") else "no token needed"
-    lines += [f"Who: {who}.", ""]
-    params = op.get("parameters", [])
-    if params:
-        lines += ["| parameter | in | required | meaning |", "|---|---|---|---|"]
-        lines += [f"| `{p['name']}` | {p['in']} | {'yes' if p.get('required') else 'no'} | "
-                  f"{_cell(p.get('description', ''))} |" for p in params]
-        lines.append("")
-    body = op.get("requestBody")
-    if body:
-        lines += [f"Body: {_schema_name(body.get('content', {}))}{'' if body.get('required') else ', optional'}.", ""]
-    lines += ["| answer | meaning | body |", "|---|---|---|"]
-    lines += [f"| {status} | {_cell(answer.get('description', ''))} | {_schema_name(answer.get('content', {}))} |"
-              for status, answer in op.get("responses", {}).items()]
-    return [*lines, ""]
+def _md_operation(op: Operation) -> Iterator[str]:
+    yield from (f"### `{op.method.upper()} {op.path}`", "", _cell(op.summary), "", f"Who: {_who(op)}.", "")
+    if op.params:
+        yield from ("| parameter | in | required | meaning |", "|---|---|---|---|")
+        yield from (f"| `{p.name}` | {p.where} | {'yes' if p.required else 'no'} | {_cell(p.meaning)} |"
+                    for p in op.params)
+        yield ""
+    if op.body is not None:
+        yield from (f"Body: {_md_schema(op.body)}{'' if op.body_required else ', optional'}.", "")
+    yield from ("| answer | meaning | body |", "|---|---|---|")
+    yield from (f"| {a.status} | {_cell(a.meaning)} | {_md_schema(a.body)} |" for a in op.answers)
+    yield ""
 
 
-def rendered() -> str:
-    doc = document()
+def markdown(doc: dict[str, Any]) -> str:
+    """``docs/reference/api.md``."""
     lines = [
         "# REST API reference",
         "",
@@ -64,18 +130,124 @@ def rendered() -> str:
         _cell(doc["info"].get("description", "")),
         "",
     ]
-    sections: dict[str, list[str]] = {}
-    for path, item in doc["paths"].items():
-        section = "/api/v2" if path.startswith("/api/v2") else "/api/v1" if path.startswith("/api/v1") else "Health"
-        for method in METHODS:
-            if method in item:
-                sections.setdefault(section, []).extend(_operation(method, path, item[method]))
-    for section in ("/api/v1", "/api/v2", "Health"):
-        if section in sections:
-            lines += [f"## {section}", "", *sections[section]]
+    for section, ops in sections(doc).items():
+        lines += [f"## {section}", ""]
+        for op in ops:
+            lines += _md_operation(op)
     return "\n".join(lines).rstrip() + "\n"
 
 
-if __name__ == "__main__":
-    PAGE.write_text(rendered())
-    print(PAGE, file=sys.stderr)
+# --- the page paiq serves (GET /api/docs) -----------------------------------------------------------------------
+
+STYLE = """
+body { font: 15px/1.5 system-ui, sans-serif; margin: 0 auto; max-width: 70rem; padding: 0 1.5rem 4rem;
+       color: #1b1f24; background: #fff; }
+h1 { margin-top: 1.5rem; } h2 { border-bottom: 1px solid #d9dde3; margin-top: 2.5rem; }
+h3 { margin: 2rem 0 .3rem; } h3 code { font-size: 1rem; }
+table { border-collapse: collapse; margin: .5rem 0; } th, td { border: 1px solid #d9dde3; padding: .2rem .5rem;
+       text-align: left; vertical-align: top; } th { background: #f5f6f8; }
+code { background: #f5f6f8; padding: 0 .2rem; } nav ul { columns: 2; font-size: .9rem; }
+nav li { overflow-wrap: anywhere; } small { color: #59616b; font-weight: normal; }
+.get { color: #1a5fb4; } .post { color: #26a269; } .put, .patch { color: #a05a00; } .delete { color: #b3261e; }
+@media (prefers-color-scheme: dark) { body { color: #e6e8eb; background: #16191d; }
+       th, code { background: #22272e; } th, td, h2 { border-color: #3a414a; } a { color: #78aeed; } }
+"""
+
+
+def html_style_hash() -> str:
+    """The CSP source that allows :data:`STYLE` inline and nothing else."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode() + "'"
+
+
+def _link(name: str, names: set[str]) -> str:
+    """A schema's name, linked to its table where the page has one."""
+    shown = f"<code>{escape(name)}</code>"
+    return f'<a href="#schema-{escape(name)}">{shown}</a>' if name in names else shown
+
+
+def _html_schema(schema: tuple[str, str] | None, names: set[str]) -> str:
+    if schema is None:
+        return ""
+    name, media = schema
+    return f"{_link(name, names)} ({escape(media)})" if name else escape(media)
+
+
+def _type(schema: dict[str, Any], names: set[str]) -> str:
+    """A property's type in a few words: a type, a linked schema, an array of one, or the choices."""
+    if "$ref" in schema:
+        return _link(schema["$ref"].rsplit("/", 1)[-1], names)
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in schema:
+            return " or ".join(_type(s, names) for s in schema[key])
+    if "enum" in schema:
+        return " | ".join(f"<code>{escape(str(v))}</code>" for v in schema["enum"])
+    kind = schema.get("type", "any")
+    if kind == "array":
+        return f"array of {_type(schema.get('items', {}), names)}"
+    return escape(" or ".join(kind) if isinstance(kind, list) else str(kind))
+
+
+def _html_operation(op: Operation, names: set[str]) -> Iterator[str]:
+    yield (f'<h3 id="{op.anchor}"><code><span class="{op.method}">{op.method.upper()}</span> '
+           f"{escape(op.path)}</code></h3>")
+    who = "a token (<code>Authorization: Bearer</code>)" if op.token else "no token needed"
+    yield f"<p>{escape(op.summary)}</p><p>Who: {who}.</p>"
+    if op.params:
+        yield "<table><tr><th>parameter</th><th>in</th><th>required</th><th>meaning</th></tr>"
+        yield from (f"<tr><td><code>{escape(p.name)}</code></td><td>{escape(p.where)}</td>"
+                    f"<td>{'yes' if p.required else 'no'}</td><td>{escape(p.meaning)}</td></tr>" for p in op.params)
+        yield "</table>"
+    if op.body is not None:
+        yield f"<p>Body: {_html_schema(op.body, names)}{'' if op.body_required else ', optional'}.</p>"
+    yield "<table><tr><th>answer</th><th>meaning</th><th>body</th></tr>"
+    yield from (f"<tr><td>{escape(a.status)}</td><td>{escape(a.meaning)}</td><td>{_html_schema(a.body, names)}</td>"
+                "</tr>" for a in op.answers)
+    yield "</table>"
+
+
+def _html_schemas(schemas: dict[str, Any], names: set[str]) -> Iterator[str]:
+    for name, schema in schemas.items():
+        yield f'<h3 id="schema-{escape(name)}"><code>{escape(name)}</code></h3>'
+        if schema.get("description"):
+            yield f"<p>{escape(_one_line(schema['description']))}</p>"
+        properties = schema.get("properties", {})
+        if not properties:
+            yield f"<p>{_type(schema, names)}</p>"
+            continue
+        required = set(schema.get("required", ()))
+        yield "<table><tr><th>field</th><th>type</th><th>required</th><th>meaning</th></tr>"
+        yield from (f"<tr><td><code>{escape(field)}</code></td><td>{_type(spec, names)}</td>"
+                    f"<td>{'yes' if field in required else 'no'}</td>"
+                    f"<td>{escape(_one_line(spec.get('description', '')))}</td></tr>"
+                    for field, spec in properties.items())
+        yield "</table>"
+
+
+def html(doc: dict[str, Any]) -> str:
+    """``GET /api/docs``: every route and every schema of ``doc``, linked, on one page."""
+    schemas: dict[str, Any] = doc.get("components", {}).get("schemas", {})
+    names = set(schemas)
+    by_section = sections(doc)
+    lines = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(doc['info'].get('title', 'paiq'))}: reference</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>{escape(doc['info'].get('title', 'paiq'))} <small>version {escape(doc['info'].get('version', ''))}"
+        "</small></h1>",
+        f"<p>{escape(_one_line(doc['info'].get('description', '')))}</p>",
+        '<p>The machine-readable document: <a href="/api/v1/openapi.json"><code>/api/v1/openapi.json</code></a>. '
+        'The web portal: <a href="/">/</a>.</p>',
+        "<nav><ul>",
+        *(f'<li><a href="#{op.anchor}"><code>{op.method.upper()} {escape(op.path)}</code></a></li>'
+          for ops in by_section.values() for op in ops),
+        "</ul></nav>",
+    ]
+    for section, ops in by_section.items():
+        lines.append(f"<h2>{escape(section)}</h2>")
+        for op in ops:
+            lines += _html_operation(op, names)
+    lines += ["<h2>Schemas</h2>", *_html_schemas(schemas, names), "</body></html>"]
+    return "\n".join(lines) + "\n"
+

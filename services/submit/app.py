@@ -11,6 +11,7 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from services.submit import apidoc
 from services.submit.contract.headers import stamp
 from services.submit.contract.httpparser import ApiRunner
 from services.submit.contract.route import add_routes, route_of
@@ -20,7 +21,7 @@ from services.submit.openapi import document
 from services.submit.routes.feed import add_feed
 from services.submit.routes.pages import add_portal
 from services.submit.routes.passwords import login_guard
-from services.submit.routes.table import DOCUMENT, ROUTES
+from services.submit.routes.table import API_PAGE, DOCUMENT, ROUTES, ApiPage
 from services.submit.routes.throttle import heavy_read_budget
 from services.submit.users import Users
 from shared.admission.validation import MAX_CONFIG_BYTES
@@ -102,6 +103,7 @@ def create_app(deps: SubmitDeps) -> web.Application:
     add_routes(app, ROUTES)  # every route is one of the table's, which the document describes
     app.on_response_prepare.append(api_headers)
     app[DOCUMENT] = document()
+    app[API_PAGE] = ApiPage(apidoc.html(app[DOCUMENT]), apidoc.html_style_hash())
     return app
 
 

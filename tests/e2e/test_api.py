@@ -144,6 +144,9 @@ async def test_every_answer_has_the_documented_shape(platform: Platform, api: Pa
     assert listed == jobs
     status, served, _ = await raw(platform, "GET", "/api/v1/openapi.json")
     assert status == 200 and served == json.loads(json.dumps(document()))
+    status, page, headers = await raw(platform, "GET", "/api/docs")  # the same, as a web page
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert all(f'id="schema-{name}"' in page for name in served["components"]["schemas"])
 
 
 @pytest.mark.parametrize(("method", "path", "status", "code"), [

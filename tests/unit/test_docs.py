@@ -1,6 +1,7 @@
 """The documentation: the site (docs/, mkdocs.yml) builds strictly, so a broken link, a missing anchor or a page
-left out of the navigation fails the suite; the generated API and CLI references are what the served document
-and the parser say; the README stays the front door (under 150 lines) and every file it links to exists."""
+left out of the navigation fails the suite; the generated API and CLI references and the configuration table are
+what the served document, the parser and the settings models say; the README stays the front door (under 150
+lines) and every file it links to exists."""
 
 from __future__ import annotations
 
@@ -50,6 +51,30 @@ def test_the_cli_reference_page_is_what_the_parser_says() -> None:
     from services.cli.reference import PAGE, rendered
     assert PAGE.read_text() == rendered(), "stale: run `python -m services.cli.reference`"
     assert "## `paiq submit`" in PAGE.read_text() and "## `paiq vc set`" in PAGE.read_text()
+
+
+def test_the_configuration_table_is_what_the_settings_models_say() -> None:
+    from shared.settings.reference import PAGE, rendered
+    page = PAGE.read_text()
+    assert page == rendered(page), "stale: run `python -m shared.settings.reference`"
+    assert "| `PAIQ_PREEMPTIONS_PER_PASS` | `4` | 0 to 64 |" in page  # default and bounds from the model
+    assert "| `PAIQ_MAX_STRING_BYTES` | 128 KiB | 1 KiB to 1 MiB |" in page
+
+
+def test_a_variable_without_a_meaning_or_a_meaning_without_a_variable_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.settings import reference
+    from shared.settings.meanings import ROWS, Row
+    monkeypatch.setattr(reference, "ROWS", tuple(r for r in ROWS if "PAIQ_LEASE_SECONDS" not in r.variables))
+    with pytest.raises(reference.UndescribedSettingError, match="no meaning for PAIQ_LEASE_SECONDS"):
+        reference.tables()
+    monkeypatch.setattr(reference, "ROWS", (*ROWS, Row(("PAIQ_NO_SUCH",), "read by nobody")))
+    with pytest.raises(reference.UndescribedSettingError, match="describes PAIQ_NO_SUCH, which no model reads"):
+        reference.tables()
+    node_cpus = next(r for r in ROWS if "PAIQ_NODE_CPUS" in r.variables)  # its default is the machine's
+    monkeypatch.setattr(reference, "ROWS", tuple(Row(r.variables, r.meaning) if r is node_cpus else r for r in ROWS))
+    with pytest.raises(reference.UndescribedSettingError, match="PAIQ_NODE_CPUS, PAIQ_NODE_MEMORY_MB: the default"):
+        reference.tables()
 
 
 def test_the_readme_is_the_front_door() -> None:

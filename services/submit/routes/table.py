@@ -7,11 +7,12 @@ is served from the app (:data:`DOCUMENT`), built once when the app is made.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from services.submit.contract.route import Reply, Route
+from services.submit.contract.route import Reply, Route, text
 from services.submit.routes import (
     access,
     clusters,
@@ -38,8 +39,31 @@ from services.submit.routes.v2 import users as v2users
 DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
 
 
+@dataclass(frozen=True)
+class ApiPage:
+    """``GET /api/docs``: the reference rendered from :data:`DOCUMENT` when the app is made
+    (:func:`services.submit.apidoc.html`), and the CSP source of its one inline style."""
+
+    body: str
+    style_source: str
+
+
+API_PAGE = web.AppKey("api_reference_page", ApiPage)
+
+
 async def get_openapi(request: web.Request) -> web.Response:
     return web.json_response(request.app[DOCUMENT])
+
+
+async def get_api_docs(request: web.Request) -> web.Response:
+    page = request.app[API_PAGE]
+    return web.Response(text=page.body, content_type="text/html", headers={
+        # nothing loads, nothing runs: its one inline style by its hash, no script, no framing
+        "Content-Security-Policy": f"default-src 'none'; style-src {page.style_source}; base-uri 'none'; "
+                                   "form-action 'none'; frame-ancestors 'none'",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    })
 
 
 ROUTES: tuple[Route, ...] = (
@@ -60,6 +84,8 @@ ROUTES: tuple[Route, ...] = (
     *v2clusters.ROUTES,
     Route("GET", "/api/v1/openapi.json", get_openapi, "this document",
           {200: Reply("", content={"application/json": {"type": "object"}})}),
+    Route("GET", "/api/docs", get_api_docs, "this document as a web page: every route and schema, linked",
+          {200: text("", "text/html")}),
     *logs.ROUTES,
     *profiles.ROUTES,
     *usage.ROUTES,
