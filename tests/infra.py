@@ -65,12 +65,16 @@ class Registry:
 
 
 @contextmanager
-def run_registry(root: Path, *, htpasswd: Path | None = None) -> Iterator[Registry]:
+def run_registry(root: Path, *, login: tuple[str, str] | None = None) -> Iterator[Registry]:
+    """A docker-registry of its own on a free port; with ``login`` (user, password), it admits only that user."""
     port = free_port()
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.yml"
     auth = ""
-    if htpasswd is not None:
+    if login is not None:
+        htpasswd = root / "htpasswd"
+        htpasswd.write_text(subprocess.run(["htpasswd", "-Bbn", *login], check=True, capture_output=True,
+                                           text=True).stdout)
         auth = f"auth:\n  htpasswd:\n    realm: paiq-test\n    path: {htpasswd}\n"
     config.write_text(
         "version: 0.1\n"

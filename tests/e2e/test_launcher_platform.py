@@ -62,11 +62,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory, mongo_uri: str, amqp_url:
 
 @pytest.fixture(scope="module")
 def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    root = tmp_path_factory.mktemp("auth-registry")
-    htpasswd = root / "htpasswd"
-    htpasswd.write_text(subprocess.run(["htpasswd", "-Bbn", REGISTRY_USER, PASSWORD], check=True,
-                                       capture_output=True, text=True).stdout)
-    with run_registry(root / "registry", htpasswd=htpasswd) as registry:
+    with run_registry(tmp_path_factory.mktemp("auth-registry"), login=(REGISTRY_USER, PASSWORD)) as registry:
         yield registry
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,7 @@ REGISTRY_PASSWORD = f"pw-{unique('')}-&-never-shown"
 
 @pytest.fixture(scope="module")
 def v2_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    root = tmp_path_factory.mktemp("v2-registry")
-    htpasswd = root / "htpasswd"
-    htpasswd.write_text(subprocess.run(["htpasswd", "-Bbn", REGISTRY_USER, REGISTRY_PASSWORD], check=True,
-                                       capture_output=True, text=True).stdout)
-    with run_registry(root / "registry", htpasswd=htpasswd) as registry:
+    with run_registry(tmp_path_factory.mktemp("v2-registry"), login=(REGISTRY_USER, REGISTRY_PASSWORD)) as registry:
         yield registry
 
 
