@@ -13,6 +13,9 @@ import pytest
 
 from shared.db.embedded import embedded_mongo
 
+if os.environ.get("PAIQ_TEST_CPU_REPORT"):  # each test file's CPU, written for python -m tests.cpuuse
+    from tests.cpuuse import pytest_runtest_protocol, pytest_sessionfinish  # noqa: F401
+
 
 @contextlib.asynccontextmanager
 async def mongo_server() -> AsyncIterator[str]:
