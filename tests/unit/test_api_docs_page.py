@@ -76,8 +76,9 @@ async def test_every_route_and_schema_has_its_section_and_every_link_lands(
     body, _ = served
     page = parsed(body)
     doc = document()
-    for route in ROUTES:
-        anchor = Operation(route.method.lower(), route.path, "", False, (), None, False, ()).anchor
+    anchors = [Operation(route.method.lower(), route.path, "", False, (), None, False, ()).anchor for route in ROUTES]
+    assert len(set(anchors)) == len(ROUTES), "two routes share an anchor"
+    for route, anchor in zip(ROUTES, anchors, strict=True):
         assert anchor in page.ids, f"{route.method} {route.path} has no section"
     assert {f"schema-{name}" for name in doc["components"]["schemas"]} <= page.ids
     inside = [link[1:] for link in page.links if link.startswith("#")]
