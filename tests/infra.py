@@ -33,6 +33,10 @@ PYTHON = sys.executable
 FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = uuid.uuid4().hex
+# bcrypt's cost on test platforms and stores: every test user's password would cost a quarter of a CPU-second
+# at paiq's default (12) to set and to log in with, a fifth of the suite's CPU; the default itself is tested
+# (tests/integration/test_password_cost.py) and the compose stack runs with it.
+HASH_ROUNDS = 4
 
 
 def rabbitmqctl(*args: str, timeout_s: float = 60) -> str:
@@ -194,6 +198,7 @@ def platform_env(workdir: Path, node_id: str, **extra: str) -> dict[str, str]:
         "PAIQ_LOG_LEVEL": "debug",
         "PAIQ_ADMIN_USER": ADMIN_USER,
         "PAIQ_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "PAIQ_PASSWORD_HASH_ROUNDS": str(HASH_ROUNDS),
     })
     env.update(extra)
     return env

@@ -139,7 +139,7 @@ async def start_submit(settings: Settings, store: Store, bus: Bus, vitals: Vital
     # The storage configs the submit check reads (routes/jobs.py): a bad file stops submit here, saying so,
     # as it stops the launcher, instead of answering 500 to the first job that names a storage.
     await asyncio.to_thread(storage_configs_at, settings.storage_config_path)
-    users = Users(store)
+    users = Users(store, rounds=settings.password_hash_rounds)
     await bootstrap_admin(users, settings)
     runner = ApiRunner(create_app(SubmitDeps(settings=settings, store=store, bus=bus, users=users,
                                                 vitals=vitals)),

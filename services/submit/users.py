@@ -108,8 +108,11 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _hash_password(password: str) -> bytes:
-    return bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+DEFAULT_ROUNDS = 12  # bcrypt's own default cost: 2**12 rounds, about a quarter of a CPU-second a password
+
+
+def _hash_password(password: str, rounds: int) -> bytes:
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds))
 
 
 def password_problem(password: object, *, at_least: int = MIN_PASSWORD_LENGTH) -> str | None:
@@ -128,16 +131,21 @@ def password_problem(password: object, *, at_least: int = MIN_PASSWORD_LENGTH) -
 
 
 class Users:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, rounds: int = DEFAULT_ROUNDS) -> None:
+        """``rounds``: the bcrypt cost new passwords are hashed with (PAIQ_PASSWORD_HASH_ROUNDS); a stored hash
+        keeps the cost it was made with."""
         self._users = store.users
         self._tokens = store.tokens
+        self._rounds = rounds
+        # Checked against when the user does not exist, so both failures take the same time.
+        self._dummy_hash = bcrypt.hashpw(b"paiq-no-such-user", bcrypt.gensalt(rounds))
 
     async def create(self, user: str, password: str, *, admin: bool, groups: tuple[str, ...] = (),
                      email: str = "", extension: dict[str, object] | None = None) -> None:
         problem = password_problem(password)
         if problem:
             raise ApiError("InvalidParametersError", problem)
-        hashed = (await asyncio.to_thread(_hash_password, password)).decode()
+        hashed = (await asyncio.to_thread(_hash_password, password, self._rounds)).decode()
         doc = {"_id": check_user_name(user), "password_hash": hashed, "admin": admin, "groups": list(groups),
                "created_ms": now_ms()}
         if email:
@@ -164,7 +172,7 @@ class Users:
             problem = password_problem(password)
             if problem:
                 raise ApiError("InvalidParametersError", problem)
-            changes["password_hash"] = (await asyncio.to_thread(_hash_password, password)).decode()
+            changes["password_hash"] = (await asyncio.to_thread(_hash_password, password, self._rounds)).decode()
         if admin is not None:
             changes["admin"] = admin
         if groups is not None:
@@ -269,7 +277,7 @@ class Users:
     async def check_password(self, user: str, password: str) -> bool:
         """Whether ``password`` is ``user``'s (False for an unknown user, in the same time)."""
         doc = await self._users.find_one({"_id": user}, {"password_hash": 1})
-        stored = str(doc["password_hash"]).encode() if doc else _DUMMY_HASH
+        stored = str(doc["password_hash"]).encode() if doc else self._dummy_hash
         try:
             ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), stored)
         except ValueError:  # a password bcrypt cannot take is nobody's
@@ -279,7 +287,7 @@ class Users:
     async def login(self, user: str, password: str, expiration_s: int) -> tuple[str, bool]:
         """A new token for ``user``, or UnauthorizedUserError (same answer for unknown user or bad password)."""
         doc = await self._users.find_one({"_id": user})
-        stored = str(doc["password_hash"]).encode() if doc else _DUMMY_HASH
+        stored = str(doc["password_hash"]).encode() if doc else self._dummy_hash
         ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), stored)
         if doc is None or not ok:
             log.info("login refused", user=user)
@@ -328,6 +336,3 @@ class Users:
             return False
         return True
 
-
-# Checked against when the user does not exist, so both failures take the same time.
-_DUMMY_HASH = bcrypt.hashpw(b"paiq-no-such-user", bcrypt.gensalt())

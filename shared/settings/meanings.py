@@ -101,6 +101,10 @@ ROWS: tuple[Row, ...] = (
     Row(('PAIQ_ADMIN_USER', 'PAIQ_ADMIN_PASSWORD'),
         "the administrator created at start when missing (an existing user's password is never changed)",
         default='none (`paiq up`: your login name, a generated password)'),
+    Row(("PAIQ_PASSWORD_HASH_ROUNDS",),
+        "bcrypt's cost for passwords set from now on: each step doubles the work of a login and of every guess "
+        "at a stolen hash (12: about a quarter of a CPU-second); a stored password keeps the cost it was set "
+        "with. Lower it only for test platforms"),
     Row(('PAIQ_SECRETS_KEY',),
         "the key that seals every credential a job carries in the database: protocol v2 jobs' `secrets` and registry "
         "credentials, each job's SSH private key, webhooks' signing keys (a Fernet key, `python -c 'from "

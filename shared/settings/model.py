@@ -262,6 +262,8 @@ class Settings(EnvModel):
     retry_backoff_ms: Integer = Field(2000, alias="PAIQ_RETRY_BACKOFF_MS")
     admin_user: Text = Field(None, alias="PAIQ_ADMIN_USER")
     admin_password: Text = Field(None, alias="PAIQ_ADMIN_PASSWORD", repr=False)
+    # bcrypt's cost for passwords set from now on (2**rounds rounds; 12 is bcrypt's default).
+    password_hash_rounds: Integer = Field(12, alias="PAIQ_PASSWORD_HASH_ROUNDS", ge=4, le=31)
     # Seals jobs' secrets and registry credentials at rest (shared.jobconfig.sealing); unset: a job with
     # secrets is refused (`paiq up` makes one in its data directory).
     secrets_key: Annotated[str | None, _text(_secrets_key)] = Field(None, alias="PAIQ_SECRETS_KEY", repr=False)

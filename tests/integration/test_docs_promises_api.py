@@ -20,6 +20,7 @@ from shared.bus.memory import MemoryBus
 from shared.db.store import Store
 from shared.notify.subscriptions import MAX_SUBSCRIPTIONS
 from shared.settings.model import Settings
+from tests.infra import HASH_ROUNDS
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ async def alice(mongo_uri: str) -> AsyncIterator[Client]:
     database = f"promises_{uuid.uuid4().hex[:8]}"
     store = Store(client, database)
     await store.ensure_indexes()
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     await users.create("alice", "alice-password", admin=False)
     settings = Settings.from_env({"PAIQ_SECRETS_KEY": Fernet.generate_key().decode(),
                                   "PAIQ_NOTIFY_WEBHOOK_ALLOW": "127.0.0.1"})

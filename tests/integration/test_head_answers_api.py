@@ -25,6 +25,7 @@ from shared.db.logs import LogStore
 from shared.db.store import Store
 from shared.settings.model import Settings
 from shared.taskref import TaskRef
+from tests.infra import HASH_ROUNDS
 from tests.integration.test_task_runs_api import NAME, store_run, the_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -63,7 +64,7 @@ async def api(mongo_uri: str) -> AsyncIterator[Api]:
     await store.insert_job(job)
     await store_run(LogStore(store.jobs.database),
                     TaskRef(job_id=job.id, attempt=1, role="main", index=0, task_attempt=2), None)
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     await users.create("alice", "alice-password", admin=False)
     deps = SubmitDeps(settings=Settings.from_env({}), store=store, bus=MemoryBus(), users=users)
     async with TestClient(TestServer(create_app(deps))) as test_client:

@@ -28,7 +28,7 @@ from shared.ops.vitals import Vitals
 from shared.records import JobState
 from shared.runtime.relay import start_relay
 from shared.settings.model import Settings
-from tests.infra import unique
+from tests.infra import HASH_ROUNDS, unique
 from tests.journalview import journal
 from tests.notifyharness import SmtpServer, wait_until
 from tests.unit.factories import make_config, make_job
@@ -65,7 +65,7 @@ async def both(mongo_uri: str) -> AsyncIterator[Both]:
             await store.ensure_indexes()
             bus = MemoryBus()
             stack.push_async_callback(bus.close)
-            users = Users(store)
+            users = Users(store, rounds=HASH_ROUNDS)
             await users.create("boss", "boss-password", admin=True)
             await users.create("alice", "alice-password", admin=False, email="old@example.com")
             await store.notifications.add_subscription(Subscription(

@@ -29,6 +29,7 @@ from shared.admission.validation import MAX_CONFIG_BYTES
 from shared.bus.memory import MemoryBus
 from shared.db.store import Store
 from shared.settings.model import Settings
+from tests.infra import HASH_ROUNDS
 from tests.integration.test_v2_access_api import STORAGES, Api
 from tests.integration.test_v2_admin_api import v1_job
 
@@ -51,7 +52,7 @@ async def api(mongo_uri: str, tmp_path: Path) -> AsyncIterator[Api]:
     database = f"headers_{uuid.uuid4().hex[:8]}"
     store = Store(client, database)
     await store.ensure_indexes()
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     await users.create("boss", "boss-password", admin=True)
     await users.create("alice", "alice-password", admin=False)
     (tmp_path / "storages.yaml").write_text(STORAGES)

@@ -21,7 +21,7 @@ from shared.ops.vitals import is_outage
 from shared.records import JobRecord, initial_tasks, new_job_id, now_ms
 from shared.scheduling.vclusters import VirtualCluster
 from tests.dbcommands import CommandCounts
-from tests.infra import unique
+from tests.infra import HASH_ROUNDS, unique
 from tests.unit.factories import make_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -169,7 +169,7 @@ async def test_user_writes_whose_connection_dies_are_done_once_and_answered_as_d
     """Create, token, update and delete of a user, each with its first write's connection dropped: none
     answers a conflict or "no such user" for what its own cut-off try did."""
     from services.submit.users import Users
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     name = unique("u")
     fail(faulty_server, ["insert"], 1, closeConnection=True)
     await users.create(name, "a-long-enough-password", admin=False)

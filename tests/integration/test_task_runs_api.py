@@ -33,6 +33,7 @@ from shared.profiling.usage import Usage
 from shared.records import AttemptRecord, JobRecord, JobState, TaskRecord, TaskState
 from shared.settings.model import Settings
 from shared.taskref import TaskRef
+from tests.infra import HASH_ROUNDS
 from tests.unit.factories import make_config, make_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -126,7 +127,7 @@ async def api(mongo_uri: str) -> AsyncIterator[Api]:
             await store_run(logs, key, None if current else 3)
             writes.append(ProfileWrite(profile=profile_of(key), new=True))
     assert await store.profiles.save(writes) == 0
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     await users.create("alice", "alice-password", admin=False)
     await users.create("bob", "bob-password", admin=False)
     deps = SubmitDeps(settings=Settings.from_env({}), store=store, bus=MemoryBus(), users=users)

@@ -22,6 +22,7 @@ from shared.bus.memory import MemoryBus
 from shared.db.store import Store
 from shared.scheduling.vclusters import Quota, VirtualCluster
 from shared.settings.model import Settings
+from tests.infra import HASH_ROUNDS
 from tests.unit.factories import make_node
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,7 @@ async def api(mongo_uri: str, tmp_path: Path) -> AsyncIterator[Api]:
     await store.put_vc(VirtualCluster(name="research", quota=Quota(cpus=50, memory=50, gpus=50), users=("boss",),
                                       groups=("ml",)))
     await store.upsert_node(make_node("n1", cpus=16, memory_mb=65536, gpus=["V100"] * 4))
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     await users.create("boss", "boss-password", admin=True)
     await users.create("alice", "alice-password", admin=False)
     deps = SubmitDeps(settings=Settings.from_env({"PAIQ_STORAGE_CONFIG": str(tmp_path / "storages.yaml")}),

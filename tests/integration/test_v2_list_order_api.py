@@ -23,6 +23,7 @@ from shared.db import listorder
 from shared.db.lists.orders import Order
 from shared.db.store import Store
 from shared.settings.model import Settings
+from tests.infra import HASH_ROUNDS
 from tests.integration.test_v2_list_order import FILTERS, a_job, expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -54,7 +55,7 @@ async def env(mongo_uri: str) -> AsyncIterator[Env]:
     await store.insert_jobs(jobs[:80])
     for job in jobs[80:]:
         await store.insert_job(job)
-    users = Users(store)
+    users = Users(store, rounds=HASH_ROUNDS)
     await users.create("alice", "alice-password", admin=False)
     deps = SubmitDeps(settings=Settings.from_env({}), store=store, bus=MemoryBus(), users=users)
     async with TestClient(TestServer(create_app(deps))) as test_client:
