@@ -11,10 +11,10 @@ import pytest
 
 from services.cli.client import ApiCallError, PaiqClient
 from services.submit.openapi import document
-from tests.e2e.conftest import job_config, logged_in, raw
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, job_config, logged_in, raw
 from tests.infra import Platform, unique, wait_final
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # the API's own handling
 
 
 def schema_of(name: str) -> dict[str, Any]:

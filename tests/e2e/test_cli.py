@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from services.cli.client import PaiqClient
-from tests.e2e.conftest import job_config
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, job_config
 from tests.e2e.feedwatch import FeedProxy
 from tests.infra import ADMIN_PASSWORD, REPO, Platform
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # an HTTP client of the API
 
 
 async def paiq(platform: Platform, home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

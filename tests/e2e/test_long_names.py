@@ -14,10 +14,10 @@ import pytest
 
 from services.cli.client import PaiqClient
 from shared.tasks.jobkeys import key_name
-from tests.e2e.conftest import job_config, logged_in
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, job_config, logged_in
 from tests.infra import unique, wait_final
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # the launcher's naming: one code
 
 # The task lists its ssh files and checks that the key its ssh config names is there, whole, beside its .pub.
 CHECK = ('cd /root/.ssh; for f in *; do echo "file: $f"; done; '

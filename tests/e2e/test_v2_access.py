@@ -1,7 +1,7 @@
-"""OpenPAI v1.8's /api/v2 access routes in both platform shapes, as an OpenPAI v1.x client walks them: an
-admin logs in, makes a user and a group, puts the user in it and lets the group use a virtual cluster; the
-user logs in, sees themselves, their group and that VC, takes an application token and revokes it, then
-logs out and their token is refused."""
+"""OpenPAI v1.8's /api/v2 access routes on `paiq up` (the same submit code answers in both shapes), as an
+OpenPAI v1.x client walks them: an admin logs in, makes a user and a group, puts the user in it and lets the
+group use a virtual cluster; the user logs in, sees themselves, their group and that VC, takes an application
+token and revokes it, then logs out and their token is refused."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import raw
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, raw
 from tests.infra import ADMIN_PASSWORD, ADMIN_USER, Platform, unique
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), ALL_IN_ONE_ONLY]  # the API's own handling
 
 
 async def call(platform: Platform, method: str, path: str, token: str | None = None, body: Any = None,

@@ -1,6 +1,7 @@
-"""OpenPAI v1.8's ``/api/v2/jobs`` reads and changes on a real finished job, in both platform shapes: the
-list's filters (username, vc, state, keyword, tagsContain, withTotalCount), the detail, its attempts, a
-task's attempts and log list (whose address serves what the task printed), a tag, and 401 without a token."""
+"""OpenPAI v1.8's ``/api/v2/jobs`` reads and changes on a real finished job, on `paiq up` (the same submit code
+answers in both shapes): the list's filters (username, vc, state, keyword, tagsContain, withTotalCount), the
+detail, its attempts, a task's attempts and log list (whose address serves what the task printed), a tag, and
+401 without a token."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from typing import Any
 import pytest
 
 from services.cli.client import PaiqClient
-from tests.e2e.conftest import raw
+from tests.e2e.conftest import ALL_IN_ONE_ONLY, raw
 from tests.infra import Platform, unique, wait_final
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), ALL_IN_ONE_ONLY]  # the API's own reads
 
 SUMMARY_KEYS = {"debugId", "name", "username", "state", "subState", "executionType", "tags", "retries",
                 "retryDetails", "retryDelayTime", "submissionTime", "createdTime", "launchedTime", "completedTime",
