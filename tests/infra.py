@@ -281,6 +281,23 @@ def _wait_healthy(platform: Platform, limit_s: float = 60) -> None:
     raise RuntimeError(f"paiq did not become healthy within {limit_s}s:\n{platform.logs()[-4000:]}")
 
 
+def wait_answering(url: str, proc: subprocess.Popen[bytes], limit_s: float = 60) -> None:
+    """Until ``url`` answers 200 (a service's /healthz), or RuntimeError when ``proc`` exits or time runs out."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited with {proc.returncode} before {url} answered")
+        with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError), \
+                urllib.request.urlopen(url, timeout=2) as resp:
+            if resp.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {limit_s}s")
+
+
 def start_extra_launcher(platform: Platform, node_id: str, port_range: str, **extra: str) -> subprocess.Popen[bytes]:
     """Another launcher agent (another node) of a separate-shape platform, on this same Docker host."""
     env = {**platform.env, "PAIQ_NODE_ID": node_id, "PAIQ_NODE_PORT_RANGE": port_range,

@@ -41,6 +41,7 @@ from tests.infra import (
     stop_orphaned_databases,
     stop_platform,
     unique,
+    wait_answering,
     wait_final,
 )
 from tests.notifyharness import Hooks
@@ -113,9 +114,11 @@ async def test_kill_9_between_commit_and_publish_loses_no_event_and_no_notificat
         platform = start_platform(shape, tmp_path, mongo_uri=mongo_uri, amqp_url=amqp_url,
                                   PAIQ_FAULT_POINTS=FAULTS, PAIQ_NOTIFY_WEBHOOK_ALLOW="127.0.0.1",
                                   PAIQ_RECONCILE_SECONDS="2")
-        if shape == "separate":  # the notifier too (paiq up runs it)
-            start_extra_process(platform, "notify", "services.notify", PAIQ_NOTIFY_OPS_PORT=str(free_port()))
         try:
+            if shape == "separate":  # the notifier too (paiq up runs it), answering before the first job: a
+                port = free_port()  # notifier's first start tells the changes after it, not before
+                notifier = start_extra_process(platform, "notify", "services.notify", PAIQ_NOTIFY_OPS_PORT=str(port))
+                await asyncio.to_thread(wait_answering, f"http://127.0.0.1:{port}/healthz", notifier)
             with Supervisor(platform) as supervisor:
                 user = unique("dur")
                 async with paiq_client(platform.api) as anonymous:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from tests.infra import (
     start_platform,
     stop_platform,
     unique,
+    wait_answering,
     wait_final,
 )
 from tests.notifyharness import Hooks, SmtpServer, wait_until
@@ -64,18 +66,21 @@ def notify_platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
            "PAIQ_NOTIFY_TIMEOUT_SECONDS": "3", "PAIQ_NOTIFY_WEBHOOK_ALLOW": "127.0.0.1"}
     p = start_platform(shape, tmp_path_factory.mktemp(f"notify-{shape}"), mongo_uri=mongo_uri, amqp_url=amqp_url,
                        **env)
-    if shape == "separate":
-        start_notifier(p)
     try:
+        if shape == "separate":
+            # answering before the first test's job: a notifier's first start tells the changes after it, not before
+            notifier = start_notifier(p)
+            wait_answering(p.ops["notify"] + "/healthz", notifier)
         yield p
     finally:
         stop_platform(p, docker_client)
 
 
-def start_notifier(p: Platform) -> None:
+def start_notifier(p: Platform) -> subprocess.Popen[bytes]:
     port = free_port()
-    start_extra_process(p, f"notify-{port}", "services.notify", PAIQ_NOTIFY_OPS_PORT=str(port))
+    proc = start_extra_process(p, f"notify-{port}", "services.notify", PAIQ_NOTIFY_OPS_PORT=str(port))
     p.ops["notify"] = f"http://127.0.0.1:{port}"
+    return proc
 
 
 @asynccontextmanager
