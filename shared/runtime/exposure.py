@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aio_pika
 from aio_pika.connection import make_url
-from aiormq.exceptions import AMQPConnectionError
+from aiormq.exceptions import AMQPError
 from pymongo import AsyncMongoClient
 from pymongo.errors import OperationFailure, PyMongoError
 
@@ -69,8 +69,10 @@ async def refuse_guest_broker(url: str) -> None:
     connection = aio_pika.Connection(make_url(as_guest(url)))
     try:
         await connection.connect(timeout=PROBE_SECONDS)
-    except (AMQPConnectionError, OSError, TimeoutError):
-        return  # refused (or not reached: the service's own connection says so)
+    except (AMQPError, OSError, TimeoutError):
+        # refused: its login (AMQPConnectionError), or this virtual host to it (the broker answers the open with a
+        # close: InvalidFrameError); or not reached: the service's own connection says so
+        return
     finally:
         await connection.close()
     where = urlsplit(url).netloc.rpartition("@")[2]

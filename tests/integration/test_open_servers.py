@@ -50,13 +50,18 @@ async def open_database(tmp_path: Path) -> AsyncIterator[str]:
 
 @pytest.fixture
 def guest_admitted(amqp_url: str) -> Iterator[str]:
-    """The test broker with its guest account given back (as a fresh RabbitMQ has it) for this test."""
+    """The test broker with its guest account given back (as a fresh RabbitMQ has it), admitted to a virtual host
+    of this test's own: its URL. The other tests' services, starting meanwhile on the run's virtual host, find a
+    guest that host refuses (not admitted: they start)."""
+    vhost = unique("guest-admitted-")
+    rabbitmqctl("add_vhost", vhost)
     rabbitmqctl("add_user", "guest", "guest")
-    rabbitmqctl("set_permissions", "-p", "/", "guest", ".*", ".*", ".*")
     try:
-        yield amqp_url
+        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield f"{amqp_url.rstrip('/')}/{vhost}"
     finally:
         rabbitmqctl("delete_user", "guest")
+        rabbitmqctl("delete_vhost", vhost)
 
 
 async def test_a_database_that_answers_without_a_login_stops_every_service(open_database: str, tmp_path: Path,
@@ -77,6 +82,12 @@ async def test_a_broker_that_admits_guest_stops_every_service(guest_admitted: st
                                   PAIQ_MONGODB_DATABASE=unique("open_"))
     assert code != 0 and "admits its guest account: a process on its host could publish" in out, out
     assert "rabbitmqctl delete_user guest" in out and "Traceback" not in out
+
+
+async def test_a_guest_the_virtual_host_refuses_is_not_admitted(guest_admitted: str, amqp_url: str) -> None:
+    """guest logs in but may not open this virtual host (the broker answers the open with a close): refused, as
+    every service starting on the run's virtual host while the test above gives guest back sees it."""
+    await refuse_guest_broker(amqp_url)
 
 
 async def test_the_servers_the_tests_run_pass(mongo_uri: str, amqp_url: str) -> None:
