@@ -34,8 +34,9 @@ FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = uuid.uuid4().hex
 # bcrypt's cost on test platforms and stores: every test user's password would cost a quarter of a CPU-second
-# at paiq's default (12) to set and to log in with, a fifth of the suite's CPU; the default itself is tested
-# (tests/integration/test_password_cost.py) and the compose stack runs with it.
+# at paiq's default (12) to set and to log in with (most of the 22% less CPU the tests used from 2026-11-29,
+# tests/cpuuse.py); the default itself is tested (tests/integration/test_password_cost.py) and the compose stack
+# runs with it.
 HASH_ROUNDS = 4
 
 
