@@ -220,6 +220,20 @@ class Chaos:
         await asyncio.sleep(SERVICE_DOWN_S)
         service.start()
         self.report.faults.append(Fault(f"kill {name}", begin, self.sup.elapsed()))
+        await self.until_started(service.health_url)
+
+    async def until_started(self, health_url: str, limit_s: float = 30) -> None:
+        """Until the restarted service has started (its /healthz 200), for at most ``limit_s``: the next fault
+        then meets a running service, not one half-way through its start (a service that cannot reach its
+        database at start exits, as documented; on a loaded machine a start outlasted the 8 s before the
+        database's kill)."""
+        deadline = self.sup.elapsed() + limit_s
+        while self.sup.elapsed() < deadline:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with self.session.get(health_url, timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                    if resp.status == 200:
+                        return
+            await asyncio.sleep(0.5)
 
     async def kill_leader(self, t: float) -> None:
         await self.at(t)
