@@ -106,15 +106,23 @@ async def running_platform(settings: Settings, vitals: Vitals,
     await refuse_open_servers(settings)  # a database or broker of the operator's (the embedded one has its login)
     async with AsyncExitStack() as stack:
         uri = settings.mongodb_uri
+        stores: list[Store] = []
+
+        def database_exited(reason: str) -> None:  # the process stops without calling it again on the way out
+            for store in stores:
+                store.gone = reason
+            vitals.fail(reason)
+
         if uri is None:
             private_data_dir(settings.data_dir)
             cache = resolve_cache_size(settings.embedded_db_cache)
             uri = await stack.enter_async_context(
                 embedded_mongo(settings.data_dir / "db", login=local_login(settings.data_dir),
-                               log_file=settings.data_dir / "db.log", cache_size=cache, on_exit=vitals.fail))
+                               log_file=settings.data_dir / "db.log", cache_size=cache, on_exit=database_exited))
             log.info("embedded MongoDB-wire server started", storage=str(settings.data_dir / "db"), cache=cache)
             watch_footprint(stack, vitals, settings.data_dir / "db", size_bytes(cache))
         store = await stack.enter_async_context(open_store(uri, settings.database, settings.mongodb_timeout_seconds))
+        stores.append(store)
         bus = await stack.enter_async_context(open_bus(settings))
         watch_dependencies(vitals, store, bus, stack)
         await start_relay(stack, store, bus, vitals, queue_prefix=settings.queue_prefix,

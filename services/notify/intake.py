@@ -19,7 +19,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 
+import pymongo
 import structlog
+from pymongo.errors import PyMongoError
 
 from shared.db.journal import JournalEntry
 from shared.db.store import Store
@@ -69,11 +71,12 @@ class Intake:
         wait for it)."""
         if self.leading:
             self.leading = False
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(RELEASE_SECONDS):
-                    if self._at is not None and self._saved < self._at:
-                        await self._save(self._at, time.monotonic())
-                    await self.store.release_lease(LEASE, self.instance)
+            if self.store.gone is not None:
+                return  # its place as last saved: the changes since are read again by whoever leads next
+            with contextlib.suppress(PyMongoError), pymongo.timeout(RELEASE_SECONDS):  # the driver's deadline
+                if self._at is not None and self._saved < self._at:
+                    await self._save(self._at, time.monotonic())
+                await self.store.release_lease(LEASE, self.instance)
 
     async def run(self) -> None:
         """The loop: each batch a round of the process's vitals (a process that stops lets it end rather than

@@ -58,6 +58,9 @@ class StoreBase:
         self.expiring = ExpiryPurger(db, [Expiring(self.tokens, "expires_at"),
                                           Expiring(self.idempotency, "created_at", timedelta(seconds=KEEP_SECONDS))])
         self._transactions: bool | None = None
+        # why the database can answer no more (its embedded server exited): a shutdown then makes none of the
+        # calls it would make to hand things over, each of which would wait out its deadline
+        self.gone: str | None = None
 
     def start_session(self) -> AsyncClientSession:
         """A session of the store's client, for a transaction."""
@@ -97,5 +100,7 @@ class StoreBase:
         return doc is not None and doc.get("holder") == holder
 
     async def release_lease(self, name: str, holder: str) -> None:
-        await self.leases.delete_one({"_id": name, "holder": holder})
+        """Give the lease up (nothing when the database is gone: the lease runs out by itself)."""
+        if self.gone is None:
+            await self.leases.delete_one({"_id": name, "holder": holder})
 

@@ -55,6 +55,7 @@ from shared.tasks.jobkeys import StoredJobKey
 Doc = dict[str, Any]
 log = structlog.get_logger("paiq.store")
 CLOSE_SECONDS = 3
+GONE_CLOSE_SECONDS = 0.2  # what closing a client takes when it need not wait for its server
 SCHEMA_SECONDS = 3600  # index builds and a migration, once at start
 MAX_IDLE_MS = 60_000  # well under a server's idle limit (SecantusDB closes connections idle for 300 s)
 
@@ -469,6 +470,7 @@ async def open_store(uri: str, database: str, timeout_seconds: float = 30,
     client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=30_000,
                                                      timeoutMS=int(timeout_seconds * 1000),
                                                      maxIdleTimeMS=max_idle_ms)
+    store: Store | None = None
     try:
         store = Store(client, database)
         try:
@@ -477,13 +479,15 @@ async def open_store(uri: str, database: str, timeout_seconds: float = 30,
             raise StoreError(f"cannot reach MongoDB: {e}") from e
         yield store
     finally:
+        gone = store is not None and store.gone is not None
         try:
-            # close() ends the client's sessions on the server: with the database gone it would wait out a
-            # whole server selection (30 s), holding up a shutdown.
-            async with asyncio.timeout(CLOSE_SECONDS):
+            # close() ends the client's sessions on the server: with the database unreachable it would wait
+            # out a whole server selection (30 s), holding up a shutdown; with it gone, not at all.
+            async with asyncio.timeout(GONE_CLOSE_SECONDS if gone else CLOSE_SECONDS):
                 await client.close()
         except TimeoutError:
-            log.warning("the database did not answer while closing; closed without ending its sessions")
+            if not gone:
+                log.warning("the database did not answer while closing; closed without ending its sessions")
 
 
 def _placed(tasks: tuple[TaskRecord, ...], token: str) -> Doc:

@@ -23,8 +23,10 @@ import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
+import pymongo
 import structlog
 from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.errors import PyMongoError
 
 from shared.bus.base import Bus, Router
 from shared.db.journal import JournalEntry, JournalMovedError, JournalState, numbering_order
@@ -103,9 +105,8 @@ class Relay:
         process stopping because its database is gone does not wait for it)."""
         if self.leading:
             self.leading = False
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(RELEASE_SECONDS):
-                    await self.store.release_lease(LEASE, self.instance)
+            with contextlib.suppress(PyMongoError), pymongo.timeout(RELEASE_SECONDS):  # the driver's deadline
+                await self.store.release_lease(LEASE, self.instance)
 
     # --- the loop ------------------------------------------------------------------------------
 
