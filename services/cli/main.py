@@ -317,7 +317,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from services.platform import running_platform
     from shared.ops.logsetup import configure_logging
     from shared.ops.vitals import Vitals
-    from shared.runtime.service import freeze_startup_heap, wait_for_shutdown
+    from shared.runtime.service import freeze_startup_heap, lost_dependency, wait_for_shutdown
     from shared.settings.model import Settings
 
     env = dict(os.environ)
@@ -336,7 +336,13 @@ def cmd_up(args: argparse.Namespace) -> int:
             freeze_startup_heap()
             return await wait_for_shutdown(vitals)
 
-    fatal = asyncio.run(main())
+    try:
+        fatal = asyncio.run(main())
+    except Exception as e:
+        lost = lost_dependency(e)
+        if lost is None:
+            raise
+        fatal = lost
     if fatal:
         print(f"paiq up: stopped: {fatal}", file=sys.stderr)
         return 1

@@ -14,10 +14,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
 import structlog
+from pymongo.errors import PyMongoError
 
 from shared.bus.base import Bus
 from shared.bus.memory import MemoryBus
-from shared.ops.vitals import Vitals
+from shared.ops.vitals import Vitals, describe, is_outage
 from shared.settings.model import Settings
 
 if TYPE_CHECKING:
@@ -111,6 +112,18 @@ async def refuse_open_servers(settings: Settings) -> None:
         await refuse_guest_broker(settings.amqp_url)
 
 
+def lost_dependency(error: BaseException) -> str | None:
+    """The line a process exits with when its database or broker went away while it started (or stopped):
+    outside its loops, which wait an outage out, nothing waits for one; None for any other error."""
+    if not is_outage(error):
+        return None
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, PyMongoError):
+        seen = seen.__cause__
+    what = "the database (MongoDB)" if seen is not None else "the broker (RabbitMQ)"
+    return f"lost {what} while starting or stopping: {describe(error)}"
+
+
 def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
     """The whole ``__main__`` of a service: settings -> logging -> store -> bus -> handlers -> wait."""
     from shared.db.store import open_store
@@ -157,5 +170,10 @@ def run_service(name: str, start: Starter, env: Mapping[str, str]) -> None:
         fatal = asyncio.run(main())
     except PaiqError as e:
         raise SystemExit(f"paiq {name}: {e}") from e
+    except Exception as e:
+        lost = lost_dependency(e)
+        if lost is None:
+            raise
+        raise SystemExit(f"paiq {name}: {lost}") from e
     if fatal:
         raise SystemExit(f"paiq {name}: {fatal}")

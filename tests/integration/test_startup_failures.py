@@ -156,3 +156,54 @@ async def test_the_launcher_and_paiq_up_without_a_docker_engine_exit_saying_wher
     assert proc.returncode == 2, text
     assert f"paiq up: cannot reach the Docker engine at {engine} (Connection refused)" in text, text
     assert "Traceback" not in text, text
+
+
+# A starter that kills the database on its way up, then calls it: what a database dying while a service starts
+# (its indexes ensured, its handlers not yet running) looks like to the service.
+DIES_WHILE_STARTING = """
+import os, signal, sys
+from shared.runtime.service import run_service
+
+async def start(stack, settings, store, bus, vitals):
+    os.kill(int(os.environ["DATABASE_PID"]), signal.SIGKILL)
+    await store.jobs.find_one({})
+
+run_service("status", start, os.environ)
+"""
+
+
+async def test_a_service_whose_database_dies_while_it_starts_exits_with_one_line(tmp_path: Path,
+                                                                                amqp_url: str) -> None:
+    """Found false: it exited 1 with a traceback (seen in the chaos run, the database killed while the launcher
+    restarted); outside the loops, which wait an outage out, nothing caught it."""
+    from shared.db.embedded import embedded_mongo
+
+    async with embedded_mongo(None) as uri:
+        port = uri.rsplit(":", 1)[1].split("/")[0]
+        [database] = await asyncio.to_thread(_server_pids, port)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
+        env.update({"PAIQ_MONGODB_URI": uri, "PAIQ_AMQP_URL": amqp_url, "PAIQ_MONGODB_TIMEOUT_SECONDS": "2",
+                    "PAIQ_DATA_DIR": str(tmp_path), "PAIQ_OPS_PORT": "0", "PAIQ_LOG_FORMAT": "json",
+                    "PAIQ_QUEUE_PREFIX": "dies-starting", "DATABASE_PID": str(database)})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", DIES_WHILE_STARTING, cwd=ROOT, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = err.decode(errors="replace")
+    assert proc.returncode == 1, (proc.returncode, text)
+    assert "Traceback" not in text, text
+    assert text.strip().splitlines()[-1].startswith(
+        "paiq status: lost the database (MongoDB) while starting or stopping: "), text
+
+
+def _server_pids(port: str) -> list[int]:
+    """The SecantusDB processes serving ``port``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace") if proc.name.isdigit() else ""
+        except OSError:
+            continue
+        if "secantusd" in cmdline and f"--port\0{port}\0" in cmdline:
+            found.append(int(proc.name))
+    return found
