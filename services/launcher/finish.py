@@ -78,11 +78,14 @@ async def _forget(deps: LauncherDeps, key: TaskRef, ended: ContainerExit | Conta
 
 async def _save_log(deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
     recorder = deps.work.take_recorder(container_id)
+    end = None
     if recorder is not None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(recorder, RECORDER_DRAIN_SECONDS)
-    # Catch up on what no recorder stored (the launcher was down, or the recorder failed).
-    await LogRecorder(deps.logs, deps.driver, key, container_id, max_bytes=deps.options.task_log_max_bytes).run()
+            end = await asyncio.wait_for(recorder, RECORDER_DRAIN_SECONDS)
+    # Catch up on what no recorder stored (the launcher was down, or the recorder failed): from where the
+    # recorder ended if it ended cleanly (nothing read back from the store), else from what the store holds.
+    await LogRecorder(deps.logs, deps.driver, key, container_id, max_bytes=deps.options.task_log_max_bytes,
+                      resume=end).run()
     await deps.logs.set_log_state(key, complete=True)
 
 

@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
+from shared.db.logs import LogEnd
+
 log = structlog.get_logger("paiq.launcher")
 
 K = TypeVar("K", bound=Hashable)
@@ -57,7 +59,7 @@ class InFlight:
         self.pulls: Joined[tuple[str, str], None] = Joined()  # by (image, authFile or the role whose auth)
         self.launches: Joined[str, None] = Joined()  # by container name; each publishes what came of it
         self.finishes: Joined[str, None] = Joined()  # by container id
-        self._recorders: dict[str, asyncio.Task[None]] = {}  # by container id; kept until the exit takes it
+        self._recorders: dict[str, asyncio.Task[LogEnd]] = {}  # by container id; kept until the exit takes it
         self._stopped_by_user: set[str] = set()  # container ids
         self._stopping: set[str] = set()  # container ids
         self._kept_announced: set[str] = set()  # container ids
@@ -66,7 +68,7 @@ class InFlight:
 
     # --- recording a container's output -------------------------------------------------------
 
-    def record(self, container_id: str, start: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def record(self, container_id: str, start: Callable[[], Coroutine[Any, Any, LogEnd]]) -> None:
         """Record a container's output with ``start()``, unless a recorder of it is running already."""
         current = self._recorders.get(container_id)
         if current is not None and not current.done():
@@ -77,7 +79,7 @@ class InFlight:
         """Whether this process took up the container's output (its recorder may have ended since)."""
         return container_id in self._recorders
 
-    def take_recorder(self, container_id: str) -> asyncio.Task[None] | None:
+    def take_recorder(self, container_id: str) -> asyncio.Task[LogEnd] | None:
         """The container's recorder, handed over to the exit path (which drains or cancels it)."""
         return self._recorders.pop(container_id, None)
 

@@ -42,16 +42,19 @@ def plan_of(job: JobRecord) -> Plan | None:
 
 async def reconcile(deps: LauncherDeps) -> None:
     containers = await deps.driver.list_managed(deps.node.node_id)
-    jobs: dict[str, JobRecord | None] = {}
-    for c in containers:
-        task = TaskLabels.from_labels(c.labels)
-        if task is None:
-            continue  # not a paiq task's container
-        if task.job not in jobs:
-            jobs[task.job] = await deps.store.get_job(task.job)
+    # The jobs that hold resources here, in one query; then, in one more, those of containers that are not
+    # among them (ended or deleted jobs, jobs moved on): a pass over N running tasks reads the database twice
+    # at most, not once per task.
+    on_node = await deps.store.jobs_on_node(deps.node.node_id)
+    jobs: dict[str, JobRecord | None] = {job.id: job for job in on_node}
+    tasks = [(c, task) for c in containers if (task := TaskLabels.from_labels(c.labels)) is not None]
+    if missing := sorted({task.job for _, task in tasks} - jobs.keys()):
+        found = await deps.store.get_jobs(missing)
+        jobs.update({job_id: found.get(job_id) for job_id in missing})
+    for c, task in tasks:
         await _settle(deps, c, task, jobs[task.job])
     names = {c.name for c in containers if c.status != "created"}
-    for job in await deps.store.jobs_on_node(deps.node.node_id):
+    for job in on_node:
         await _launch_missing(deps, job, names)
 
 

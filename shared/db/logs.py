@@ -74,6 +74,18 @@ class LogChunk(BaseModel):
     last_ts_ns: int
 
 
+class LogEnd(BaseModel):
+    """Where a task run's stored log ends: the next chunk's number, the bytes kept, the engine timestamp of the
+    last line kept, and whether the cap cut it. A recorder that ended cleanly hands it to the next one (the
+    catch-up after the exit), which then reads nothing back from the store to resume."""
+
+    model_config = ConfigDict(frozen=True)
+    seq: int
+    total_bytes: int
+    last_ts_ns: int
+    truncated: bool
+
+
 class LogStore:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self.runs = db["task_runs"]

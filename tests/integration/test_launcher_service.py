@@ -531,3 +531,30 @@ async def test_a_pull_longer_than_rabbitmqs_consumer_timeout_still_starts_one_co
                 for queue in (f"{prefix}.launcher.{h.node_id}", f"{prefix}.dead"):
                     await channel.queue_delete(queue)
                 await channel.exchange_delete(f"{prefix}.events")
+
+
+async def test_a_reconcile_pass_reads_the_jobs_of_running_tasks_in_one_query(h: Harness, mongo_uri: str) -> None:
+    """Found false: each pass read each running container's job on its own (a find per task every
+    PAIQ_RECONCILE_SECONDS: most of an idle node's database reads)."""
+    import dataclasses
+
+    from pymongo import AsyncMongoClient
+
+    from services.launcher.reconcile import reconcile
+    from shared.db.store import Store
+    from tests.dbcommands import CommandCounts
+
+    jobs = [await h.job(f"quiet{i}", command="sleep 60") for i in range(6)]
+    for job, specs in jobs:
+        await h.launch(job, specs)
+    for job, _ in jobs:
+        await h.wait_for(TaskStarted, lambda e, job_id=job.id: e.subject == job_id)
+    counts = CommandCounts()
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_uri, event_listeners=[counts])
+    try:
+        assert h.deps is not None
+        await reconcile(dataclasses.replace(h.deps, store=Store(client, h.settings.database)))
+    finally:
+        await client.close()
+    assert counts.sent["find"] == 1, counts.sent  # the jobs holding resources on this node; nothing else
+    assert not h.of(TaskExited, jobs[0][0].id), "the pass left the running tasks alone"
