@@ -40,6 +40,7 @@ SMOKE: dict[str, float] = {
     "bigjob": 150,
     "nodes": 150,
     "launch": 120,
+    "idle_running": 120,
     "profiling": 120,
     "store_inserts": 120,
     "preemption": 60,
