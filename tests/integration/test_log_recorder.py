@@ -143,7 +143,9 @@ async def test_a_recorder_whose_stream_broke_fails_and_the_catch_up_reads_the_st
     stream, key = Stream(), key_of("broken")
     stream.say("kept\n", 5)
     task = asyncio.create_task(recorder(logs, stream, key).run())
+    began = time.monotonic()
     while await stored_lines(logs, key) != ["kept\n"]:
+        assert time.monotonic() - began < 5, "the line was not stored within 5 s"
         await asyncio.sleep(0.05)
     stream.queue.put_nowait(ConnectionResetError("the engine went away"))
     with pytest.raises(ConnectionResetError):
