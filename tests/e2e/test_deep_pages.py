@@ -175,7 +175,7 @@ async def test_anonymous_deep_pages_in_loops_get_429_and_leave_others_fast(deep:
     platform, store, token = deep
     [some] = [j async for j in store.jobs.find({}, {"user": 1, "name": 1}).limit(1)]
     others = ["/api/v1/jobs?limit=20", f"/api/v1/user/{some['user']}/jobs/{some['name']}"]
-    alone = await _probe(platform, others, time.monotonic() + 3)  # for the message: the machine's own noise
+    before = await _probe(platform, others, time.monotonic() + 3)  # the machine's own noise
     hammer = await asyncio.create_subprocess_exec(
         sys.executable, "-c", HAMMER, platform.api, str(HAMMER_S), str(HAMMER_LOOPS), str(HISTORY),
         stdout=subprocess.PIPE, cwd=REPO)
@@ -194,13 +194,16 @@ async def test_anonymous_deep_pages_in_loops_get_429_and_leave_others_fast(deep:
     assert statuses[200] <= RATE * (HAMMER_S + 1) + RATE, statuses  # the budget, and a second's worth at once
     assert set(seen["codes"]) == {"TooManyRequestsError"}
     assert all(r is not None and r.isdigit() and int(r) >= 1 for r in seen["retry_after"]), seen["retry_after"][:5]
-    assert len(times) >= 50
-    # Nine in ten of them within 100 ms, or three times what the same requests took just before with nothing else
-    # asked, whichever is more: the machine's own load (a suite running beside) is not the loops' doing. The p99
-    # (the two slowest requests) caught the loaded machine's stalls instead: 638 ms once in a full run at a p50 of
-    # 33 ms; alone on the machine it was 35 ms.
-    bound = max(100.0, 3 * _p99(alone))
+    # The same requests alone just after too: a loaded machine (a suite's other workers) slows both windows, the
+    # loops only the one between. 49 requests were all a loaded run got through in the window (at 50-185 ms each).
+    after = await _probe(platform, others, time.monotonic() + 3)
+    assert len(times) >= 20, times
+    # Nine in ten of them within 100 ms, or three times what the same requests took alone before or after,
+    # whichever is more. The p99 (the two slowest requests) caught the loaded machine's stalls instead: 638 ms
+    # once in a full run at a p50 of 33 ms; on a quiet machine it was 35 ms.
+    alone = max(_p99(before), _p99(after))
+    bound = max(100.0, 3 * alone)
     p90 = _quantile(times, 0.9)
     assert p90 < bound, (f"other requests' p90 {p90:.1f} ms (bound {bound:.0f}) while anonymous loops made "
-                         f"{statuses} (p50 {_quantile(times, 0.5):.1f} ms, p99 {_p99(times):.1f} ms; alone before: "
-                         f"p99 {_p99(alone):.1f} ms)")
+                         f"{statuses} (p50 {_quantile(times, 0.5):.1f} ms, p99 {_p99(times):.1f} ms; alone: "
+                         f"p99 {_p99(before):.1f} ms before, {_p99(after):.1f} ms after)")
