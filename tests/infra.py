@@ -357,9 +357,9 @@ def embedded_database_uri(platform: Platform) -> str:
     raise AssertionError("paiq up's embedded database was not found among its child processes")
 
 
-def stop_orphaned_databases(workdir: Path) -> None:
-    """Kill the embedded SecantusDB of a ``paiq up`` that a test killed -9: it runs in a session of its own
-    (shared.db.embedded), so it outlives its parent, its data in ``workdir``."""
+def secantus_processes() -> dict[int, list[bytes]]:
+    """The SecantusDB servers running on this machine: each one's pid and arguments."""
+    found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -367,9 +367,18 @@ def stop_orphaned_databases(workdir: Path) -> None:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(b"secantusd" in a for a in args) and any(a.startswith(str(workdir).encode()) for a in args):
+        if any(b"secantusd" in a for a in args):
+            found[int(proc.name)] = args
+    return found
+
+
+def stop_orphaned_databases(workdir: Path) -> None:
+    """Kill the embedded SecantusDB of a ``paiq up`` that a test killed -9: it runs in a session of its own
+    (shared.db.embedded), so it outlives its parent, its data in ``workdir``."""
+    for pid, args in secantus_processes().items():
+        if any(a.startswith(str(workdir).encode()) for a in args):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(proc.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- watching jobs and what tasks saw ---------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 from services.cli.client import PaiqClient
 from tests.e2e.conftest import job_config
-from tests.infra import Platform, start_platform, stop_platform, wait_final
+from tests.infra import Platform, secantus_processes, start_platform, stop_platform, wait_final
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -70,17 +70,8 @@ async def _wait_for_gauges(platform: Platform) -> None:
 
 def _embedded_database_pids(platform: Platform) -> list[int]:
     """The SecantusDB that this ``paiq up`` started (its storage lies under the platform's data dir)."""
-    data_dir = platform.env["PAIQ_DATA_DIR"]
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if "secantusd" in cmdline and data_dir in cmdline:
-                found.append(int(proc.name))
-    return found
+    data_dir = platform.env["PAIQ_DATA_DIR"].encode()
+    return [pid for pid, args in secantus_processes().items() if any(data_dir in a for a in args)]
 
 
 def test_paiq_up_stops_non_zero_when_its_embedded_database_dies(tmp_path: Path,

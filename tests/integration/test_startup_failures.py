@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra import secantus_processes
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 SERVICES = ("submit", "scheduler", "status", "launcher")
@@ -180,7 +182,8 @@ async def test_a_service_whose_database_dies_while_it_starts_exits_with_one_line
 
     async with embedded_mongo(None) as uri:
         port = uri.rsplit(":", 1)[1].split("/")[0]
-        [database] = await asyncio.to_thread(_server_pids, port)
+        [database] = [pid for pid, args in (await asyncio.to_thread(secantus_processes)).items()
+                      if b"--port" in args and args[args.index(b"--port") + 1] == port.encode()]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PAIQ_")}
         env.update({"PAIQ_MONGODB_URI": uri, "PAIQ_AMQP_URL": amqp_url, "PAIQ_MONGODB_TIMEOUT_SECONDS": "2",
                     "PAIQ_DATA_DIR": str(tmp_path), "PAIQ_OPS_PORT": "0", "PAIQ_LOG_FORMAT": "json",
@@ -194,16 +197,3 @@ async def test_a_service_whose_database_dies_while_it_starts_exits_with_one_line
     assert "Traceback" not in text, text
     assert text.strip().splitlines()[-1].startswith(
         "paiq status: lost the database (MongoDB) while starting or stopping: "), text
-
-
-def _server_pids(port: str) -> list[int]:
-    """The SecantusDB processes serving ``port``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace") if proc.name.isdigit() else ""
-        except OSError:
-            continue
-        if "secantusd" in cmdline and f"--port\0{port}\0" in cmdline:
-            found.append(int(proc.name))
-    return found
