@@ -101,8 +101,23 @@ class Page:
             seen = len(self.network)
             await self.call("Page.navigate", url=url)
             await self.wait("document.readyState === 'complete'", "the page to load")
-            if not any("ERR_NETWORK_CHANGED" in n for n in self.network[seen:]):
+            if await self._started(seen):
                 return
+
+    async def _started(self, seen: int) -> bool:
+        """Whether the portal's scripts ran (its view shows something): False when a load failed because the
+        network changed. A dropped module fails the page after readyState is complete, and its log entry may come
+        later still, so this looks for either for a while; True if neither shows (the caller's waits report)."""
+        drawn = "[...(document.querySelector('#view')?.children ?? [])].some((e) => e.tagName !== 'NOSCRIPT')"
+        deadline = asyncio.get_running_loop().time() + 10
+        while asyncio.get_running_loop().time() < deadline:
+            if any("ERR_NETWORK_CHANGED" in n for n in self.network[seen:]):
+                return False
+            with contextlib.suppress(PageError):
+                if await self.eval(drawn):
+                    return True
+            await asyncio.sleep(0.1)
+        return True
 
     async def wait(self, expression: str, what: str, timeout_s: float = 20) -> Any:
         """Poll ``expression`` until it is truthy; its value. Fails naming ``what`` and the page's text."""

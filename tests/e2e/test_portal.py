@@ -79,6 +79,11 @@ async def cells(page: Page, selector: str) -> list[str]:
     return list(await page.eval(f"[...document.querySelector({json.dumps(selector)}).cells].map(c => c.innerText)"))
 
 
+# Counts the Log buttons ever put into the page (a redraw puts new ones in).
+LOG_BUTTONS_WATCH = (
+    "window.logButtonsDrawn = 0; new MutationObserver((records) => { for (const r of records) for (const n of"
+    " r.addedNodes) if (n.nodeType === 1) window.logButtonsDrawn += (n.matches('[id^=log-main-]') ? 1 : 0)"
+    " + n.querySelectorAll('[id^=log-main-]').length; }).observe(document, { childList: true, subtree: true });")
 JOB_COLUMNS = ["name", "user", "state", "subState", "reason", "vc", "tasks", "gpus", "exit", "created"]
 XSS = '<img src=x onerror="window.pwned=1">oops'
 
@@ -96,6 +101,7 @@ async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why
     broken = await settled(account.client, user, "broken")
 
     # Not logged in: the portal asks, and the form logs in with POST /api/v1/token.
+    await page.call("Page.addScriptToEvaluateOnNewDocument", source=LOG_BUTTONS_WATCH)
     await page.goto(platform.api + "/")
     await page.wait("location.hash === '#/login' && !!document.querySelector('#login-form')", "the login form")
     assert await page.eval("document.querySelector('#nav').checkVisibility()") is False, "the nav before a login"
@@ -136,6 +142,13 @@ async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why
     assert await page.eval("location.hash") == "#/jobs?user=nobody-at-all"
     await page.click("#only-mine")
     await page.wait(f"!!document.querySelector({json.dumps(row(user, 'late'))})", "the user's jobs again")
+    # The new filter's feed asks for the list again once connected: with nothing new, the rows stay as they are.
+    await page.eval(f"window.lateRow = document.querySelector({json.dumps(row(user, 'late'))})")
+    await page.wait("document.querySelector('.live').innerText.includes('live') && performance.getEntriesByType("
+                    f"'resource').filter((e) => e.name.includes('/jobs?username={user}&')).length >= 2",
+                    "the list's refresh when its feed connects")
+    await asyncio.sleep(0.5)
+    assert await page.eval("window.lateRow.isConnected") is True
     assert await page.text("#jobs-summary") == f"4 jobs of {user} \u2014 1 waiting, 2 succeeded, 1 failed"
 
     shot = await page.screenshot()
@@ -145,6 +158,14 @@ async def test_log_in_then_the_list_follows_jobs_live_and_a_failed_job_shows_why
     # The failed job: what the API says, shown; every task with its node, IP and exit code.
     await page.click(f"{row(user, 'broken')} a.job-link")
     await page.wait("!!document.querySelector('#exit') && !!document.querySelector('#tasks')", "the job detail")
+    # The page's event feed asks for the job again once connected; an answer with nothing new redraws nothing
+    # (a redraw replaces the Log buttons, and a click pressed on one and released on its replacement is lost).
+    await page.wait("document.querySelector('.live').innerText.includes('live') && performance"
+                    ".getEntriesByType('resource').filter((e) => e.name.endsWith('/jobs/broken')).length >= 2",
+                    "the job page's refresh when its feed connects")
+    await asyncio.sleep(0.5)
+    assert await page.eval("window.logButtonsDrawn") == await page.eval(
+        "document.querySelectorAll('[id^=log-main-]').length") > 0
     status = broken["jobStatus"]
     assert await page.text("#job-state") == "FAILED"
     assert await page.text("#exit-phrase") == status["appExitSpec"]["phrase"]

@@ -201,13 +201,20 @@ export function renderJob(view, ctx) {
   };
   const load = async () => {
     try {
-      ({ data: last } = await request('GET', paths.job(user, name), { signal: ctx.signal }));
-      // Keep the keyboard focus on the same control across a live refresh.
-      const focused = document.activeElement;
-      draw(focused && focused.id && view.contains(focused) ? focused.id : null);
+      const { data } = await request('GET', paths.job(user, name), { signal: ctx.signal });
+      // A refresh that brings nothing new leaves the page alone: redrawing it would replace the buttons under
+      // a user's pointer (a click pressed on one and released on its replacement is lost).
+      const unchanged = last !== null && JSON.stringify(data) === JSON.stringify(last);
+      last = data;
+      if (!unchanged) {
+        // Keep the keyboard focus on the same control across a live refresh.
+        const focused = document.activeElement;
+        draw(focused && focused.id && view.contains(focused) ? focused.id : null);
+      }
       usage.update(last);
     } catch (err) {
       if (ctx.signal.aborted) return;
+      last = null; // the next answer draws the page again, over this notice
       replace(body, errorNotice(err, err.code === 'NoJobError' ? 'No such job' : 'Could not load the job'));
     }
   };

@@ -55,7 +55,9 @@ export function renderJobs(view, ctx) {
   // pages by cursor, so a long history costs nothing until asked for.
   let shown = [];
   let next = null;
+  let drawn = null; // what the list shows (filter, jobs, cursor), as JSON: a refresh bringing nothing new keeps it
   const render = () => {
+    drawn = JSON.stringify([filter, shown, next]);
     const { user, state } = filter;
     const whose = user ? ` of ${user}` : '';
     replace(summary, `${shown.length}${next ? ' newest' : ''} job${shown.length === 1 ? '' : 's'}${whose}`,
@@ -77,9 +79,12 @@ export function renderJobs(view, ctx) {
       const page = await fetchPage(Math.min(10000, Math.max(PAGE, shown.length)), '');
       if (!page) return;
       [shown, next] = [page.data, page.cursor];
-      render();
+      // Redrawing an unchanged list would replace the links under a user's pointer and lose a click.
+      if (JSON.stringify([filter, shown, next]) !== drawn) render();
     } catch (err) {
-      if (!ctx.signal.aborted) replace(list, errorNotice(err, 'Could not load the jobs'), list.querySelector('.table-wrap'));
+      if (ctx.signal.aborted) return;
+      drawn = null;
+      replace(list, errorNotice(err, 'Could not load the jobs'), list.querySelector('.table-wrap'));
     }
   };
   async function loadMore() {
@@ -89,7 +94,9 @@ export function renderJobs(view, ctx) {
       [shown, next] = [shown.concat(page.data), page.cursor];
       render();
     } catch (err) {
-      if (!ctx.signal.aborted) replace(list, errorNotice(err, 'Could not load older jobs'), list.querySelector('.table-wrap'));
+      if (ctx.signal.aborted) return;
+      drawn = null;
+      replace(list, errorNotice(err, 'Could not load older jobs'), list.querySelector('.table-wrap'));
     }
   }
   const refresh = refresher(load, 500);
