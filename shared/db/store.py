@@ -30,7 +30,7 @@ from shared.db.logs import LogStore
 from shared.db.retry import idempotent
 from shared.db.submission import EncodedJob, Submissions
 from shared.db.tags import add_tag, delete_tag, tags_of
-from shared.db.usage import MARK
+from shared.db.usage import MARK, UsageIncrements
 from shared.errors import JobExistsError, LeaseLostError, StoreError
 from shared.events import CloudEvent
 from shared.ops.vitals import CHECK_SECONDS
@@ -73,6 +73,29 @@ class _NothingWrittenError(Exception):
 
 
 T = TypeVar("T")
+
+
+@dataclass
+class _Ending:
+    """An ended job's counts (its VC's tally, the lists' counts, its usage), written in the transaction that
+    stores its end, with the marks that keep them from being counted twice (:meth:`Store.count_finished`)."""
+
+    store: Store
+    job: JobRecord
+    usage: UsageIncrements
+    usage_counted: bool = False  # by a count cut short after its usage (a crash; the pass finishes those)
+
+    async def marks(self, session: AsyncClientSession | None) -> Doc:
+        """The fields that mark the job counted, for the write that ends it."""
+        self.usage_counted = await self.store.usage.counted_already(self.job.id, session)
+        return {"counted": True, **({} if self.usage_counted else {MARK: True})}
+
+    async def count(self, head: Doc, session: AsyncClientSession | None) -> None:
+        """Add the job (``head``: its document as written) to the counters."""
+        if not self.usage_counted:
+            await self.store.usage.add(self.usage, session)
+        await self.store.tallies.add_in(self.job.virtual_cluster, self.job.state.value, self.job.id, session)
+        await self.store.list_counts.add_ended(head, session)
 
 
 class Store(JobReads):
@@ -201,44 +224,72 @@ class Store(JobReads):
     async def replace_job(self, job: JobRecord, expected_version: int, events: Sequence[CloudEvent] = (),
                           published: Sequence[bool] | None = None) -> bool:
         """Write every field of ``job`` but its configs if nobody changed it since ``expected_version`` was
-        read; attempts it ended go to ``job_attempts`` first, and a job that has just ended is counted in the
-        tallies after. The configs, which never change, stay as they were written (never packed again).
-        ``events`` (journaled ones, :mod:`shared.db.journal`; ``published``: each already on the bus) are
-        stored with the change, in one transaction: all of it or none."""
+        read; attempts it ended go to ``job_attempts`` first. A job that has just ended is counted (its VC's
+        tally, the lists' counts, its usage) and marked so in the same transaction, one write of the job's
+        document (a server without transactions: after, by :meth:`count_finished`). The configs, which never
+        change, stay as they were written (never packed again). ``events`` (journaled ones,
+        :mod:`shared.db.journal`; ``published``: each already on the bus) are stored with the change, in that
+        transaction: all of it or none."""
         head = job.head_document()
         del head["_id"]
         unset = {field: "" for field in ("tasks", PACKED_TASKS) if field not in head}
         change: Doc = {"$set": {**head, "version": expected_version + 1}, **({"$unset": unset} if unset else {})}
+        ending = await self._ending(job)
 
         async def write(session: AsyncClientSession | None) -> bool:
             for past in job.archived:  # by id: archiving again (a write that missed, retried) replaces it
                 await self.attempts.replace_one({"_id": f"{job.id}/{past.attempt}"}, past.to_document(job.id),
                                                 upsert=True, session=session)
-            result = await self.jobs.update_one({"_id": job.id, "version": expected_version}, change, session=session)
+            marks = await ending.marks(session) if ending else {}
+            result = await self.jobs.update_one({"_id": job.id, "version": expected_version},
+                                                {**change, "$set": {**change["$set"], **marks}}, session=session)
             if result.modified_count != 1:
                 raise _NothingWrittenError  # nothing else of the transaction may stay
+            if ending:
+                await ending.count(head, session)
             await self.journal.record(events, version=expected_version + 1, session=session, published=published)
             return True
 
         try:
             try:
-                written = await self.atomically(write, bool(events))
+                written = await self._write_ending(write, ending, bool(events))
             except DuplicateKeyError:
                 # An event is journaled already (one from the bus, delivered again after an earlier change took it
                 # in): the change goes with the others.
-                known = {d["_id"] async for d in self.journal.entries.find({"_id": {"$in": [e.id for e in events]}},
-                                                                            {"_id": 1})}
-                keep = [i for i, e in enumerate(events) if e.id not in known]
-                flags = published or [False] * len(events)
-                events, published = [events[i] for i in keep], [flags[i] for i in keep]
-                written = await self.atomically(write, bool(events))
+                events, published = await self._unjournaled(events, published)
+                written = await self._write_ending(write, ending, bool(events))
         except _NothingWrittenError:
             return False
         except PyMongoError as e:
             raise StoreError(f"writing job {job.id} failed: {e}") from e
-        if job.state.is_final and not job.counted:
+        if job.state.is_final and not job.counted and not ending:
             await self.count_finished(job)
         return written
+
+    async def _write_ending(self, write: Callable[[AsyncClientSession | None], Awaitable[T]], ending: _Ending | None,
+                            journaled: bool) -> T:
+        """``write`` (a job's change), in a transaction if it journals events or counts the job's end."""
+        if ending is None:
+            return await self.atomically(write, journaled)
+        async with self._counting:  # the counters are few documents: one count at a time, no write conflicts
+            return await self.atomically(write, True, journaled=journaled)
+
+    async def _unjournaled(self, events: Sequence[CloudEvent],
+                           published: Sequence[bool] | None) -> tuple[list[CloudEvent], list[bool]]:
+        """The events not in the journal yet, with their ``published`` flags."""
+        known = {d["_id"] async for d in self.journal.entries.find({"_id": {"$in": [e.id for e in events]}},
+                                                                    {"_id": 1})}
+        keep = [i for i, e in enumerate(events) if e.id not in known]
+        flags = published or [False] * len(events)
+        return [events[i] for i in keep], [flags[i] for i in keep]
+
+    async def _ending(self, job: JobRecord) -> _Ending | None:
+        """The counts of a job this change ends, to write with it; None if it does not end it, or if the server
+        takes no transactions (:meth:`count_finished` then counts it after)."""
+        if not job.state.is_final or job.counted or not await self.supports_transactions():
+            return None
+        stored = {a.attempt: a for a in await self.attempts_of(job.id)} | {a.attempt: a for a in job.archived}
+        return _Ending(self, job, await self.usage.increments_of(job, [stored[n] for n in sorted(stored)]))
 
     async def atomically(self, write: Callable[[AsyncClientSession | None], Awaitable[T]], wanted: bool, *,
                          journaled: bool = True) -> T:

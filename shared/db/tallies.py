@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -33,13 +34,20 @@ class Tallies:
         """Stop counting ``job_id`` (its record is being deleted; once, however often it is called)."""
         await self._move(vc, state, job_id, -1, "removed")
 
+    async def add_in(self, vc: str, state: str, job_id: str, session: AsyncClientSession | None) -> None:
+        """:meth:`add` in ``session``'s transaction (the one that marks the job counted). A miss (no counter yet,
+        or this id counted already) is told apart by a read: the upsert's collision would end the transaction."""
+        moved = await self.col.update_one({"_id": f"{vc}|{state}", "added": {"$ne": job_id}},
+                                          _moving(vc, state, job_id, 1, "added"), session=session)
+        if moved.matched_count == 0 and await self.col.find_one({"_id": f"{vc}|{state}"}, {"_id": 1},
+                                                                session=session) is None:
+            await self.col.insert_one({"_id": f"{vc}|{state}", "vc": vc, "state": state, "n": 1, "added": [job_id]},
+                                      session=session)
+
     async def _move(self, vc: str, state: str, job_id: str, delta: int, seen: str) -> None:
         try:
-            await self.col.update_one(
-                {"_id": f"{vc}|{state}", seen: {"$ne": job_id}},
-                {"$inc": {"n": delta}, "$set": {"vc": vc, "state": state},
-                 "$push": {seen: {"$each": [job_id], "$slice": -RECENT_IDS}}},
-                upsert=True)
+            await self.col.update_one({"_id": f"{vc}|{state}", seen: {"$ne": job_id}},
+                                      _moving(vc, state, job_id, delta, seen), upsert=True)
         except DuplicateKeyError:
             return  # counted already: this is a retry
 
@@ -61,3 +69,9 @@ class Tallies:
         async for d in self.col.find({}, {"vc": 1, "state": 1, "n": 1}):
             out.setdefault(str(d["vc"]), {})[str(d["state"])] = int(d.get("n", 0))
         return out
+
+
+def _moving(vc: str, state: str, job_id: str, delta: int, seen: str) -> Doc:
+    """The update that moves a counter by ``delta`` and remembers ``job_id`` among the recent ``seen`` ids."""
+    return {"$inc": {"n": delta}, "$set": {"vc": vc, "state": state},
+            "$push": {seen: {"$each": [job_id], "$slice": -RECENT_IDS}}}

@@ -3,7 +3,8 @@
 Two collections of small documents, one per day and key, moved by ``$inc``:
 ``usage_by_user`` (``_id`` ``<day>|<vc>|<user>``) and ``usage_by_vc`` (``_id`` ``<day>|<vc>``, every user
 summed), each with the fields of :class:`shared.usage.counting.Amounts`. A job is counted once, when it
-ends (:meth:`shared.db.store.Store.count_finished`, before the tallies): its every attempt's tasks, and its
+ends (with the write that ends it, :meth:`shared.db.store.Store.replace_job`; or by the status service's pass,
+:meth:`shared.db.store.Store.count_finished`, for a count cut short): its every attempt's tasks, and its
 profiles' totals for what they used (:mod:`shared.usage.counting`). A report reads the days it covers, never
 the jobs: at most one document per day and (VC, user) that ran anything that day.
 
@@ -45,7 +46,10 @@ DUPLICATE_KEY = 11000
 _AMOUNTS = {name: 1 for name in Amounts.model_fields}
 
 
-def _ops(rows: dict[tuple[str, str, str], Amounts]) -> tuple[list[UpdateOne], list[UpdateOne]]:
+UsageIncrements = tuple[list[UpdateOne], list[UpdateOne]]  # the per-user rows' and the per-VC rows' $inc
+
+
+def _ops(rows: dict[tuple[str, str, str], Amounts]) -> UsageIncrements:
     """The increments of the two rollups for rows summed by (day, vc, user)."""
     by_vc: dict[tuple[str, str], Amounts] = {}
     for (day, vc, _), a in rows.items():
@@ -118,25 +122,39 @@ class UsageStore:
         earlier attempts (``Store.attempts_of``)."""
         if await self.jobs.find_one({"_id": job.id, MARK: True}, {"_id": 1}) is not None:
             return False  # counted already (a retry): no need to read its profiles
-        attempts = sorted({a.attempt for a in archived} | {job.attempt})
-        rows = job_days(job, archived, await self._runs(job, attempts))
-        users, vcs = _ops(merged(rows))
+        ops = await self.increments_of(job, archived)
 
         async def work(session: AsyncClientSession | None) -> bool:
             marked = await self.jobs.update_one({"_id": job.id, MARK: {"$ne": True}}, {"$set": {MARK: True}},
                                                 session=session)
             if marked.modified_count != 1:
                 return False
-            if users:
-                await self.by_user.bulk_write(users, ordered=False, session=session)
-            if vcs:
-                await self.by_vc.bulk_write(vcs, ordered=False, session=session)
+            await self.add(ops, session)
             return True
 
         if not atomic:
             return await work(None)
         async with self.jobs.database.client.start_session() as session:
             return await session.with_transaction(work)
+
+    async def increments_of(self, job: JobRecord, archived: Sequence[AttemptRecord]) -> UsageIncrements:
+        """What the ended ``job`` adds to the rollups (its earlier attempts ``archived``): read from its profiles,
+        so computed before the transaction that adds it."""
+        attempts = sorted({a.attempt for a in archived} | {job.attempt})
+        return _ops(merged(job_days(job, archived, await self._runs(job, attempts))))
+
+    async def counted_already(self, job_id: str, session: AsyncClientSession | None) -> bool:
+        """Whether the job carries the mark (a count cut short after it: the pass then finishes the rest)."""
+        doc = await self.jobs.find_one({"_id": job_id}, {MARK: 1}, session=session)
+        return bool(doc and doc.get(MARK))
+
+    async def add(self, ops: UsageIncrements, session: AsyncClientSession | None) -> None:
+        """Write the increments (in ``session``'s transaction: the one that marks the job)."""
+        users, vcs = ops
+        if users:
+            await self.by_user.bulk_write(users, ordered=False, session=session)
+        if vcs:
+            await self.by_vc.bulk_write(vcs, ordered=False, session=session)
 
     async def backfill(self, chunks: AsyncIterator[Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]],
                        meta: AsyncCollection[Doc], *, atomic: bool) -> int:

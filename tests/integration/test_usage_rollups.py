@@ -96,6 +96,50 @@ async def test_a_job_that_ends_is_counted_once_however_often_its_completion_come
     assert await held(store) == counted
 
 
+async def test_a_jobs_end_is_counted_in_the_transaction_that_stores_it(mongo_uri: str) -> None:
+    """The write that ends a job also adds it to its VC's tally, the lists' counts and the usage rollups, and
+    marks it counted: one transaction, one update of the job's document (it took three transactions and three
+    updates of it, each rewriting the job's every index entry)."""
+    counts = CommandCounts()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True, event_listeners=[counts])
+    try:
+        store = Store(client, unique("usage_"))
+        await store.ensure_indexes()
+        job = running("alice", "default", now_ms() - H)
+        await store.insert_job(job)
+        counts.sent.clear()
+        await on_task_exited(exited(job), deps(store))
+        assert counts.sent["commitTransaction"] == 1, counts.sent
+        # the job, its VC's tally (missing yet: then inserted), the lists' counts and the two rollups (bulk writes)
+        assert counts.sent["update"] == 5, counts.sent
+        doc = await store.jobs.find_one({"_id": job.id})
+        assert doc is not None and doc["state"] == "SUCCEEDED" and doc["counted"] is True and doc["usage_counted"]
+        assert await store.uncounted_finished_jobs() == []
+        assert (await store.tallies.by_vc())["default"]["SUCCEEDED"] == 1
+        assert sum(n for _, n in (await held(store)).values()) == 1
+        assert await store.count_jobs(user="alice") == 1  # the lists' counts (an ended job is no longer "uncounted")
+    finally:
+        await client.close()
+
+
+async def test_a_jobs_end_after_a_count_cut_short_adds_nothing_twice(store: Store) -> None:
+    """A count that a crash cut short (its usage added and marked, its tally moved, the job not marked counted)
+    is finished by the write that ends the job, which adds only the rest."""
+    job = running("bob", "default", now_ms() - H)
+    await store.insert_job(job)
+    ended = job.model_copy(update={"state": JobState.SUCCEEDED, "sub_state": SubState.COMPLETED,
+                                   "completed_ms": now_ms()})
+    assert await store.usage.record_job(ended, [], atomic=True) is True
+    await store.tallies.add("default", "SUCCEEDED", job.id)
+    before = await held(store)
+    await on_task_exited(exited(job), deps(store))
+    done = await must_get(store, job.id)
+    assert done.state == JobState.SUCCEEDED and done.counted
+    assert await held(store) == before
+    assert (await store.tallies.by_vc())["default"]["SUCCEEDED"] == 1
+    assert await store.count_jobs(user="bob") == 1
+
+
 async def test_used_gpu_hours_come_from_the_tasks_profile(store: Store) -> None:
     start = now_ms() - 2 * H
     job = running("bob", "vision", start, gpus=1)

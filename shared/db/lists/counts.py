@@ -125,6 +125,12 @@ class ListCounts:
 
         return await self._atomically(atomic, work)
 
+    async def add_ended(self, doc: Doc, session: AsyncClientSession | None) -> None:
+        """Count the ended job ``doc`` (its :data:`ENDED_FIELDS` at least), in ``session``'s transaction: the one
+        that marks it ``counted``."""
+        ops = _ops(increments(int(doc["created_ms"]), str(doc["user"]), str(doc["state"]), 1))
+        await self.col.bulk_write(ops + _value_ops(value_increments([doc])), ordered=False, session=session)
+
     async def delete_job(self, job_id: str, *, atomic: bool) -> bool:
         """Delete the job's document, and its counts if it was counted; whether it was there."""
         async def work(session: AsyncClientSession | None) -> bool:
