@@ -1,13 +1,16 @@
 """Folds task events into MongoDB through the pure state machine of :mod:`shared.lifecycle.transitions`.
 
-For each event: read the job, compute the transition (pure), write it over the version read. A
-concurrent writer makes the write miss, and the event is applied again to the job as it now is; one
-lock per job keeps this process's own handlers from racing each other.
+For each event: take the job as this service last wrote it (kept, :data:`KNOWN_JOBS` at most) or read it,
+compute the transition (pure), write it over that version. A concurrent writer (the scheduler placing or
+preempting it, another status process) makes the write miss, and the event is applied again to the job read
+as it now is; a kept record that calls for no change is read again before the event is dropped. One lock per
+job keeps this process's own handlers from racing each other.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ log = structlog.get_logger("paiq.status")
 
 Transition = Callable[[JobRecord, int], Change | None]
 MAX_WRITE_ATTEMPTS = 20
+KNOWN_JOBS = 1000  # jobs kept as last written: a running job's next event needs no read of it
 
 
 @dataclass
@@ -42,6 +46,7 @@ class StatusDeps:
     policy: RetryPolicy
     vitals: Vitals = field(default_factory=Vitals)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    known: OrderedDict[str, JobRecord] = field(default_factory=OrderedDict)  # as last written, oldest first
     wakeups: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -68,12 +73,17 @@ async def apply(deps: StatusDeps, job_id: str, transition: Transition,
 async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, lock: asyncio.Lock,
                         applied: CloudEvent | None) -> list[CloudEvent]:
     async with lock:
+        job = deps.known.pop(job_id, None)
         for _ in range(MAX_WRITE_ATTEMPTS):
-            job = await deps.store.get_job(job_id)
-            if job is None:
+            kept = job is not None
+            if job is None and (job := await deps.store.get_job(job_id)) is None:
                 return []
             change = transition(job, now_ms())
             if change is None:
+                if kept:  # nothing to do by the record kept: said only by the job as it is now
+                    job = None
+                    continue
+                _keep(deps, job)
                 return []
             new, events = change
             announced, commands = split(events)
@@ -81,9 +91,32 @@ async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, l
             if await deps.store.replace_job(new, job.version, [*cause, *announced],
                                             [True] * len(cause) + [False] * len(announced)):
                 _log_change(job, new)
+                _keep(deps, new.model_copy(update={"version": job.version + 1, "archived": ()}))
                 await _after_write(deps, new)
                 return commands
+            job = None  # changed meanwhile: read it again
         raise RuntimeError(f"job {job_id} kept changing under the status service; the event will be retried")
+
+
+def _keep(deps: StatusDeps, job: JobRecord) -> None:
+    """Keep the job as it is stored now for its next event, unless it is done (ended, its tasks stopped)."""
+    deps.known.pop(job.id, None)
+    if job.state.is_final and job.sub_state == SubState.COMPLETED:
+        return
+    deps.known[job.id] = job  # the newest last
+    if len(deps.known) > KNOWN_JOBS:
+        deps.known.popitem(last=False)
+
+
+def then(first: Transition, second: Transition) -> Transition:
+    """``second`` applied to what ``first`` made of the job: one write of both changes, their events in order."""
+    def both(job: JobRecord, now: int) -> Change | None:
+        one = first(job, now)
+        two = second(one[0] if one is not None else job, now)
+        if one is None or two is None:
+            return one if two is None else two
+        return two[0], [*one[1], *two[1]]
+    return both
 
 
 def _log_change(old: JobRecord, new: JobRecord) -> None:
@@ -126,10 +159,10 @@ async def on_task_progress(evt: TaskProgress, deps: StatusDeps) -> list[CloudEve
 
 
 async def on_task_exited(evt: TaskExited, deps: StatusDeps) -> list[CloudEvent]:
-    events = await apply(deps, evt.data.job_id,
-                         lambda job, now: lifecycle.task_exited(job, evt.data, now, deps.policy), evt)
     # The last task of a failed attempt may just have ended: its retry may be due already.
-    return events + await apply(deps, evt.data.job_id, lifecycle.retry_due)
+    return await apply(deps, evt.data.job_id,
+                       then(lambda job, now: lifecycle.task_exited(job, evt.data, now, deps.policy),
+                            lifecycle.retry_due), evt)
 
 
 async def on_stop_requested(evt: JobStopRequested, deps: StatusDeps) -> list[CloudEvent]:

@@ -83,15 +83,20 @@ class _Ending:
     store: Store
     job: JobRecord
     usage: UsageIncrements
+    counted: bool = False  # counted already: the record written from was older than the count
     usage_counted: bool = False  # by a count cut short after its usage (a crash; the pass finishes those)
 
     async def marks(self, session: AsyncClientSession | None) -> Doc:
-        """The fields that mark the job counted, for the write that ends it."""
-        self.usage_counted = await self.store.usage.counted_already(self.job.id, session)
+        """The fields that mark the job counted, for the write that ends it (``counted`` even when it was: the
+        write sets every field of the record, whose flag may be older)."""
+        doc = await self.store.jobs.find_one({"_id": self.job.id}, {"counted": 1, MARK: 1}, session=session)
+        self.counted, self.usage_counted = bool(doc and doc.get("counted")), bool(doc and doc.get(MARK))
         return {"counted": True, **({} if self.usage_counted else {MARK: True})}
 
     async def count(self, head: Doc, session: AsyncClientSession | None) -> None:
-        """Add the job (``head``: its document as written) to the counters."""
+        """Add the job (``head``: its document as written) to the counters, unless it is in them."""
+        if self.counted:
+            return
         if not self.usage_counted:
             await self.store.usage.add(self.usage, session)
         await self.store.tallies.add_in(self.job.virtual_cluster, self.job.state.value, self.job.id, session)

@@ -143,11 +143,6 @@ class UsageStore:
         attempts = sorted({a.attempt for a in archived} | {job.attempt})
         return _ops(merged(job_days(job, archived, await self._runs(job, attempts))))
 
-    async def counted_already(self, job_id: str, session: AsyncClientSession | None) -> bool:
-        """Whether the job carries the mark (a count cut short after it: the pass then finishes the rest)."""
-        doc = await self.jobs.find_one({"_id": job_id}, {MARK: 1}, session=session)
-        return bool(doc and doc.get(MARK))
-
     async def add(self, ops: UsageIncrements, session: AsyncClientSession | None) -> None:
         """Write the increments (in ``session``'s transaction: the one that marks the job)."""
         users, vcs = ops
