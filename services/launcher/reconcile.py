@@ -14,6 +14,8 @@ Work that can take long (pulls, stops, log catch-up) runs in the background; the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 
 from services.launcher.announce import exited_event, publish_with_starts, started_event, watch
@@ -24,7 +26,8 @@ from services.launcher.engine.tasklabels import TaskLabels
 from services.launcher.finish import finish
 from services.launcher.launch import launch_and_report
 from services.launcher.stopping import stop_container
-from shared.records import JobRecord, now_ms
+from shared.db.logs import TaskRun
+from shared.records import JobRecord, TaskRecord, now_ms
 from shared.scheduling.placement import Plan, TaskPlacement
 from shared.taskref import TaskRef
 from shared.tasks.launchspec import JobLaunch, job_launch, ref_container_name
@@ -54,8 +57,12 @@ async def reconcile(deps: LauncherDeps) -> None:
     for c, task in tasks:
         await _settle(deps, c, task, jobs[task.job])
     names = {c.name for c in containers if c.status != "created"}
+    # The tasks placed here without a container, and their runs (what the launcher last recorded) in one query.
+    absent = {job.id: here for job in on_node if (here := _absent(deps, job, names))}
+    runs = await deps.logs.get_runs([key for here in absent.values() for _, key in here]) if absent else {}
     for job in on_node:
-        await _launch_missing(deps, job, names)
+        if job.id in absent:
+            await _launch_missing(deps, job, absent[job.id], runs)
 
 
 async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: JobRecord | None) -> None:
@@ -88,16 +95,28 @@ async def _settle(deps: LauncherDeps, c: ContainerInfo, task: TaskLabels, job: J
             pass  # never started: a launch (message or the pass below) starts it
 
 
-async def _launch_missing(deps: LauncherDeps, job: JobRecord, containers: set[str]) -> None:
-    mine = [t for t in job.tasks if t.node_id == deps.node.node_id and not t.state.is_final]
-    launch: JobLaunch | None = None  # the job's shared environment, built once for all its tasks here
-    for task in mine:
+def _absent(deps: LauncherDeps, job: JobRecord, containers: set[str]) -> list[tuple[TaskRecord, TaskRef]]:
+    """The job's tasks placed on this node, not ended, with no container and no launch in flight."""
+    out: list[tuple[TaskRecord, TaskRef]] = []
+    for task in job.tasks:
+        if task.node_id != deps.node.node_id or task.state.is_final:
+            continue
         # The task's current run (its re-runs in place have names and runs of their own: taskRetryCount).
         key = TaskRef(job_id=job.id, attempt=job.attempt, role=task.role, index=task.index, task_attempt=task.retries)
         name = ref_container_name(key)
-        if name in containers or name in deps.work.launches:
+        if name not in containers and name not in deps.work.launches:
+            out.append((task, key))
+    return out
+
+
+async def _launch_missing(deps: LauncherDeps, job: JobRecord, absent: list[tuple[TaskRecord, TaskRef]],
+                          runs: Mapping[str, TaskRun]) -> None:
+    launch: JobLaunch | None = None  # the job's shared environment, built once for all its tasks here
+    for task, key in absent:
+        name = ref_container_name(key)
+        if name in deps.work.launches:  # a launch message came while the runs were read
             continue
-        run = await deps.logs.get_run(key)
+        run = runs.get(key.id)
         decision = decide(Seen(prompt=Prompt.PASS, task=key, job=job, run=run_seen(run), now_ms=now_ms(),
                                stale_after_ms=deps.settings.reconcile_seconds * 1000))
         if decision.action is Action.RESEND_EXIT and run is not None and run.exit_code is not None:

@@ -38,7 +38,7 @@ LEASE_SECONDS = 10
 BATCH = 256
 IDLE_SECONDS = 2.0  # between two tries to lead
 LOOK_SECONDS = LEASE_SECONDS / 2  # the longest the leader waits for a change its process's relay did not tell it
-SAVE_SECONDS = 1.0  # its place is written at most this often while changes come (and once they stop)
+SAVE_SECONDS = 1.0  # its place is written at most this often, while changes come and once they stop
 MAX_TRIES = 5  # an entry whose handling keeps failing (not an outage) is passed over after this many
 CHANGES = frozenset({"task.started", "job.completed", "job.retrying"})
 
@@ -130,7 +130,9 @@ class Intake:
             through = state.last
         entries = await self.store.journal.read(cursor, BATCH, through=through)
         if not entries:
-            if self._saved < cursor:  # the changes stopped: where it got to
+            # The changes stopped: where it got to, unless written within SAVE_SECONDS (changes that come a few
+            # at a time stop after each relay round; the next look, LOOK_SECONDS on, writes it then).
+            if self._saved < cursor and looked - self._saved_at >= SAVE_SECONDS:
                 await self._save(cursor, looked)
             return False
         await self._handle([e for e in entries if e.type in CHANGES])

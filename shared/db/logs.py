@@ -17,6 +17,7 @@ number of bytes (``PAIQ_TASK_LOG_MAX_BYTES``); the last kept line says so when o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -114,6 +115,11 @@ class LogStore:
     async def get_run(self, key: TaskRef) -> TaskRun | None:
         doc = await self.runs.find_one({"_id": key.id})
         return TaskRun.model_validate(doc) if doc else None
+
+    async def get_runs(self, keys: Sequence[TaskRef]) -> dict[str, TaskRun]:
+        """The runs of ``keys`` that are stored, by id: one query, read by ids."""
+        found = self.runs.find({"_id": {"$in": [k.id for k in keys]}})
+        return {d["_id"]: TaskRun.model_validate(d) async for d in found}
 
     async def runs_of(self, task: TaskRef, last: int, limit: int) -> list[TaskRun]:
         """The task's runs ``last``, ``last - 1``, ... (at most ``limit`` of them), newest first, those stored:

@@ -533,6 +533,33 @@ async def test_a_pull_longer_than_rabbitmqs_consumer_timeout_still_starts_one_co
                 await channel.exchange_delete(f"{prefix}.events")
 
 
+async def test_a_reconcile_pass_reads_the_runs_of_tasks_without_containers_in_one_query(
+        h: Harness, mongo_uri: str) -> None:
+    """Four placed tasks that no launch reached (a lost message): the pass reads their runs together, then
+    launches each. Found false: a find of a run per task."""
+    import dataclasses
+
+    from pymongo import AsyncMongoClient
+
+    from services.launcher.reconcile import reconcile
+    from shared.db.logs import LogStore
+    from shared.db.store import Store
+    from tests.dbcommands import CommandCounts
+
+    jobs = [await h.job(f"lost{i}", command="true") for i in range(4)]
+    counts = CommandCounts()
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_uri, event_listeners=[counts])
+    try:
+        assert h.deps is not None
+        store = Store(client, h.settings.database)
+        await reconcile(dataclasses.replace(h.deps, store=store, logs=LogStore(store.jobs.database)))
+        assert counts.sent["find"] == 2, counts.sent  # the jobs holding resources here, then the runs
+        for job, _ in jobs:
+            await h.exited(job)  # launched by the pass, ran, ended
+    finally:
+        await client.close()
+
+
 async def test_a_reconcile_pass_reads_the_jobs_of_running_tasks_in_one_query(h: Harness, mongo_uri: str) -> None:
     """Found false: each pass read each running container's job on its own (a find per task every
     PAIQ_RECONCILE_SECONDS: most of an idle node's database reads)."""

@@ -479,9 +479,10 @@ async def test_an_intake_back_after_the_journal_removed_its_place_moves_past_the
 async def test_a_burst_of_changes_moves_the_intakes_place_about_once_a_second(
         mongo_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Twelve changes read two a batch: each is handled once, and the intake's place is written twice (after
-    the first batch, and once the changes stop), not once a batch. A second intake that takes over before the
-    place was written last would handle from the place written, again (each delivery's id makes that
-    harmless): the place never runs ahead of what was handled."""
+    the first batch, and once the changes stopped, at the first look a second after), not once a batch; changes
+    that come one at a time, each after the intake went idle, move it no more often. A second intake that takes
+    over before the place was written last would handle from the place written, again (each delivery's id makes
+    that harmless): the place never runs ahead of what was handled."""
     from services.notify import intake as intake_module
     from shared.bus.memory import MemoryBus
     from shared.ops.vitals import Vitals
@@ -520,4 +521,20 @@ async def test_a_burst_of_changes_moves_the_intakes_place_about_once_a_second(
             batches += 1
             assert (await store.meta.find_one({"_id": intake_module.CURSOR_ID}))["seq"] <= intake._at
         assert batches == 6 and len(handled) == 12 and len(set(handled)) == 12
+        assert writes == [2], f"the place written at {writes}"
+        await asyncio.sleep(intake_module.SAVE_SECONDS)
+        assert await intake.round() is False  # the next look, changes stopped
         assert writes == [2, 12], f"the place written at {writes}"
+
+        began = time.monotonic()
+        for i in range(10):  # one change at a time, the intake idle after each
+            job_id = f"u~single{i}~0123456789ab"
+            await store.journal.record([JobCompleted(subject=job_id, data=JobCompletedData(
+                job_id=job_id, attempt=0, state=JobState.SUCCEEDED))], version=1, session=None)
+            while await relay.round():
+                pass
+            while await intake.round():
+                pass
+        took = time.monotonic() - began
+        assert len(handled) == 22
+        assert len(writes) - 2 <= 1 + took / intake_module.SAVE_SECONDS, f"{writes} in {took:.1f} s"
