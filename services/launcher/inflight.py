@@ -9,6 +9,7 @@ again. Each kind of work is keyed so that a second request joins the first.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
@@ -21,6 +22,7 @@ log = structlog.get_logger("paiq.launcher")
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
+SSHD_IMAGES = 256  # images whose sshd look-up a launcher remembers
 
 
 class Joined(Generic[K, T]):
@@ -65,6 +67,23 @@ class InFlight:
         self._kept_announced: set[str] = set()  # container ids
         self._started_announced: set[str] = set()  # container ids whose task.started this process sent
         self._background: set[asyncio.Task[Any]] = set()
+        self._sshd: OrderedDict[str, str | None] = OrderedDict()  # by image ID: its sshd's path (None: none)
+
+    # --- what an image holds ---------------------------------------------------------------------
+
+    def sshd_of(self, image_id: str | None) -> tuple[bool, str | None]:
+        """Whether the image's sshd was looked for (an image's files never change), and where it is (None: none)."""
+        if image_id is None or image_id not in self._sshd:
+            return False, None
+        return True, self._sshd[image_id]
+
+    def found_sshd(self, image_id: str | None, path: str | None) -> None:
+        """Remember where the image's sshd is (:data:`SSHD_IMAGES` images at most, the oldest let go first)."""
+        if image_id is None:
+            return
+        self._sshd[image_id] = path
+        if len(self._sshd) > SSHD_IMAGES:
+            self._sshd.popitem(last=False)
 
     # --- recording a container's output -------------------------------------------------------
 

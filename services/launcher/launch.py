@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import structlog
 
@@ -130,11 +131,12 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
     (:mod:`services.launcher.container.jobsecrets`)."""
     node_id = deps.node.node_id
     try:
-        pulled = await ensure_image(deps, spec, key, registry_login(job.config, spec.role, deps.settings.secrets_key))
+        image = await ensure_image(deps, spec, key, registry_login(job.config, spec.role, deps.settings.secrets_key))
         # A pull (or a clone) can take minutes: the job may have ended or moved on meanwhile, and its task's
         # resources been given to another. Then nothing starts. Read again only then: just read, the check after
         # the start (below) is enough.
-        if (pulled or time.monotonic() - began > READ_AGAIN_AFTER_SECONDS) and not await _still_wanted(deps, spec):
+        slow = image.pulled or time.monotonic() - began > READ_AGAIN_AFTER_SECONDS
+        if slow and not await _still_wanted(deps, spec):
             await deps.logs.set_ended(key, exit_code=exitcodes.STOPPED_BY_USER, container_id=None, diagnostics="",
                                       reason="not started: the job ended or moved to another attempt first")
             log.info("launch dropped: the job ended while its image was pulled", job_id=spec.job_id)
@@ -153,18 +155,23 @@ async def _start(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, name: str, co
     await deps.logs.set_running(key, container_id)
     LAUNCH.observe(time.monotonic() - began)
     if ssh is not None:  # after the start is reported: a task's start never waits on this
-        deps.work.spawn(f"ssh-check-{container_id[:12]}", _say_if_no_sshd(deps, key, container_id))
+        deps.work.spawn(f"ssh-check-{container_id[:12]}", _say_if_no_sshd(deps, key, container_id, image.image_id))
     log.info("task started", job_id=spec.job_id, role=spec.role, index=spec.index, container=container_id[:12])
     return [started_event(key, node_id, container_id)]
 
 
-async def _say_if_no_sshd(deps: LauncherDeps, key: TaskRef, container_id: str) -> None:
-    """When the task's image has no sshd, the task's message says ssh into it is unavailable."""
-    try:
-        found = await deps.driver.first_file(container_id, SSHD_PATHS)
-    except DriverError as e:
-        log.warning("could not tell whether the task's image has sshd", container=container_id[:12], reason=e.reason)
-        return
+async def _say_if_no_sshd(deps: LauncherDeps, key: TaskRef, container_id: str, image_id: str | None) -> None:
+    """When the task's image has no sshd, the task's message says ssh into it is unavailable. Looked for once
+    per image (up to four stats of a container's files), on the first container of it."""
+    known, found = deps.work.sshd_of(image_id)
+    if not known:
+        try:
+            found = await deps.driver.first_file(container_id, SSHD_PATHS)
+        except DriverError as e:
+            log.warning("could not tell whether the task's image has sshd", container=container_id[:12],
+                        reason=e.reason)
+            return
+        deps.work.found_sshd(image_id, found)
     if found is None:
         await deps.publish([progress_event(key, deps.node.node_id, TaskSubState.NONE, NO_SSHD)])
 
@@ -174,18 +181,28 @@ async def _still_wanted(deps: LauncherDeps, spec: TaskSpec) -> bool:
                         spec.task_attempt)
 
 
-async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline: RegistryAuth | None = None) -> bool:
+@dataclass(frozen=True)
+class Ensured:
+    """The task's image on the node: whether it was pulled (or a pull tried), and its ID (None: not known)."""
+
+    pulled: bool
+    image_id: str | None
+
+
+async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef,
+                       inline: RegistryAuth | None = None) -> Ensured:
     """Pull the task's image when the node lacks it (or it is ``latest`` and the node re-pulls those),
     with the credentials given inline (a v2 role's ``auth``, opened) or else in the job's authFile; whether
-    it pulled (or tried to).
+    it pulled (or tried to), and the image's ID as the node has it then.
 
     Tasks needing the same image with the same credentials (one authFile, or one role's) share one pull.
     A refresh of an image the node has that fails for any reason but refused credentials falls back to
     the node's copy.
     """
-    present = await deps.driver.has_image(spec.image)
+    present_id = await deps.driver.image_id(spec.image)
+    present = present_id is not None
     if not wants_pull(spec.image, present=present, pull_latest=deps.options.pull_latest):
-        return False
+        return Ensured(pulled=False, image_id=present_id)
     auth = inline
     if auth is None and spec.auth_file:
         auth = await asyncio.to_thread(read_auth_file, spec.auth_file, deps.settings.default_fs_uri)
@@ -199,6 +216,6 @@ async def ensure_image(deps: LauncherDeps, spec: TaskSpec, key: TaskRef, inline:
     except PullError as e:
         if present and not e.login_refused:
             log.warning("could not refresh the image; the node's copy is used", image=spec.image, reason=e.reason)
-            return True
+            return Ensured(pulled=True, image_id=present_id)
         raise
-    return True
+    return Ensured(pulled=True, image_id=await deps.driver.image_id(spec.image))

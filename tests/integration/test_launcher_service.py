@@ -375,10 +375,10 @@ class CountingDriver(DockerDriver):
         self.pulls += 1
         await super().pull(image, auth)
 
-    async def has_image(self, image: str) -> bool:
-        present = await super().has_image(image)
-        self.absent += not present
-        return present
+    async def image_id(self, image: str) -> str | None:
+        found = await super().image_id(image)
+        self.absent += found is None
+        return found
 
 
 async def test_tasks_needing_one_absent_image_share_one_pull_and_say_so(
@@ -404,6 +404,42 @@ async def test_tasks_needing_one_absent_image_share_one_pull_and_say_so(
             assert len({p.data.index for p in pulling}) == len(pulling)
             assert {(p.data.sub_state, p.data.detail) for p in pulling} == {(TaskSubState.PULLING, image)}
         docker_client.images.remove(image)
+
+
+class StatCountingDriver(DockerDriver):
+    """The real driver, counting the look-ups of files in containers (the sshd check's stats)."""
+
+    lookups = 0
+
+    async def first_file(self, container_id: str, paths: tuple[str, ...]) -> str | None:
+        self.lookups += 1
+        return await super().first_file(container_id, paths)
+
+
+async def test_an_images_sshd_is_looked_for_once_and_each_task_told_it_has_none(
+        tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) -> None:
+    """Four SSH-enabled tasks of busybox (no sshd): each task's message says so; the image was looked into
+    once (up to four stats of a container each: found false, a look-up per task)."""
+    from services.launcher.container.sshsetup import NO_SSHD
+    from services.submit.routes.ssh import new_job_key
+    from shared.jobconfig.sealing import new_key
+
+    async with harness(tmp_path, mongo_uri, docker_client, PAIQ_SECRETS_KEY=new_key()) as h:
+        driver = StatCountingDriver.from_url(None)
+        async with running_launcher(h.settings, h.store, h.bus, driver=driver):
+            jobs = [await h.job(f"nosshd{i}", command="sleep 2") for i in range(4)]
+            for job, _ in jobs:
+                assert h.settings.secrets_key is not None
+                await h.store.put_job_key(new_job_key(job, ()).sealed(h.settings.secrets_key))
+            await h.launch(*jobs[0])  # the first alone: the others find the image looked into
+            await h.wait_for(TaskProgress, lambda e: e.subject == jobs[0][0].id and e.data.detail == NO_SSHD)
+            for job, specs in jobs[1:]:
+                await h.launch(job, specs)
+            for job, _ in jobs:
+                await h.wait_for(TaskProgress,
+                                 lambda e, job_id=job.id: e.subject == job_id and e.data.detail == NO_SSHD)
+                assert (await h.exited(job)).data.exit_code == 0
+        assert isinstance(driver, StatCountingDriver) and driver.lookups == 1
 
 
 async def test_a_latest_image_is_refreshed_and_the_local_copy_used_when_the_registry_is_unreachable(

@@ -82,15 +82,15 @@ class DockerDriver:
         """``fn(*args, **kwargs)`` on the engine's threads: when all are taken it waits its turn there."""
         return await asyncio.get_running_loop().run_in_executor(self._calls, functools.partial(fn, *args, **kwargs))
 
-    async def has_image(self, image: str) -> bool:
+    async def image_id(self, image: str) -> str | None:
         try:
-            await self._call(self._client.images.get, image)
+            found = await self._call(self._client.images.get, image)
         except docker.errors.ImageNotFound:
-            return False
+            return None
         except docker.errors.APIError as e:  # e.g. "invalid reference format": no pull can help
             raise PullError(f"image {image} refused", reason=f"image {image} cannot be used: {_explain(e)}",
                             login_refused=False) from None
-        return True
+        return str(found.id)
 
     async def pull(self, image: str, auth: RegistryAuth | None) -> None:
         repo, tag = parse_repository_tag(image)

@@ -91,7 +91,8 @@ class LogLine(BaseModel):
 
 
 class ContainerDriver(Protocol):
-    async def has_image(self, image: str) -> bool: ...
+    async def image_id(self, image: str) -> str | None:
+        """The ID of the node's image ``image`` names; None when the node lacks it."""
 
     async def ensure_network(self, name: str) -> str:
         """The gateway address of the task network ``name`` (made when missing; DriverError when one of that
