@@ -91,7 +91,9 @@ async def _apply_locked(deps: StatusDeps, job_id: str, transition: Transition, l
             if await deps.store.replace_job(new, job.version, [*cause, *announced],
                                             [True] * len(cause) + [False] * len(announced)):
                 _log_change(job, new)
-                _keep(deps, new.model_copy(update={"version": job.version + 1, "archived": ()}))
+                # As stored now: an ended job is counted by its write (or, without transactions, right after it)
+                _keep(deps, new.model_copy(update={"version": job.version + 1, "archived": (),
+                                                   "counted": new.counted or new.state.is_final}))
                 await _after_write(deps, new)
                 return commands
             job = None  # changed meanwhile: read it again

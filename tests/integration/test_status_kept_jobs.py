@@ -105,6 +105,23 @@ async def test_an_event_the_kept_record_calls_for_nothing_is_judged_on_the_job_a
     assert done is not None and done.state == JobState.FAILED and done.tasks[1].exit_code == 3
 
 
+async def test_a_job_ended_before_its_last_task_is_kept_counted_and_counted_once(store: Store) -> None:
+    """Task 0 fails the job while task 1 still runs (the job ended, its tasks stopping): kept as counted, so
+    the write of task 1's exit does not count it again or read its usage for nothing."""
+    job = running(tasks=2)
+    await store.insert_job(job)
+    d = deps(store)
+    await on_task_exited(exited(job, 0, code=3), d)
+    ended = await store.get_job(job.id)
+    assert ended is not None and ended.state == JobState.FAILED and ended.sub_state != SubState.COMPLETED, ended
+    assert ended.counted and d.known[job.id].counted and d.known[job.id].version == ended.version
+    await on_task_exited(exited(job, 1, code=143), d)
+    done = await store.get_job(job.id)
+    assert done is not None and done.sub_state == SubState.COMPLETED and done.counted
+    assert (await store.tallies.by_vc())["default"]["FAILED"] == 1
+    assert await store.count_jobs(user="alice") == 1
+
+
 async def test_an_exit_that_makes_a_retry_due_is_one_write_with_its_events_in_order(store: Store) -> None:
     job = running(tasks=1, retryCount=1)
     await store.insert_job(job)
