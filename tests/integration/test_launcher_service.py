@@ -406,42 +406,6 @@ async def test_tasks_needing_one_absent_image_share_one_pull_and_say_so(
         docker_client.images.remove(image)
 
 
-class StatCountingDriver(DockerDriver):
-    """The real driver, counting the look-ups of files in containers (the sshd check's stats)."""
-
-    lookups = 0
-
-    async def first_file(self, container_id: str, paths: tuple[str, ...]) -> str | None:
-        self.lookups += 1
-        return await super().first_file(container_id, paths)
-
-
-async def test_an_images_sshd_is_looked_for_once_and_each_task_told_it_has_none(
-        tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) -> None:
-    """Four SSH-enabled tasks of busybox (no sshd): each task's message says so; the image was looked into
-    once (up to four stats of a container each: found false, a look-up per task)."""
-    from services.launcher.container.sshsetup import NO_SSHD
-    from services.submit.routes.ssh import new_job_key
-    from shared.jobconfig.sealing import new_key
-
-    async with harness(tmp_path, mongo_uri, docker_client, PAIQ_SECRETS_KEY=new_key()) as h:
-        driver = StatCountingDriver.from_url(None)
-        async with running_launcher(h.settings, h.store, h.bus, driver=driver):
-            jobs = [await h.job(f"nosshd{i}", command="sleep 2") for i in range(4)]
-            for job, _ in jobs:
-                assert h.settings.secrets_key is not None
-                await h.store.put_job_key(new_job_key(job, ()).sealed(h.settings.secrets_key))
-            await h.launch(*jobs[0])  # the first alone: the others find the image looked into
-            await h.wait_for(TaskProgress, lambda e: e.subject == jobs[0][0].id and e.data.detail == NO_SSHD)
-            for job, specs in jobs[1:]:
-                await h.launch(job, specs)
-            for job, _ in jobs:
-                await h.wait_for(TaskProgress,
-                                 lambda e, job_id=job.id: e.subject == job_id and e.data.detail == NO_SSHD)
-                assert (await h.exited(job)).data.exit_code == 0
-        assert isinstance(driver, StatCountingDriver) and driver.lookups == 1
-
-
 async def test_a_latest_image_is_refreshed_and_the_local_copy_used_when_the_registry_is_unreachable(
         tmp_path: Path, mongo_uri: str, docker_client: docker.DockerClient) -> None:
     async with harness(tmp_path, mongo_uri, docker_client) as h:
@@ -567,57 +531,3 @@ async def test_a_pull_longer_than_rabbitmqs_consumer_timeout_still_starts_one_co
                 for queue in (f"{prefix}.launcher.{h.node_id}", f"{prefix}.dead"):
                     await channel.queue_delete(queue)
                 await channel.exchange_delete(f"{prefix}.events")
-
-
-async def test_a_reconcile_pass_reads_the_runs_of_tasks_without_containers_in_one_query(
-        h: Harness, mongo_uri: str) -> None:
-    """Four placed tasks that no launch reached (a lost message): the pass reads their runs together, then
-    launches each. Found false: a find of a run per task."""
-    import dataclasses
-
-    from pymongo import AsyncMongoClient
-
-    from services.launcher.reconcile import reconcile
-    from shared.db.logs import LogStore
-    from shared.db.store import Store
-    from tests.dbcommands import CommandCounts
-
-    jobs = [await h.job(f"lost{i}", command="true") for i in range(4)]
-    counts = CommandCounts()
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_uri, event_listeners=[counts])
-    try:
-        assert h.deps is not None
-        store = Store(client, h.settings.database)
-        await reconcile(dataclasses.replace(h.deps, store=store, logs=LogStore(store.jobs.database)))
-        assert counts.sent["find"] == 2, counts.sent  # the jobs holding resources here, then the runs
-        for job, _ in jobs:
-            await h.exited(job)  # launched by the pass, ran, ended
-    finally:
-        await client.close()
-
-
-async def test_a_reconcile_pass_reads_the_jobs_of_running_tasks_in_one_query(h: Harness, mongo_uri: str) -> None:
-    """Found false: each pass read each running container's job on its own (a find per task every
-    PAIQ_RECONCILE_SECONDS: most of an idle node's database reads)."""
-    import dataclasses
-
-    from pymongo import AsyncMongoClient
-
-    from services.launcher.reconcile import reconcile
-    from shared.db.store import Store
-    from tests.dbcommands import CommandCounts
-
-    jobs = [await h.job(f"quiet{i}", command="sleep 60") for i in range(6)]
-    for job, specs in jobs:
-        await h.launch(job, specs)
-    for job, _ in jobs:
-        await h.wait_for(TaskStarted, lambda e, job_id=job.id: e.subject == job_id)
-    counts = CommandCounts()
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_uri, event_listeners=[counts])
-    try:
-        assert h.deps is not None
-        await reconcile(dataclasses.replace(h.deps, store=Store(client, h.settings.database)))
-    finally:
-        await client.close()
-    assert counts.sent["find"] == 1, counts.sent  # the jobs holding resources on this node; nothing else
-    assert not h.of(TaskExited, jobs[0][0].id), "the pass left the running tasks alone"

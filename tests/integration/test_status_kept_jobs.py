@@ -8,13 +8,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from services.status.service import KNOWN_JOBS, StatusDeps, _keep, on_task_exited, retry_policy
-from shared.bus.memory import MemoryBus
+from services.status.service import KNOWN_JOBS, _keep, on_task_exited
 from shared.db.store import Store, open_store
 from shared.events import TaskExited, TaskExitedData
 from shared.records import JobRecord, JobState, SubState, TaskRecord, TaskState, now_ms
-from shared.settings.model import Settings
 from tests.infra import unique
+from tests.integration.statusdeps import status_deps
 from tests.unit.factories import make_config, make_job, role_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -24,11 +23,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 async def store(mongo_uri: str) -> AsyncIterator[Store]:
     async with open_store(mongo_uri, unique("kept_")) as s:
         yield s
-
-
-def deps(store: Store, **env: str) -> StatusDeps:
-    s = Settings.from_env({"PAIQ_QUEUE_PREFIX": unique("kept"), **env})
-    return StatusDeps(settings=s, store=store, bus=MemoryBus(), policy=retry_policy(s))
 
 
 def running(tasks: int = 2, **config: object) -> JobRecord:
@@ -62,7 +56,7 @@ def count_reads(store: Store) -> list[str]:
 async def test_a_running_jobs_next_events_are_folded_without_reading_it(store: Store) -> None:
     job = running(tasks=3)
     await store.insert_job(job)
-    d = deps(store)
+    d = status_deps(store)
     reads = count_reads(store)
     await on_task_exited(exited(job, 0), d)
     await on_task_exited(exited(job, 1), d)
@@ -77,7 +71,7 @@ async def test_a_running_jobs_next_events_are_folded_without_reading_it(store: S
 async def test_a_kept_record_made_stale_by_another_writer_costs_one_read(store: Store) -> None:
     job = running(tasks=2)
     await store.insert_job(job)
-    d = deps(store)
+    d = status_deps(store)
     await on_task_exited(exited(job, 0), d)
     assert d.known[job.id].version == (await store.get_job(job.id) or job).version, "kept as stored"
     await store.update_job(job.id, {}, {"reason": "changed by another writer"})  # moves its version
@@ -93,7 +87,7 @@ async def test_an_event_the_kept_record_calls_for_nothing_is_judged_on_the_job_a
     """A kept record that is wrong (here planted: task 1 shown ended) cannot make the service drop an event."""
     job = running(tasks=2)
     await store.insert_job(job)
-    d = deps(store)
+    d = status_deps(store)
     await on_task_exited(exited(job, 0), d)
     kept = d.known[job.id]
     d.known[job.id] = kept.model_copy(update={"tasks": tuple(
@@ -110,7 +104,7 @@ async def test_a_job_ended_before_its_last_task_is_kept_counted_and_counted_once
     the write of task 1's exit does not count it again or read its usage for nothing."""
     job = running(tasks=2)
     await store.insert_job(job)
-    d = deps(store)
+    d = status_deps(store)
     await on_task_exited(exited(job, 0, code=3), d)
     ended = await store.get_job(job.id)
     assert ended is not None and ended.state == JobState.FAILED and ended.sub_state != SubState.COMPLETED, ended
@@ -125,7 +119,7 @@ async def test_a_job_ended_before_its_last_task_is_kept_counted_and_counted_once
 async def test_an_exit_that_makes_a_retry_due_is_one_write_with_its_events_in_order(store: Store) -> None:
     job = running(tasks=1, retryCount=1)
     await store.insert_job(job)
-    d = deps(store, PAIQ_RETRY_BACKOFF_MS="0")
+    d = status_deps(store, PAIQ_RETRY_BACKOFF_MS="0")
     before = await store.get_job(job.id)
     assert before is not None
     await on_task_exited(exited(job, 0, code=1), d)
@@ -140,8 +134,7 @@ async def test_an_exit_that_makes_a_retry_due_is_one_write_with_its_events_in_or
 
 
 def test_the_kept_jobs_are_bounded_the_oldest_let_go_first() -> None:
-    kept = StatusDeps(settings=Settings.from_env({}), store=None, bus=MemoryBus(),  # type: ignore[arg-type]
-                      policy=retry_policy(Settings.from_env({})))
+    kept = status_deps(None)  # type: ignore[arg-type]  # bookkeeping only: the store is never asked
     jobs = [running(tasks=1) for _ in range(KNOWN_JOBS + 5)]
     for j in jobs:
         _keep(kept, j)

@@ -12,18 +12,17 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from services.status.service import StatusDeps, on_task_exited, remove_expired, retry_policy
-from shared.bus.memory import MemoryBus
+from services.status.service import on_task_exited, remove_expired
 from shared.db.profiles import ProfileWrite, TaskProfile
 from shared.db.store import Store, open_store
 from shared.events import TaskExited, TaskExitedData
 from shared.profiling.totals import TaskTotals
 from shared.records import AttemptRecord, JobRecord, JobState, SubState, TaskRecord, TaskState, now_ms
-from shared.settings.model import Settings
 from shared.usage.days import DAY_MS, DayRange, day_of
 from shared.usage.report import Asked, Asker, ReportRow, row_filters
 from tests.dbcommands import CommandCounts
 from tests.infra import unique
+from tests.integration.statusdeps import status_deps
 from tests.unit.factories import make_config, make_job, role_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -35,11 +34,6 @@ H = 3_600_000
 async def store(mongo_uri: str) -> AsyncIterator[Store]:
     async with open_store(mongo_uri, unique("usage_")) as s:
         yield s
-
-
-def deps(store: Store, **env: str) -> StatusDeps:
-    s = Settings.from_env({"PAIQ_QUEUE_PREFIX": unique("usage"), **env})
-    return StatusDeps(settings=s, store=store, bus=MemoryBus(), policy=retry_policy(s))
 
 
 def running(user: str, vc: str, started_ms: int, *, gpus: int = 2, name: str | None = None) -> JobRecord:
@@ -80,7 +74,7 @@ async def test_a_job_that_ends_is_counted_once_however_often_its_completion_come
     start = now_ms() - 3 * H
     job = running("alice", "default", start)
     await store.insert_job(job)
-    d = deps(store)
+    d = status_deps(store)
     await on_task_exited(exited(job), d)
     done = await store.get_job(job.id)
     assert done is not None and done.state == JobState.SUCCEEDED and done.completed_ms is not None
@@ -108,7 +102,7 @@ async def test_a_jobs_end_is_counted_in_the_transaction_that_stores_it(mongo_uri
         job = running("alice", "default", now_ms() - H)
         await store.insert_job(job)
         counts.sent.clear()
-        await on_task_exited(exited(job), deps(store))
+        await on_task_exited(exited(job), status_deps(store))
         assert counts.sent["commitTransaction"] == 1, counts.sent
         # the job, its VC's tally (missing yet: then inserted), the lists' counts and the two rollups (bulk writes)
         assert counts.sent["update"] == 5, counts.sent
@@ -132,7 +126,7 @@ async def test_a_jobs_end_after_a_count_cut_short_adds_nothing_twice(store: Stor
     assert await store.usage.record_job(ended, [], atomic=True) is True
     await store.tallies.add("default", "SUCCEEDED", job.id)
     before = await held(store)
-    await on_task_exited(exited(job), deps(store))
+    await on_task_exited(exited(job), status_deps(store))
     done = await must_get(store, job.id)
     assert done.state == JobState.SUCCEEDED and done.counted
     assert await held(store) == before
@@ -150,7 +144,7 @@ async def test_used_gpu_hours_come_from_the_tasks_profile(store: Store) -> None:
                               samples=720, first_ms=start, last_ms=start + 2 * H, cpu_seconds=2 * sampled,
                               gpu_held_seconds=sampled, gpu_measured_seconds=sampled, gpu_used_seconds=sampled * 0.25))
     assert await store.profiles.save([ProfileWrite(profile=profile, new=True)]) == 0
-    await on_task_exited(exited(job), deps(store))
+    await on_task_exited(exited(job), status_deps(store))
     found = list((await rows(store)).values())
     assert sum(r.gpu_hours_used for r in found) == pytest.approx(0.5, abs=0.001)
     assert sum(r.gpu_hours_measured for r in found) == pytest.approx(2.0, abs=0.001)
@@ -165,13 +159,13 @@ async def test_usage_stays_when_its_job_is_deleted_or_expires(store: Store) -> N
     kept, expired = running("carol", "default", now - 4 * H), running("carol", "default", now - 3 * H)
     for job in (kept, expired):
         await store.insert_job(job)
-        await on_task_exited(exited(job), deps(store))
+        await on_task_exited(exited(job), status_deps(store))
     before = await held(store)
     assert sum(n for _, n in before.values()) == 2
 
     assert await store.delete_job(kept.id)
     await store.jobs.update_one({"_id": expired.id}, {"$set": {"completed_ms": now - 10 * DAY_MS}})
-    assert await remove_expired(deps(store, PAIQ_JOB_RETENTION_DAYS="7")) == 1
+    assert await remove_expired(status_deps(store, PAIQ_JOB_RETENTION_DAYS="7")) == 1
     assert await store.get_job(kept.id) is None and await store.get_job(expired.id) is None
     assert await held(store) == before
 
@@ -181,7 +175,7 @@ async def test_a_report_reads_a_users_own_rows_and_their_vcs(store: Store) -> No
     for user, vc in (("dan", "vision"), ("erin", "vision"), ("dan", "speech"), ("fay", "speech")):
         job = running(user, vc, start)
         await store.insert_job(job)
-        await on_task_exited(exited(job), deps(store))
+        await on_task_exited(exited(job), status_deps(store))
     dan = Asker(user="dan", admin=False, vcs=("vision",))
     seen = {(vc, user) for (_, vc, user) in await rows(store, dan)}
     assert seen == {("vision", "dan"), ("vision", "erin"), ("speech", "dan")}, "never fay's, in a VC dan left"
@@ -223,7 +217,7 @@ async def test_a_task_rerun_in_place_counts_its_earlier_run_from_its_profile(sto
                                                               cpu_seconds=900.0, gpu_held_seconds=3600.0))
     assert await store.profiles.save([ProfileWrite(profile=first, new=True)]) == 0
     ended = exited(job).model_copy(update={"data": exited(job).data.model_copy(update={"task_attempt": 1})})
-    await on_task_exited(ended, deps(store))
+    await on_task_exited(ended, status_deps(store))
     done = await store.get_job(job.id)
     assert done is not None and done.state == JobState.SUCCEEDED and done.completed_ms is not None
     found = list((await rows(store)).values())
@@ -252,7 +246,7 @@ async def test_jobs_that_ended_before_the_rollups_are_added_once_at_start(store:
                               samples=360, first_ms=start, last_ms=start + H, cpu_seconds=3600.0,
                               gpu_held_seconds=3600.0, gpu_measured_seconds=3600.0, gpu_used_seconds=900.0))
     assert await store.profiles.save([ProfileWrite(profile=profile, new=True)]) == 0
-    d = deps(store)
+    d = status_deps(store)
     for job in (recent, old, used, uncounted):
         await on_task_exited(exited(job), d)
     expected = await held(store)
